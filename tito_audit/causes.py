@@ -1,0 +1,133 @@
+"""Cause labels (SPEC "Causes") for a divergence between an earlier and a later text.
+
+Each rule looks at the two texts from their first differing character and at the conversation that
+produced them; a divergence can carry several labels. The rules are evidence-based: a label is given
+only when the texts show it (a reasoning string present earlier and missing later, an empty think block
+gone, a different control token at the divergence, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from tito_audit.conversation import Message
+
+EMPTY_THINK = re.compile(
+    r"<(think|thinking|seed:think|reasoning)>\s*</\1>"
+    r"|<\|channel\|>analysis<\|message\|>\s*<\|end\|>"  # harmony (gpt-oss): an empty analysis message
+)
+_WS = re.compile(r"\s+")
+_LOOKAHEAD = 160
+
+
+@dataclass(frozen=True)
+class TextContext:
+    """What the classifier may know about the texts being compared."""
+
+    messages: Sequence[Message]
+    controls: Iterable[str]
+    stop_texts: Iterable[str]
+
+
+def _reasoning_strings(messages: Sequence[Message]) -> list[str]:
+    out = []
+    for message in messages:
+        value = message.get("reasoning_content")
+        if isinstance(value, str) and value.strip():
+            out.append(value.strip())
+    return out
+
+
+def _tool_call_names(messages: Sequence[Message]) -> list[str]:
+    names = []
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            name = (call.get("function") or {}).get("name")
+            if isinstance(name, str):
+                names.append(name)
+    return names
+
+
+def _control_at(text: str, index: int, controls: Iterable[str]) -> str | None:
+    """The control-token string that covers ``text[index]`` (starting at or before it), if any."""
+    best = None
+    for control in controls:
+        start = text.rfind(control, max(0, index - len(control) + 1), index + len(control))
+        if start != -1 and start <= index < start + len(control) and (best is None or len(control) > len(best)):
+            best = control
+    return best
+
+
+def _squash(text: str) -> str:
+    return _WS.sub("", text)
+
+
+def _json_equivalent(a: str, b: str) -> bool:
+    """Whether the first JSON object in each window parses to the same value (reformatting only)."""
+    decoder = json.JSONDecoder()
+    values = []
+    for window in (a, b):
+        start = window.find("{")
+        if start < 0:
+            return False
+        try:
+            values.append(decoder.raw_decode(window[start:])[0])
+        except ValueError:
+            return False
+    return values[0] == values[1]
+
+
+def classify_text_divergence(
+    earlier: str, later: str, index: int, context: TextContext, known: Sequence[str] = ()
+) -> list[str]:
+    """Labels for ``earlier`` not being a prefix of ``later``; ``index`` is their first differing character.
+
+    ``known`` are labels the caller established (``gen-prompt-mismatch``); they come first and the
+    content/tool-call fallback is only used when no rule explains the divergence.
+    """
+    labels: list[str] = list(known)
+    controls = list(context.controls)
+    stops = set(context.stop_texts)
+    rest_earlier, rest_later = earlier[index:], later[index:]
+
+    for reasoning in _reasoning_strings(context.messages):
+        found = earlier.find(reasoning, max(0, index - len(reasoning)))
+        if 0 <= found <= index + _LOOKAHEAD and reasoning not in later[found : found + len(reasoning) + _LOOKAHEAD]:
+            labels.append("reasoning-pruned")
+            break
+    think = EMPTY_THINK.search(earlier, max(0, index - 16))
+    if think is not None and think.start() <= index + 2 and not later.startswith(think.group(0), think.start()):
+        labels.append("empty-think-dropped")
+
+    control_earlier = _control_at(earlier, index, controls)
+    control_later = _control_at(later, index, controls)
+    if control_earlier and control_earlier in stops and control_later and control_later != control_earlier:
+        labels.append("stop-token-swap")
+
+    # Text the template writes only after the last message (a newline after the end token, or the end
+    # token itself when a following message of the same role would continue the block).
+    tail = rest_earlier
+    for stop in stops:
+        tail = tail.replace(stop, "")
+    after_stop = any(earlier[:index].endswith(s) for s in stops) or any(rest_earlier.startswith(s) for s in stops)
+    if after_stop and rest_earlier and len(tail) <= 4 and not tail.strip() and not any(c in tail for c in controls):
+        labels.append("tail-after-stop")
+
+    if not labels:
+        labels.append(_fallback(earlier, later, index, context))
+    return labels
+
+
+def _fallback(earlier: str, later: str, index: int, context: TextContext) -> str:
+    """Rewritten message text or tool-call serialization, told apart by where the divergence lies."""
+    near = earlier[max(0, index - 300) : index + 40]
+    in_tool_call = any(name in near for name in _tool_call_names(context.messages))
+    if in_tool_call and _json_equivalent(earlier[max(0, index - 200) :], later[max(0, index - 200) :]):
+        return "tool-call-reformatted"
+    window_earlier = _squash(earlier[index : index + _LOOKAHEAD])[:60]
+    if window_earlier and _squash(later[index : index + _LOOKAHEAD + 40]).startswith(window_earlier):
+        return "content-rewritten"  # only whitespace differs
+    return "tool-call-reformatted" if in_tool_call else "content-rewritten"

@@ -1,0 +1,74 @@
+"""Conversation data: OpenAI-style messages plus tools, and the appended steps between assistant turns."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+Message = dict[str, Any]
+
+TOOL = "tool"
+USER = "user"
+SYSTEM = "system"
+ASSISTANT = "assistant"
+STEP_KINDS = (TOOL, USER, SYSTEM, ASSISTANT)
+"""Kinds of appended step: tool results only; with a user turn; with a system message; none (assistant follows assistant)."""
+
+
+@dataclass
+class Conversation:
+    """One conversation to audit; ``shape`` names the generator's choices, for reports and refusals."""
+
+    id: str
+    messages: list[Message]
+    tools: list[dict] | None = None
+    shape: dict[str, str] = field(default_factory=dict)
+    must_appear: list[str] = field(default_factory=list)
+    """Strings a faithful render shows (tool names, tool-result phrases); missing ones mean dropped messages."""
+
+    def assistant_indices(self) -> list[int]:
+        return [i for i, m in enumerate(self.messages) if m.get("role") == ASSISTANT]
+
+    def copy(self) -> Conversation:
+        return copy.deepcopy(self)
+
+    def has_tool_traffic(self) -> bool:
+        return any(m.get("role") == TOOL or m.get("tool_calls") for m in self.messages)
+
+
+@dataclass(frozen=True)
+class Step:
+    """The messages between two assistant turns ``before`` and ``after`` (indices into messages)."""
+
+    before: int
+    after: int
+    roles: tuple[str, ...]
+
+    @property
+    def kind(self) -> str:
+        return step_kind(self.roles)
+
+
+def step_kind(roles: tuple[str, ...] | list[str]) -> str:
+    """Classify an appended step by its roles.
+
+    >>> step_kind(("tool", "tool")), step_kind(("tool", "user")), step_kind(("system",)), step_kind(())
+    ('tool', 'user', 'system', 'assistant')
+    """
+    present = set(roles)
+    if not present:
+        return ASSISTANT
+    if present <= {TOOL}:
+        return TOOL
+    if SYSTEM in present:
+        return SYSTEM
+    return USER
+
+
+def steps_of(messages: list[Message]) -> list[Step]:
+    turns = [i for i, m in enumerate(messages) if m.get("role") == ASSISTANT]
+    return [
+        Step(before=a, after=b, roles=tuple(str(messages[k].get("role")) for k in range(a + 1, b)))
+        for a, b in zip(turns, turns[1:])
+    ]

@@ -1,0 +1,160 @@
+"""Render conversations through the model's own chat-template machinery, with a frozen clock.
+
+``render(M, gp)`` is ``apply_chat_template(M, tools=T, add_generation_prompt=gp, **kwargs)`` as text and
+``ids(M, gp)`` the same tokenized as ``apply_chat_template(..., tokenize=True)`` does. The template's
+``strftime_now`` reads a fixed clock during the audit so that reports are reproducible; the
+nondeterminism check renders with a second clock to find templates that depend on the date.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from tito_audit.model import JINJA, LoadedModel
+from tito_audit.tokens import TokenCodec
+
+DEFAULT_CLOCK = datetime(2026, 1, 15, 9, 30, 0)
+"""The date templates see through ``strftime_now`` unless ``--clock`` says otherwise."""
+ALTERNATE_CLOCK = datetime(2027, 8, 3, 17, 45, 0)
+
+Message = dict[str, Any]
+
+
+class RenderError(Exception):
+    """The template (or backend) refused to render; ``str(err)`` is one line naming the exception."""
+
+
+class PrefixRenderError(RenderError):
+    """Rendering ``messages[:k]`` with ``add_generation_prompt=gp`` failed."""
+
+    def __init__(self, k: int, gp: bool, reason: str) -> None:
+        super().__init__(reason)
+        self.k = k
+        self.gp = gp
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class RenderedPrefix:
+    text: str
+    ids: list[int]
+
+
+def one_line(exc: BaseException, limit: int = 200) -> str:
+    text = " ".join(str(exc).split()) or "(no message)"
+    return f"{type(exc).__name__}: {text[:limit]}"
+
+
+@contextmanager
+def frozen_clock(template_source: str | None, when: datetime) -> Iterator[None]:
+    """Make ``strftime_now`` in ``template_source`` read ``when`` (restored on exit).
+
+    transformers compiles each template once into its own sandboxed environment; we patch that
+    environment's global rather than passing a kwarg, because kwargs reach the template only as
+    plain data (a function would arrive as a placeholder string).
+    """
+    if template_source is None:
+        yield
+        return
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    environment = _compile_jinja_template(template_source).environment
+    original = environment.globals.get("strftime_now")
+    environment.globals["strftime_now"] = lambda fmt: when.strftime(fmt)
+    try:
+        yield
+    finally:
+        if original is None:
+            environment.globals.pop("strftime_now", None)
+        else:
+            environment.globals["strftime_now"] = original
+
+
+class Renderer:
+    """Renders prefixes of conversations for one model, template and variant."""
+
+    def __init__(self, model: LoadedModel, codec: TokenCodec, kwargs: Mapping[str, Any] | None = None) -> None:
+        self.model = model
+        self.codec = codec
+        self.kwargs = dict(kwargs or {})
+        self.renders = 0
+
+    @property
+    def uses_jinja(self) -> bool:
+        return self.model.backend == JINJA
+
+    def text(self, messages: Sequence[Message], tools: list[dict] | None, gp: bool) -> str:
+        """render(M, gp); raises :class:`RenderError` when the template refuses."""
+        self.renders += 1
+        tokenizer = self.model.tokenizer
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if self.uses_jinja:
+                    return tokenizer.apply_chat_template(
+                        list(messages),
+                        tools=tools,
+                        chat_template=self.model.template_source,
+                        add_generation_prompt=gp,
+                        tokenize=False,
+                        **self.kwargs,
+                    )
+                return self._backend_text(list(messages), tools, gp)
+        except RecursionError as exc:
+            raise RenderError("RecursionError: template recursion too deep") from exc
+        except Exception as exc:
+            raise RenderError(one_line(exc)) from exc
+
+    def prefixes(
+        self, messages: Sequence[Message], tools: list[dict] | None, needed: Sequence[tuple[int, bool]]
+    ) -> dict[tuple[int, bool], RenderedPrefix]:
+        """Render ``messages[:k]`` with ``add_generation_prompt=gp`` for each ``(k, gp)``, once each.
+
+        Texts are tokenized in one batch. For Jinja templates ids equal
+        ``apply_chat_template(..., tokenize=True)``; backends that tokenize piecewise (mistral-common)
+        are asked for their own ids.
+        """
+        keys = list(dict.fromkeys(needed))
+        texts: list[str] = []
+        for k, gp in keys:
+            try:
+                texts.append(self.text(messages[:k], tools, gp))
+            except RenderError as exc:
+                raise PrefixRenderError(k, gp, str(exc)) from exc
+        if self.uses_jinja:
+            all_ids = self.codec.encode_many(texts)
+        else:
+            all_ids = [self._backend_ids(list(messages[:k]), tools, gp) for k, gp in keys]
+        return {key: RenderedPrefix(text, ids) for key, text, ids in zip(keys, texts, all_ids, strict=True)}
+
+    # -- backends without Jinja (mistral-common) ----------------------------------------------
+    def _backend_call(self, messages: list[Message], tools: list[dict] | None, gp: bool, tokenize: bool) -> Any:
+        tokenizer = self.model.tokenizer
+        logging.getLogger("transformers").setLevel(logging.ERROR)
+        ends_with_assistant = bool(messages) and messages[-1].get("role") == "assistant"
+        extra: dict[str, Any] = {"continue_final_message": True} if ends_with_assistant and not gp else {
+            "add_generation_prompt": gp
+        }
+        if tokenize:
+            extra["return_dict"] = False
+        return tokenizer.apply_chat_template(messages, tools=tools, tokenize=tokenize, **extra, **self.kwargs)
+
+    def _backend_text(self, messages: list[Message], tools: list[dict] | None, gp: bool) -> str:
+        """mistral-common renders no conversation that ends with an assistant turn; we render that turn as a
+        continuation and close it with the end-of-sequence token, as the backend does in history."""
+        text = self._backend_call(messages, tools, gp, tokenize=False)
+        if messages and messages[-1].get("role") == "assistant" and not gp:
+            text += self.model.tokenizer.eos_token
+        return text
+
+    def _backend_ids(self, messages: list[Message], tools: list[dict] | None, gp: bool) -> list[int]:
+        ids = list(self._backend_call(messages, tools, gp, tokenize=True))
+        if messages and messages[-1].get("role") == "assistant" and not gp:
+            ids.append(self.model.tokenizer.eos_token_id)
+        return ids

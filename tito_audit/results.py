@@ -1,0 +1,210 @@
+"""Result types: plain dataclasses that the audit produces and the formatters render.
+
+Everything here is JSON-serialisable through :func:`dataclasses.asdict`; the JSON report's schema is
+these classes (documented in README, section "JSON report").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+READY = "ready"
+READY_TOOL_ONLY = "ready-tool-only"
+BROKEN = "broken"
+UNSUPPORTED = "unsupported"
+VERDICT_ORDER = (READY, READY_TOOL_ONLY, BROKEN, UNSUPPORTED)
+"""Best to worst; a model's verdict is its worst variant's."""
+
+CHECKS = ("roundtrip", "append", "rollout", "bridge")
+
+CAUSES = (
+    "reasoning-pruned",
+    "empty-think-dropped",
+    "gen-prompt-mismatch",
+    "stop-token-swap",
+    "tail-after-stop",
+    "bpe-seam",
+    "content-rewritten",
+    "tool-call-reformatted",
+    "history-dependent-suffix",
+    "nondeterministic-template",
+    "template-error",
+    "special-token-literal",
+    "normalization",
+    "noncanonical-split",
+    "bos-duplication",
+    "utf8-split",
+)
+
+
+def worst_verdict(verdicts: list[str]) -> str:
+    return max(verdicts, key=VERDICT_ORDER.index) if verdicts else UNSUPPORTED
+
+
+@dataclass
+class TokenWindow:
+    """A few tokens around a divergence: ``start`` is the index of ``ids[0]`` in its sequence."""
+
+    start: int
+    ids: list[int]
+    texts: list[str]
+
+
+@dataclass
+class Failure:
+    """One failing case, with where it happened and why."""
+
+    check: str
+    aspect: str
+    """What failed: ``text``, ``tokens``, ``seam``, ``drift``, ``drift-noncanonical``, ``canonical``, ..."""
+    category: str
+    """The row of the check's table: appended role, step kind or completion kind."""
+    conversation_id: str
+    turn: int
+    """Message index: the appended message (append), the next assistant turn (rollout, bridge)."""
+    roles: list[str]
+    causes: list[str]
+    char_index: int | None = None
+    token_index: int | None = None
+    expected: TokenWindow | None = None
+    """The earlier side: rendered history or the token buffer."""
+    actual: TokenWindow | None = None
+    """The later side: the template's rendering after the append."""
+    expected_text: str = ""
+    actual_text: str = ""
+    detail: str = ""
+
+
+@dataclass
+class CheckRow:
+    category: str
+    cases: int = 0
+    passed: int = 0
+    failed: int = 0
+    refused: int = 0
+
+
+@dataclass
+class CheckResult:
+    name: str
+    rows: list[CheckRow] = field(default_factory=list)
+    cause_counts: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def row(self, category: str) -> CheckRow:
+        for row in self.rows:
+            if row.category == category:
+                return row
+        row = CheckRow(category)
+        self.rows.append(row)
+        return row
+
+    @property
+    def failed(self) -> int:
+        return sum(r.failed for r in self.rows)
+
+    @property
+    def cases(self) -> int:
+        return sum(r.cases for r in self.rows)
+
+
+@dataclass
+class RefusedShape:
+    """Conversations the template refused, grouped by reason and by the retry that was accepted."""
+
+    reason: str
+    shapes: list[str]
+    count: int
+    example_conversation: str
+    accepted_after: list[str] | None
+    """The shape changes after which the template accepted them; None when nothing was accepted."""
+
+
+@dataclass
+class DriftSummary:
+    """Re-render drift: what a trainer that re-tokenizes would lose (reported beside the verdict)."""
+
+    steps: int = 0
+    canonical_drift_steps: int = 0
+    noncanonical_drift_steps: int = 0
+    rollouts: int = 0
+    rollouts_with_mismatch: int = 0
+    mismatched_tokens: int = 0
+    mismatched_tokens_noncanonical: int = 0
+    total_tokens: int = 0
+    causes: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class StopToken:
+    id: int
+    text: str
+    sources: list[str]
+
+
+@dataclass
+class Finding:
+    """A model-level observation beside the verdict (nondeterminism, BOS duplication, ...)."""
+
+    cause: str
+    summary: str
+    evidence: str = ""
+
+
+@dataclass
+class VariantResult:
+    name: str
+    kwargs: dict[str, object]
+    verdict: str
+    verdict_reason: str
+    checks: dict[str, CheckResult]
+    failures: list[Failure]
+    refused: list[RefusedShape]
+    drift: DriftSummary
+    stop_tokens: list[StopToken]
+    findings: list[Finding]
+    conversations: int
+    conversations_audited: int
+
+
+@dataclass
+class ModelInfo:
+    model_id: str
+    source: str
+    path: str
+    revision: str | None
+    backend: str
+    tokenizer_class: str
+    template_name: str | None
+    template_origin: str
+    template_sha256: str | None
+    available_templates: list[str]
+    file_sha256: dict[str, str]
+    generation_config_found: bool
+
+
+@dataclass
+class Settings:
+    seed: int
+    count: int
+    max_turns: int
+    pinned_kwargs: dict[str, object]
+    clock: str
+    extra_stop_tokens: list[str]
+    conversations_source: str = "generated"
+
+
+@dataclass
+class AuditReport:
+    schema_version: int
+    tool_version: str
+    library_versions: dict[str, str]
+    model: ModelInfo
+    settings: Settings
+    template_inputs: dict[str, list[object]]
+    """The template's own keyword arguments found in its source, with the values that change its path."""
+    verdict: str
+    variants: list[VariantResult]
+    notes: list[str]
+    generated_at: str = ""
+    duration_seconds: float = 0.0

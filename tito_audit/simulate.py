@@ -1,0 +1,487 @@
+"""The simulated TITO rollout of one conversation and the four checks on it (SPEC, "The simulated rollout").
+
+For every assistant turn ``j``: ``P = render(M[:j], gp=True)``, ``F = render(M[:j+1], gp=False)``; the
+model's text is ``F`` after ``P`` and the sampled completion is its canonical encoding cut after the
+first stop token. One token buffer starts at ``ids(M[:j1], gp=True)`` and only grows: completions as
+sampled, then the bridge to the next prompt ``R``. At each appended step we test text stability,
+seam stability and re-render drift, and compare the bridge with a history-free stand-in.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tito_audit.causes import TextContext, classify_text_divergence
+from tito_audit.conversation import ASSISTANT, TOOL, USER, Conversation, Message, steps_of
+from tito_audit.diff import common_prefix_length, first_difference, is_prefix, mismatched_positions, token_window
+from tito_audit.render import PrefixRenderError, RenderedPrefix, Renderer, RenderError
+from tito_audit.results import Failure
+from tito_audit.tokens import REPLACEMENT_CHAR, TokenCodec
+
+PASSED, FAILED, REFUSED = "passed", "failed", "refused"
+
+
+@dataclass
+class Tally:
+    check: str
+    category: str
+    status: str
+
+
+@dataclass
+class DriftTally:
+    steps: int = 0
+    canonical: int = 0
+    noncanonical: int = 0
+    mismatched_tokens: int = 0
+    mismatched_tokens_noncanonical: int = 0
+    total_tokens: int = 0
+    causes: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    """Everything one conversation contributed to the audit."""
+
+    tallies: list[Tally] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    drift: DriftTally = field(default_factory=DriftTally)
+    gen_prompt_mismatches: int = 0
+    completions: int = 0
+    completions_without_stop: int = 0
+
+    def count(self, check: str, category: str, status: str) -> None:
+        self.tallies.append(Tally(check, category, status))
+
+
+@dataclass
+class Completion:
+    turn: int
+    text: str
+    """What the engine returns as text: the model's text cut after the first stop token."""
+    ids: list[int]
+    noncanonical: list[int] | None
+    tail: str
+    """Text the template writes after the stop token; it belongs to the bridge."""
+    stopped: bool
+    gen_prompt_mismatch: bool
+
+
+@dataclass
+class Segment:
+    kind: str
+    turn: int
+    start: int
+    end: int
+
+
+class RolloutSimulator:
+    """Runs the rollout and the checks for conversations of one model variant."""
+
+    def __init__(self, renderer: Renderer, codec: TokenCodec, stop_ids: Sequence[int], seed: int) -> None:
+        self.renderer = renderer
+        self.codec = codec
+        self.stop_ids = frozenset(stop_ids)
+        self.stop_texts = tuple(codec.decode([i]) for i in sorted(self.stop_ids))
+        self.seed = seed
+        self._decode_one = lambda token_id: codec.decode([token_id])
+
+    # -- rendering ------------------------------------------------------------------------------
+    @staticmethod
+    def rollout_keys(messages: Sequence[Message]) -> list[tuple[int, bool]]:
+        keys: list[tuple[int, bool]] = []
+        for j, message in enumerate(messages):
+            if message.get("role") == ASSISTANT:
+                keys += [(j, True), (j + 1, False)]
+        return keys
+
+    def render_rollout(self, conversation: Conversation) -> dict[tuple[int, bool], RenderedPrefix]:
+        """The renders the rollout needs; raises :class:`PrefixRenderError` when the template refuses."""
+        return self.renderer.prefixes(conversation.messages, conversation.tools, self.rollout_keys(conversation.messages))
+
+    # -- entry point ----------------------------------------------------------------------------
+    def run(self, conversation: Conversation, renders: dict[tuple[int, bool], RenderedPrefix]) -> Outcome:
+        outcome = Outcome()
+        context = TextContext(conversation.messages, self.codec.control_ids_by_text, self.stop_texts)
+        self._append_check(conversation, renders, outcome, context)
+        self._rollout(conversation, renders, outcome, context)
+        self._literal_specials(conversation, outcome)
+        return outcome
+
+    # -- check 2: append --------------------------------------------------------------------------
+    def _append_check(
+        self, conversation: Conversation, renders: dict[tuple[int, bool], RenderedPrefix], outcome: Outcome, context: TextContext
+    ) -> None:
+        messages = conversation.messages
+        for k in range(1, len(messages)):
+            role = str(messages[k].get("role"))
+            try:
+                extra = self.renderer.prefixes(
+                    messages, conversation.tools, [key for key in ((k, False), (k + 1, False)) if key not in renders]
+                )
+            except RenderError:
+                outcome.count("append", role, REFUSED)
+                continue
+            renders.update(extra)
+            before, after = renders[(k, False)], renders[(k + 1, False)]
+            roles = [str(messages[k - 1].get("role")), role]
+            char_diff = first_difference(before.text, after.text)
+            token_diff = first_difference(before.ids, after.ids)
+            if char_diff is None and token_diff is None:
+                outcome.count("append", role, PASSED)
+                continue
+            outcome.count("append", role, FAILED)
+            if char_diff is not None:
+                causes = classify_text_divergence(before.text, after.text, char_diff, context)
+                aspect = "text"
+            else:
+                causes, aspect = ["bpe-seam"], "tokens"
+            token_index = token_diff if token_diff is not None else len(before.ids)
+            outcome.failures.append(
+                self._failure("append", aspect, role, conversation, k, roles, causes, before, after, char_diff, token_index)
+            )
+
+    # -- check 3: rollout (and 1: roundtrip of completions, 4: bridge) ---------------------------
+    def _completion(self, j: int, renders: dict[tuple[int, bool], RenderedPrefix], rng: random.Random) -> Completion:
+        prompt, full = renders[(j, True)].text, renders[(j + 1, False)].text
+        mismatch = not full.startswith(prompt)
+        generated = full[common_prefix_length(prompt, full) :] if mismatch else full[len(prompt) :]
+        ids = self.codec.encode(generated)
+        cut = next((n + 1 for n, token_id in enumerate(ids) if token_id in self.stop_ids), None)
+        sampled = ids[:cut] if cut is not None else ids
+        end = len(generated)
+        if cut is not None:
+            stop_text = self.codec.decode([sampled[-1]])
+            position = generated.find(stop_text)
+            end = position + len(stop_text) if position >= 0 else len(generated)
+        return Completion(
+            turn=j,
+            text=generated[:end],
+            ids=sampled,
+            noncanonical=self.codec.noncanonical(sampled, rng),
+            tail=generated[end:],
+            stopped=cut is not None,
+            gen_prompt_mismatch=mismatch,
+        )
+
+    def _rollout(
+        self, conversation: Conversation, renders: dict[tuple[int, bool], RenderedPrefix], outcome: Outcome, context: TextContext
+    ) -> None:
+        messages = conversation.messages
+        turns = conversation.assistant_indices()
+        if not turns:
+            return
+        rng = random.Random(f"noncanonical:{self.seed}:{conversation.id}")
+        steps = {step.after: step for step in steps_of(messages)}
+        first = renders[(turns[0], True)]
+        buffer, buffer_nc, buffer_text = list(first.ids), list(first.ids), first.text
+        segments = [Segment("prompt", turns[0], 0, len(buffer))]
+
+        previous: Completion | None = None
+        for j in turns:
+            if previous is not None:
+                step = steps[j]
+                prompt = renders[(j, True)]
+                synced = self._step(
+                    conversation, step.kind, list(step.roles), j, buffer, buffer_nc, buffer_text, prompt, outcome, context,
+                    segments, previous,
+                )
+                if synced is None:  # the buffer cannot follow: start again from the template's prompt
+                    buffer, buffer_nc, buffer_text = list(prompt.ids), list(prompt.ids), prompt.text
+                    segments.append(Segment("resync", j, 0, len(buffer)))
+                else:
+                    segments.append(Segment("bridge", j, len(buffer), len(buffer) + len(synced)))
+                    buffer += synced
+                    buffer_nc += synced
+                    buffer_text = prompt.text
+            completion = self._completion(j, renders, rng)
+            self._roundtrip(conversation, completion, outcome)
+            outcome.completions += 1
+            outcome.gen_prompt_mismatches += completion.gen_prompt_mismatch
+            outcome.completions_without_stop += not completion.stopped
+            previous = completion
+            segments.append(Segment("completion", j, len(buffer), len(buffer) + len(completion.ids)))
+            buffer += completion.ids
+            buffer_nc += completion.noncanonical or completion.ids
+            buffer_text += completion.text
+
+        self._whole_buffer(conversation, buffer, buffer_text, outcome)
+        final = renders[(len(messages), False)] if (len(messages), False) in renders else None
+        if final is not None and previous is not None and turns[-1] == len(messages) - 1:
+            reference = list(final.ids)
+            tail_ids = self.codec.encode(previous.tail) if previous.tail else []
+            if tail_ids and reference[-len(tail_ids) :] == tail_ids:
+                reference = reference[: -len(tail_ids)]  # never sampled, never trained on
+            outcome.drift.total_tokens += len(reference)
+            outcome.drift.mismatched_tokens += mismatched_positions(buffer, reference)
+            outcome.drift.mismatched_tokens_noncanonical += mismatched_positions(buffer_nc, reference)
+
+    def _step(
+        self,
+        conversation: Conversation,
+        kind: str,
+        roles: list[str],
+        j: int,
+        buffer: list[int],
+        buffer_nc: list[int],
+        buffer_text: str,
+        prompt: RenderedPrefix,
+        outcome: Outcome,
+        context: TextContext,
+        segments: list[Segment],
+        previous: Completion,
+    ) -> list[int] | None:
+        """Check the step before turn ``j``; return the bridge ids when the buffer can follow, else None."""
+        normalized_buffer, normalized_prompt = self.codec.normalize(buffer_text), self.codec.normalize(prompt.text)
+        text_index = first_difference(normalized_buffer, normalized_prompt)
+        if text_index is not None:
+            outcome.count("rollout", kind, FAILED)
+            known = ["gen-prompt-mismatch"] if previous.gen_prompt_mismatch else []
+            causes = classify_text_divergence(normalized_buffer, normalized_prompt, text_index, context, known)
+            token_index = first_difference(buffer, prompt.ids)
+            outcome.failures.append(
+                self._failure(
+                    "rollout", "text", kind, conversation, j, roles, causes,
+                    RenderedPrefix(normalized_buffer, buffer), RenderedPrefix(normalized_prompt, prompt.ids), text_index,
+                    token_index if token_index is not None else len(buffer),
+                )
+            )
+            return None
+        # Backends that tokenize message by message (mistral-common) have no single-string encoding:
+        # their canonical buffer is the pieces they produced, which is the buffer itself.
+        canonical = list(buffer) if self.codec.piecewise else self.codec.encode(buffer_text)
+        seam_index = first_difference(canonical, prompt.ids)
+        if seam_index is not None:
+            outcome.count("rollout", kind, FAILED)
+            outcome.failures.append(
+                self._token_failure("rollout", "seam", kind, conversation, j, roles, ["bpe-seam"], canonical, prompt.ids, seam_index)
+            )
+            return None
+        outcome.count("rollout", kind, PASSED)
+        self._drift(conversation, kind, j, roles, buffer, buffer_nc, prompt, segments, outcome)
+        bridge = list(prompt.ids[len(canonical) :])
+        if kind == TOOL:
+            self._bridge_check(conversation, j, roles, bridge, outcome)
+        return bridge
+
+    def _drift(
+        self,
+        conversation: Conversation,
+        kind: str,
+        j: int,
+        roles: list[str],
+        buffer: list[int],
+        buffer_nc: list[int],
+        prompt: RenderedPrefix,
+        segments: list[Segment],
+        outcome: Outcome,
+    ) -> None:
+        """Re-render drift on a step the buffer can follow: is the buffer, as sampled, a prefix of ids(R)?"""
+        drift = outcome.drift
+        drift.steps += 1
+        for aspect, candidate in (("drift", buffer), ("drift-noncanonical", buffer_nc)):
+            index = first_difference(candidate, prompt.ids)
+            if index is None:
+                continue
+            if aspect == "drift":
+                drift.canonical += 1
+                cause = self._drift_cause(index, segments, candidate, prompt.ids)
+            else:
+                drift.noncanonical += 1
+                cause = "noncanonical-split"
+            drift.causes[cause] = drift.causes.get(cause, 0) + 1
+            if aspect == "drift" or candidate != buffer:
+                outcome.failures.append(
+                    self._token_failure("rollout", aspect, kind, conversation, j, roles, [cause], candidate, prompt.ids, index)
+                )
+
+    def _drift_cause(self, index: int, segments: list[Segment], buffer: list[int], reference: Sequence[int]) -> str:
+        for segment in segments:
+            if segment.kind == "completion" and segment.start <= index < segment.end:
+                decoded = self.codec.decode(buffer[segment.start : segment.end])
+                if REPLACEMENT_CHAR in decoded:
+                    return "utf8-split"
+                return "bpe-seam"
+        return "bpe-seam" if index > 0 else "bos-duplication" if buffer[:1] != list(reference[:1]) else "bpe-seam"
+
+    # -- check 4: bridge ----------------------------------------------------------------------------
+    def _stand_in(self, conversation: Conversation, j: int) -> tuple[list[Message], list[Message]]:
+        """A short history-free conversation (a user message and an assistant tool call) plus the step's messages."""
+        start = max(i for i in conversation.assistant_indices() if i < j)
+        step_messages = conversation.messages[start + 1 : j]
+        calls = [
+            {
+                "id": m.get("tool_call_id", "call00000"),
+                "type": "function",
+                "function": {"name": m.get("name", "tool"), "arguments": {}},
+            }
+            for m in step_messages
+        ]
+        head = [{"role": USER, "content": "Use the tools."}, {"role": ASSISTANT, "content": "", "tool_calls": calls}]
+        return head, step_messages
+
+    def _bridge_check(self, conversation: Conversation, j: int, roles: list[str], bridge: list[int], outcome: Outcome) -> None:
+        head, step_messages = self._stand_in(conversation, j)
+        try:
+            renders = self.renderer.prefixes(
+                [*head, *step_messages], conversation.tools, [(1, True), (2, False), (len(head) + len(step_messages), True)]
+            )
+        except RenderError:
+            outcome.count("bridge", TOOL, REFUSED)
+            return
+        prompt, full, after = renders[(1, True)], renders[(2, False)], renders[(len(head) + len(step_messages), True)]
+        generated = full.text[common_prefix_length(prompt.text, full.text) :]
+        ids = self.codec.encode(generated)
+        cut = next((n + 1 for n, t in enumerate(ids) if t in self.stop_ids), len(ids))
+        stand_in_text = prompt.text + self.codec.decode(ids[:cut])
+        if not after.text.startswith(stand_in_text):
+            stand_in_bridge = self.codec.encode(after.text[common_prefix_length(stand_in_text, after.text) :])
+        else:
+            stand_in_bridge = list(after.ids[len(self.codec.encode(stand_in_text)) :])
+        index = first_difference(stand_in_bridge, bridge)
+        if index is None and len(stand_in_bridge) == len(bridge):
+            outcome.count("bridge", TOOL, PASSED)
+            return
+        outcome.count("bridge", TOOL, FAILED)
+        index = index if index is not None else len(stand_in_bridge)
+        outcome.failures.append(
+            self._token_failure(
+                "bridge", "suffix", TOOL, conversation, j, roles, ["history-dependent-suffix"], bridge, stand_in_bridge, index,
+                detail="expected: the real bridge; actual: the stand-in suffix",
+            )
+        )
+
+    # -- check 1: roundtrip -------------------------------------------------------------------------
+    def _roundtrip(self, conversation: Conversation, completion: Completion, outcome: Outcome) -> None:
+        roles = [ASSISTANT]
+        for category, ids in (("completion (canonical)", completion.ids), ("completion (non-canonical)", completion.noncanonical)):
+            if ids is None:
+                continue
+            decoded = self.codec.decode(ids)
+            again = self.codec.encode(decoded)
+            if again == ids:
+                outcome.count("roundtrip", category, PASSED)
+                continue
+            outcome.count("roundtrip", category, FAILED)
+            if REPLACEMENT_CHAR in decoded:
+                cause = "utf8-split"
+            elif category.endswith("(non-canonical)"):
+                cause = "noncanonical-split"
+            elif self.codec.decode(again) != decoded:
+                cause = "normalization"
+            else:
+                cause = "bpe-seam"
+            index = first_difference(ids, again) or 0
+            outcome.failures.append(
+                self._token_failure("roundtrip", "reencode", category, conversation, completion.turn, roles, [cause], ids, again, index)
+            )
+
+    def _whole_buffer(self, conversation: Conversation, buffer: list[int], text: str, outcome: Outcome) -> None:
+        again = self.codec.encode(self.codec.decode(buffer))
+        if again == buffer:
+            outcome.count("roundtrip", "whole buffer", PASSED)
+            return
+        outcome.count("roundtrip", "whole buffer", FAILED)
+        decoded = self.codec.decode(buffer)
+        cause = "normalization" if decoded != text else "bpe-seam"
+        index = first_difference(buffer, again) or 0
+        outcome.failures.append(
+            self._token_failure("roundtrip", "reencode", "whole buffer", conversation, len(conversation.messages) - 1, [], [cause], buffer, again, index)
+        )
+
+    def _literal_specials(self, conversation: Conversation, outcome: Outcome) -> None:
+        """Message text holding a control-token string that encodes to the control id (role-injection risk)."""
+        controls = self.codec.control_ids_by_text
+        for index, message in enumerate(conversation.messages):
+            content = message.get("content")
+            if message.get("role") not in (USER, TOOL) or not isinstance(content, str):
+                continue
+            present = [c for c in controls if c in content]
+            if not present:
+                continue
+            ids = self.codec.encode(content)
+            hits = [controls[c] for c in present if controls[c] in ids]
+            category = f"literal special token in {message.get('role')} text"
+            if not hits:
+                outcome.count("roundtrip", category, PASSED)
+                continue
+            outcome.count("roundtrip", category, FAILED)
+            position = ids.index(hits[0])
+            plain = self.codec.encode_plain(content)
+            outcome.failures.append(
+                self._token_failure(
+                    "roundtrip", "control-token", category, conversation, index, [str(message.get("role"))],
+                    ["special-token-literal"], plain, ids, position,
+                    detail="expected: the text as plain tokens; actual: how it encodes (a control id)",
+                )
+            )
+
+    # -- failure records ------------------------------------------------------------------------------
+    def _failure(
+        self,
+        check: str,
+        aspect: str,
+        category: str,
+        conversation: Conversation,
+        turn: int,
+        roles: list[str],
+        causes: list[str],
+        before: RenderedPrefix,
+        after: RenderedPrefix,
+        char_index: int | None,
+        token_index: int,
+    ) -> Failure:
+        from tito_audit.diff import text_window
+
+        return Failure(
+            check=check,
+            aspect=aspect,
+            category=category,
+            conversation_id=conversation.id,
+            turn=turn,
+            roles=roles,
+            causes=causes,
+            char_index=char_index,
+            token_index=token_index,
+            expected=token_window(before.ids, token_index, self._decode_one),
+            actual=token_window(after.ids, token_index, self._decode_one),
+            expected_text=text_window(before.text, char_index) if char_index is not None else "",
+            actual_text=text_window(after.text, char_index) if char_index is not None else "",
+        )
+
+    def _token_failure(
+        self,
+        check: str,
+        aspect: str,
+        category: str,
+        conversation: Conversation,
+        turn: int,
+        roles: list[str],
+        causes: list[str],
+        expected: Sequence[int],
+        actual: Sequence[int],
+        index: int,
+        detail: str = "",
+    ) -> Failure:
+        return Failure(
+            check=check,
+            aspect=aspect,
+            category=category,
+            conversation_id=conversation.id,
+            turn=turn,
+            roles=roles,
+            causes=causes,
+            token_index=index,
+            expected=token_window(expected, index, self._decode_one),
+            actual=token_window(actual, index, self._decode_one),
+            detail=detail,
+        )
+
+
+def render_failure_reason(error: PrefixRenderError) -> str:
+    return f"{error.reason} (rendering messages[:{error.k}], add_generation_prompt={error.gp})"
+
+
+__all__ = ["FAILED", "PASSED", "REFUSED", "Outcome", "RolloutSimulator", "is_prefix", "render_failure_reason"]

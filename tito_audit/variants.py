@@ -1,0 +1,232 @@
+"""Template keyword arguments, found from the template source, and the variants to audit.
+
+A variable the template reads but never defines is an input. The inputs that are not the standard
+ones (``messages``, ``tools``, ``add_generation_prompt``, the special tokens, the functions
+transformers provides) are the template's own keyword arguments. Those it tests for truth or compares
+with constants (``enable_thinking is false``, ``reasoning_effort == "high"``) change its behaviour:
+each value they are tested against becomes a variant. Inputs it only prints (``date_string``) are
+listed but not varied.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import jinja2
+from jinja2 import meta, nodes
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+STANDARD_INPUTS = frozenset(
+    {
+        "messages",
+        "tools",
+        "documents",
+        "add_generation_prompt",
+        "continue_final_message",
+        "raise_exception",
+        "strftime_now",
+        "range",
+        "namespace",
+        "dict",
+        "bos_token",
+        "eos_token",
+        "unk_token",
+        "pad_token",
+        "sep_token",
+        "cls_token",
+        "mask_token",
+        "additional_special_tokens",
+        "custom_tools",
+    }
+)
+"""Inputs every caller or transformers itself provides; never template-specific switches."""
+
+DEFAULT = "default"
+MAX_VALUES_PER_KWARG = 4
+
+
+@dataclass(frozen=True)
+class TemplateInput:
+    name: str
+    tested: bool
+    """Used in a condition (truth test, ``is true``/``is false``/``is defined``, comparison)."""
+    values: tuple[Any, ...]
+    """Values that change the template's path: booleans for truth tests, constants it is compared with."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One setting of the template's keyword arguments; ``name`` is stable and readable."""
+
+    name: str
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+def jinja_environment() -> jinja2.Environment:
+    """The sandboxed environment transformers renders chat templates with (same extensions and filters)."""
+    try:
+        from transformers.utils.chat_template_utils import _compile_jinja_template
+
+        return _compile_jinja_template("").environment
+    except Exception:  # pragma: no cover - older transformers without this helper
+        return ImmutableSandboxedEnvironment(
+            trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
+        )
+
+
+def parse_template(source: str) -> nodes.Template:
+    return jinja_environment().parse(source)
+
+
+def _name_of(node: nodes.Node) -> str | None:
+    return node.name if isinstance(node, nodes.Name) else None
+
+
+def template_inputs(source: str, special_token_names: Iterable[str] = ()) -> list[TemplateInput]:
+    """The template's own keyword arguments, sorted by name.
+
+    >>> [i.name for i in template_inputs("{% if enable_thinking is false %}x{% endif %}{{ messages }}")]
+    ['enable_thinking']
+    """
+    ast = parse_template(source)
+    undeclared = meta.find_undeclared_variables(ast) - STANDARD_INPUTS - set(special_token_names)
+    assigned = _assigned_names(ast)
+    defaulted = _defaulted_names(ast)
+    # Jinja's scoping reports variables set inside blocks as undeclared; a name the template assigns
+    # itself is internal unless it also guards the name with `is defined` or `|default` (a default).
+    names = {n for n in undeclared if not n.endswith("_token") and (n not in assigned or n in defaulted)}
+    tested: dict[str, set[Any]] = {n: set() for n in names}
+    truthy: set[str] = set()
+
+    def note_test(expr: nodes.Node) -> None:
+        name = _name_of(expr)
+        if name in tested:
+            truthy.add(name)
+
+    for node in ast.find_all((nodes.If, nodes.CondExpr, nodes.Not, nodes.And, nodes.Or, nodes.Test, nodes.Compare)):
+        if isinstance(node, (nodes.If, nodes.CondExpr)):
+            note_test(node.test)
+        elif isinstance(node, nodes.Not):
+            note_test(node.node)
+        elif isinstance(node, (nodes.And, nodes.Or)):
+            note_test(node.left)
+            note_test(node.right)
+        elif isinstance(node, nodes.Test):
+            name = _name_of(node.node)
+            if name in tested and node.name in {"true", "false", "sameas"}:
+                tested[name].update({True, False})
+                truthy.add(name)
+        elif isinstance(node, nodes.Compare) and all(op.op in {"eq", "ne"} for op in node.ops):
+            operands = [node.expr, *(op.expr for op in node.ops)]
+            found = [n for n in (_name_of(o) for o in operands) if n in tested]
+            consts = [o.value for o in operands if isinstance(o, nodes.Const)]
+            for name in found:
+                tested[name].update(c for c in consts if isinstance(c, (str, int, float, bool)))
+                if consts:
+                    truthy.add(name)
+    structured = _structured_names(ast)
+    inputs = []
+    for name in sorted(names):
+        if name in structured:
+            tested[name] = {v for v in tested[name] if not isinstance(v, bool)}
+            if not tested[name]:
+                truthy.discard(name)
+        values = set(tested[name])
+        if name in truthy and not values - {True, False}:
+            values |= {True, False}
+        ordered = sorted(values, key=lambda v: (type(v).__name__, str(v)))[:MAX_VALUES_PER_KWARG]
+        inputs.append(TemplateInput(name=name, tested=name in truthy, values=tuple(ordered)))
+    return inputs
+
+
+def _assigned_names(ast: nodes.Template) -> set[str]:
+    names: set[str] = set()
+    for node in ast.find_all((nodes.Assign, nodes.AssignBlock, nodes.For, nodes.Macro)):
+        targets = [node.target] if not isinstance(node, nodes.Macro) else list(node.args)
+        for target in targets:
+            names.update(n.name for n in [target, *target.find_all(nodes.Name)] if isinstance(n, nodes.Name))
+    return names
+
+
+def _structured_names(ast: nodes.Template) -> set[str]:
+    """Names used as lists or mappings (iterated, indexed, filtered): data, not on/off switches."""
+    names: set[str] = set()
+    for node in ast.find_all(nodes.For):
+        iterated = [node.iter, *node.iter.find_all(nodes.Name)]
+        names.update(n.name for n in iterated if isinstance(n, nodes.Name))
+    for node in ast.find_all((nodes.Getattr, nodes.Getitem)):
+        if isinstance(node.node, nodes.Name):
+            names.add(node.node.name)
+    for node in ast.find_all(nodes.Filter):
+        if node.name not in {"default", "d"} and isinstance(node.node, nodes.Name):
+            names.add(node.node.name)
+    for node in ast.find_all(nodes.Call):
+        names.update(arg.name for arg in node.args if isinstance(arg, nodes.Name))
+    for node in ast.find_all(nodes.Compare):
+        for op in node.ops:
+            if op.op in {"in", "notin"} and isinstance(op.expr, nodes.Name):
+                names.add(op.expr.name)
+    return names
+
+
+def _defaulted_names(ast: nodes.Template) -> set[str]:
+    names: set[str] = set()
+    for node in ast.find_all(nodes.Test):
+        if node.name in {"defined", "undefined"} and isinstance(node.node, nodes.Name):
+            names.add(node.node.name)
+    for node in ast.find_all(nodes.Filter):
+        if node.name in {"default", "d"} and isinstance(node.node, nodes.Name):
+            names.add(node.node.name)
+    return names
+
+
+def format_value(value: Any) -> str:
+    return json.dumps(value) if not isinstance(value, str) else value
+
+
+def variants_for(inputs: Iterable[TemplateInput], pinned: Mapping[str, Any] | None = None) -> list[Variant]:
+    """The default variant plus one variant per (tested input, value); pinned inputs are fixed in all.
+
+    >>> [v.name for v in variants_for([TemplateInput("enable_thinking", True, (False, True))])]
+    ['default', 'enable_thinking=false', 'enable_thinking=true']
+    """
+    pinned = dict(pinned or {})
+    base_name = ",".join(f"{k}={format_value(v)}" for k, v in sorted(pinned.items())) or DEFAULT
+    variants = [Variant(name=base_name, kwargs=dict(pinned))]
+    for item in inputs:
+        if not item.tested or item.name in pinned:
+            continue
+        for value in item.values:
+            kwargs = {**pinned, item.name: value}
+            name = ",".join(f"{k}={format_value(v)}" for k, v in sorted(kwargs.items()))
+            variants.append(Variant(name=name, kwargs=kwargs))
+    return variants
+
+
+def parse_kwarg(text: str) -> tuple[str, Any]:
+    """``name=value`` with the value read as JSON when it parses (``true``, ``3``, ``"x"``), else a string."""
+    if "=" not in text:
+        raise ValueError(f"--kwarg expects name=value, got '{text}'")
+    name, raw = text.split("=", 1)
+    name = name.strip()
+    if not name.isidentifier():
+        raise ValueError(f"--kwarg name '{name}' is not an identifier")
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw
+    if isinstance(value, float) and value != value:  # NaN
+        raise ValueError(f"--kwarg {name}: NaN is not a valid value")
+    return name, value
+
+
+def check_syntax(source: str) -> str | None:
+    """None when the template parses, else a one-line description of the syntax error."""
+    try:
+        parse_template(source)
+    except jinja2.TemplateSyntaxError as exc:
+        return f"line {exc.lineno}: {exc.message}"
+    return None
