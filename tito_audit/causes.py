@@ -91,7 +91,7 @@ def classify_text_divergence(
     labels: list[str] = list(known)
     controls = list(context.controls)
     stops = set(context.stop_texts)
-    rest_earlier, rest_later = earlier[index:], later[index:]
+    rest_earlier = earlier[index:]
 
     for reasoning in _reasoning_strings(context.messages):
         found = earlier.find(reasoning, max(0, index - len(reasoning)))

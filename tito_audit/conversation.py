@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +14,8 @@ USER = "user"
 SYSTEM = "system"
 ASSISTANT = "assistant"
 STEP_KINDS = (TOOL, USER, SYSTEM, ASSISTANT)
-"""Kinds of appended step: tool results only; with a user turn; with a system message; none (assistant follows assistant)."""
+"""Kinds of appended step: tool results only; with a user turn; with a system message;
+none (an assistant message follows another)."""
 
 
 @dataclass
@@ -70,5 +72,5 @@ def steps_of(messages: list[Message]) -> list[Step]:
     turns = [i for i, m in enumerate(messages) if m.get("role") == ASSISTANT]
     return [
         Step(before=a, after=b, roles=tuple(str(messages[k].get("role")) for k in range(a + 1, b)))
-        for a, b in zip(turns, turns[1:])
+        for a, b in itertools.pairwise(turns)
     ]

@@ -48,7 +48,9 @@ def first_difference(a: Sequence[T], b: Sequence[T]) -> int | None:
     return common_prefix_length(a, b)
 
 
-def token_window(ids: Sequence[int], index: int, decode_one: Callable[[int], str], width: int = WINDOW_TOKENS) -> TokenWindow:
+def token_window(
+    ids: Sequence[int], index: int, decode_one: Callable[[int], str], width: int = WINDOW_TOKENS
+) -> TokenWindow:
     """``width`` tokens either side of ``index`` (clipped), each decoded alone."""
     start = max(0, index - width)
     chunk = list(ids[start : index + width])

@@ -110,14 +110,12 @@ def _arguments(name: str, rng: random.Random) -> dict:
             "limit": rng.choice([5, 10]),
         }
     if name == "run_shell":
-        return {"command": rng.choice(["pytest -q", "ls -la src/", "grep -rn 'TODO' .", "echo \"a\\nb\""])}
+        return {"command": rng.choice(["pytest -q", "ls -la src/", "grep -rn 'TODO' .", 'echo "a\\nb"'])}
     return {"direction": rng.choice(["up", "down", "left", "right"])}
 
 
 def _assistant_text(rng: random.Random) -> str:
-    base = rng.choice(
-        ["Let me look that up.", "I will check.", "Here is what I found.", "Done: the task is complete."]
-    )
+    base = rng.choice(["Let me look that up.", "I will check.", "Here is what I found.", "Done: the task is complete."])
     if rng.random() < 0.5:
         fragment = STRESS_TEXTS[rng.choice(ASSISTANT_STRESS)]
         base = base + " " + fragment if rng.random() < 0.5 else fragment + base
@@ -134,7 +132,12 @@ def _reasoning(kind: str, rng: random.Random) -> str | None:
 
 def _user_text(rng: random.Random) -> str:
     text = rng.choice(
-        ["What's the weather in Paris?", "Find me running shoes under $50.", "Fix the failing test.", "Push the box."]
+        [
+            "What's the weather in Paris?",
+            "Find me running shoes under $50.",
+            "Fix the failing test.",
+            "Push the box.",
+        ]
     )
     text = decorate(text, rng)
     if rng.random() < 0.15:
@@ -193,7 +196,12 @@ class _Builder:
             phrase = rng.choice(PHRASES)
             name = call["function"]["name"]
             self.add(
-                {"role": TOOL, "tool_call_id": call["id"], "name": name, "content": _tool_result(name, rng, phrase)},
+                {
+                    "role": TOOL,
+                    "tool_call_id": call["id"],
+                    "name": name,
+                    "content": _tool_result(name, rng, phrase),
+                },
                 phrase,
             )
 

@@ -90,9 +90,11 @@ def _load_tokenizer(folder: Path, trust_remote_code: bool) -> Any:
                 str(folder), local_files_only=True, trust_remote_code=trust_remote_code
             )
         except ImportError as exc:
-            hint = " (install the 'mistral' extra: pip install 'tito-audit[mistral]')" if "mistral" in str(
-                exc
-            ).lower() else ""
+            hint = (
+                " (install the 'mistral' extra: pip install 'tito-audit[mistral]')"
+                if "mistral" in str(exc).lower()
+                else ""
+            )
             raise ModelLoadError(f"cannot load tokenizer from {folder}: {exc}{hint}") from exc
         except Exception as exc:
             first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -154,12 +156,10 @@ def load_model(
             )
         source, chosen_name = templates[template_name], template_name
     elif not templates:
-        raise TemplateMissingError(
-            f"{resolved.model_id} has no chat template; pass one with --template FILE"
-        )
+        raise TemplateMissingError(f"{resolved.model_id} has no chat template; pass one with --template FILE")
     else:
-        chosen_name = "tool_use" if "tool_use" in templates else (
-            "default" if "default" in templates else sorted(templates)[0]
+        chosen_name = (
+            "tool_use" if "tool_use" in templates else ("default" if "default" in templates else sorted(templates)[0])
         )
         source = templates[chosen_name]
     return LoadedModel(

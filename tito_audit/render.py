@@ -138,9 +138,9 @@ class Renderer:
         tokenizer = self.model.tokenizer
         logging.getLogger("transformers").setLevel(logging.ERROR)
         ends_with_assistant = bool(messages) and messages[-1].get("role") == "assistant"
-        extra: dict[str, Any] = {"continue_final_message": True} if ends_with_assistant and not gp else {
-            "add_generation_prompt": gp
-        }
+        extra: dict[str, Any] = (
+            {"continue_final_message": True} if ends_with_assistant and not gp else {"add_generation_prompt": gp}
+        )
         if tokenize:
             extra["return_dict"] = False
         return tokenizer.apply_chat_template(messages, tools=tools, tokenize=tokenize, **extra, **self.kwargs)

@@ -181,7 +181,9 @@ def resolve_model(
     local = Path(model).expanduser()
     if local.is_dir():
         if not _has_tokenizer_files(local):
-            raise ResolutionError(f"folder '{model}' has no tokenizer files (tokenizer.json, tokenizer_config.json, ...)")
+            raise ResolutionError(
+                f"folder '{model}' has no tokenizer files (tokenizer.json, tokenizer_config.json, ...)"
+            )
         return ResolvedModel(model_id=_id_from_folder(local), source="local", path=local.resolve())
     if _looks_like_path(model) or not _MODEL_ID.match(model):
         raise ResolutionError(f"'{model}' is neither an existing folder nor a hub model id of the form org/name")

@@ -15,12 +15,20 @@ from datetime import datetime, timezone
 from typing import Any
 
 from tito_audit import __version__
-from tito_audit.conversation import ASSISTANT, TOOL, Conversation, steps_of
+from tito_audit.conversation import TOOL, Conversation, steps_of
 from tito_audit.diff import first_difference, text_window
 from tito_audit.errors import BadInputError
 from tito_audit.generate import DEFAULT_MAX_TURNS, generate
 from tito_audit.model import JINJA, LoadedModel
-from tito_audit.render import ALTERNATE_CLOCK, DEFAULT_CLOCK, PrefixRenderError, RenderedPrefix, Renderer, RenderError, frozen_clock
+from tito_audit.render import (
+    ALTERNATE_CLOCK,
+    DEFAULT_CLOCK,
+    PrefixRenderError,
+    RenderedPrefix,
+    Renderer,
+    RenderError,
+    frozen_clock,
+)
 from tito_audit.results import (
     BROKEN,
     CHECKS,
@@ -40,12 +48,12 @@ from tito_audit.results import (
 )
 from tito_audit.shapes import (
     NOT_NATIVE_TOOLS,
-    first_calls_only,
-    without_tool_calls,
     apply_changes,
     candidate_change_sets,
     describe_shape,
+    first_calls_only,
     missing_from_render,
+    without_tool_calls,
 )
 from tito_audit.simulate import FAILED, REFUSED, Outcome, RolloutSimulator, render_failure_reason
 from tito_audit.stops import collect_stop_tokens
@@ -115,7 +123,10 @@ class VariantAudit:
         missing = missing_from_render(conversation, full)
         if missing:
             return None, "the render drops tool results"
-        for ablate, reason in ((without_tool_calls, "the render drops tool calls"), (first_calls_only, "the render drops parallel tool calls after the first")):
+        for ablate, reason in (
+            (without_tool_calls, "the render drops tool calls"),
+            (first_calls_only, "the render drops parallel tool calls after the first"),
+        ):
             ablated = ablate(conversation) if any(m.get("tool_calls") for m in conversation.messages) else None
             if ablated is None:
                 continue
@@ -226,7 +237,13 @@ class VariantAudit:
             row.cases += 1
 
     @staticmethod
-    def _merge(outcome: Outcome, checks: dict[str, CheckResult], failures: list[Failure], drift: DriftSummary, totals: Outcome) -> None:
+    def _merge(
+        outcome: Outcome,
+        checks: dict[str, CheckResult],
+        failures: list[Failure],
+        drift: DriftSummary,
+        totals: Outcome,
+    ) -> None:
         for tally in outcome.tallies:
             row = checks[tally.check].row(tally.category)
             row.cases += 1
@@ -275,7 +292,9 @@ class VariantAudit:
         for refusal in refusals:
             groups[(refusal.reason, refusal.accepted_after)].append(refusal)
         out = []
-        for (reason, after), members in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0][0], str(item[0][1]))):
+        for (reason, after), members in sorted(
+            groups.items(), key=lambda item: (-len(item[1]), item[0][0], str(item[0][1]))
+        ):
             shapes = sorted({m.shape for m in members})
             out.append(
                 RefusedShape(
@@ -315,7 +334,10 @@ class VariantAudit:
         """Render a few conversations again, with the same and with another clock; any difference is a finding."""
         findings: list[Finding] = []
         sample = accepted[:NONDETERMINISM_SAMPLE]
-        for label, clock in (("a second render with the same clock", self.options.clock), ("another date", ALTERNATE_CLOCK)):
+        for label, clock in (
+            ("a second render with the same clock", self.options.clock),
+            ("another date", ALTERNATE_CLOCK),
+        ):
             with frozen_clock(self.model.template_source, clock):
                 for conversation, text in sample:
                     try:
@@ -353,7 +375,9 @@ class VariantAudit:
         return []
 
 
-def audit(loaded: LoadedModel, options: AuditOptions | None = None, progress: ProgressCallback | None = None) -> AuditReport:
+def audit(
+    loaded: LoadedModel, options: AuditOptions | None = None, progress: ProgressCallback | None = None
+) -> AuditReport:
     """Audit ``loaded`` under every relevant variant of its template and return the report."""
     options = options or AuditOptions()
     if options.count < 1 and options.conversations is None:
@@ -369,11 +393,14 @@ def audit(loaded: LoadedModel, options: AuditOptions | None = None, progress: Pr
     else:
         inputs = []
         notes.append(
-            f"{loaded.resolved.model_id} renders through {loaded.backend} without Jinja: there are no template variants to detect"
+            f"{loaded.resolved.model_id} renders through {loaded.backend} without Jinja: "
+            "there are no template variants to detect"
         )
     variants = variants_for(inputs, options.pinned_kwargs)
-    conversations = list(options.conversations) if options.conversations is not None else list(
-        generate(options.count, options.seed, options.max_turns)
+    conversations = (
+        list(options.conversations)
+        if options.conversations is not None
+        else list(generate(options.count, options.seed, options.max_turns))
     )
     results = [VariantAudit(loaded, codec, variant, options).run(conversations, progress) for variant in variants]
     resolved = loaded.resolved

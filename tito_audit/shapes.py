@@ -188,7 +188,10 @@ def without_tool_calls(conversation: Conversation) -> Conversation:
 
 
 def first_calls_only(conversation: Conversation) -> Conversation | None:
-    """Each parallel call list cut to its first call (None without parallel calls): same render = later calls dropped."""
+    """Each parallel call list cut to its first call (None without parallel calls).
+
+    If this renders the same as the original, the template drops every call after the first.
+    """
     if not any(len(m.get("tool_calls") or []) > 1 for m in conversation.messages):
         return None
     out = conversation.copy()
@@ -198,7 +201,9 @@ def first_calls_only(conversation: Conversation) -> Conversation | None:
     return out
 
 
-def candidate_change_sets(conversation: Conversation, preferred: list[tuple[str, ...]]) -> list[tuple[ShapeChange, ...]]:
+def candidate_change_sets(
+    conversation: Conversation, preferred: list[tuple[str, ...]]
+) -> list[tuple[ShapeChange, ...]]:
     """Change sets to try, smallest first; sets that worked before for the same refusal come first."""
     applicable = [change for change in SHAPE_CHANGES if change.applies(conversation)]
     by_name = {change.name: change for change in applicable}

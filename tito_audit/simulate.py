@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 
 from tito_audit.causes import TextContext, classify_text_divergence
 from tito_audit.conversation import ASSISTANT, TOOL, USER, Conversation, Message, steps_of
-from tito_audit.diff import common_prefix_length, first_difference, is_prefix, mismatched_positions, token_window
+from tito_audit.diff import (
+    common_prefix_length,
+    first_difference,
+    is_prefix,
+    mismatched_positions,
+    token_window,
+)
 from tito_audit.render import PrefixRenderError, RenderedPrefix, Renderer, RenderError
 from tito_audit.results import Failure
 from tito_audit.tokens import REPLACEMENT_CHAR, TokenCodec
@@ -99,7 +105,9 @@ class RolloutSimulator:
 
     def render_rollout(self, conversation: Conversation) -> dict[tuple[int, bool], RenderedPrefix]:
         """The renders the rollout needs; raises :class:`PrefixRenderError` when the template refuses."""
-        return self.renderer.prefixes(conversation.messages, conversation.tools, self.rollout_keys(conversation.messages))
+        return self.renderer.prefixes(
+            conversation.messages, conversation.tools, self.rollout_keys(conversation.messages)
+        )
 
     # -- entry point ----------------------------------------------------------------------------
     def run(self, conversation: Conversation, renders: dict[tuple[int, bool], RenderedPrefix]) -> Outcome:
@@ -112,14 +120,20 @@ class RolloutSimulator:
 
     # -- check 2: append --------------------------------------------------------------------------
     def _append_check(
-        self, conversation: Conversation, renders: dict[tuple[int, bool], RenderedPrefix], outcome: Outcome, context: TextContext
+        self,
+        conversation: Conversation,
+        renders: dict[tuple[int, bool], RenderedPrefix],
+        outcome: Outcome,
+        context: TextContext,
     ) -> None:
         messages = conversation.messages
         for k in range(1, len(messages)):
             role = str(messages[k].get("role"))
             try:
                 extra = self.renderer.prefixes(
-                    messages, conversation.tools, [key for key in ((k, False), (k + 1, False)) if key not in renders]
+                    messages,
+                    conversation.tools,
+                    [key for key in ((k, False), (k + 1, False)) if key not in renders],
                 )
             except RenderError:
                 outcome.count("append", role, REFUSED)
@@ -140,7 +154,19 @@ class RolloutSimulator:
                 causes, aspect = ["bpe-seam"], "tokens"
             token_index = token_diff if token_diff is not None else len(before.ids)
             outcome.failures.append(
-                self._failure("append", aspect, role, conversation, k, roles, causes, before, after, char_diff, token_index)
+                self._failure(
+                    "append",
+                    aspect,
+                    role,
+                    conversation,
+                    k,
+                    roles,
+                    causes,
+                    before,
+                    after,
+                    char_diff,
+                    token_index,
+                )
             )
 
     # -- check 3: rollout (and 1: roundtrip of completions, 4: bridge) ---------------------------
@@ -167,7 +193,11 @@ class RolloutSimulator:
         )
 
     def _rollout(
-        self, conversation: Conversation, renders: dict[tuple[int, bool], RenderedPrefix], outcome: Outcome, context: TextContext
+        self,
+        conversation: Conversation,
+        renders: dict[tuple[int, bool], RenderedPrefix],
+        outcome: Outcome,
+        context: TextContext,
     ) -> None:
         messages = conversation.messages
         turns = conversation.assistant_indices()
@@ -185,8 +215,18 @@ class RolloutSimulator:
                 step = steps[j]
                 prompt = renders[(j, True)]
                 synced = self._step(
-                    conversation, step.kind, list(step.roles), j, buffer, buffer_nc, buffer_text, prompt, outcome, context,
-                    segments, previous,
+                    conversation,
+                    step.kind,
+                    list(step.roles),
+                    j,
+                    buffer,
+                    buffer_nc,
+                    buffer_text,
+                    prompt,
+                    outcome,
+                    context,
+                    segments,
+                    previous,
                 )
                 if synced is None:  # the buffer cannot follow: start again from the template's prompt
                     buffer, buffer_nc, buffer_text = list(prompt.ids), list(prompt.ids), prompt.text
@@ -208,7 +248,7 @@ class RolloutSimulator:
             buffer_text += completion.text
 
         self._whole_buffer(conversation, buffer, buffer_text, outcome)
-        final = renders[(len(messages), False)] if (len(messages), False) in renders else None
+        final = renders.get((len(messages), False))
         if final is not None and previous is not None and turns[-1] == len(messages) - 1:
             reference = list(final.ids)
             tail_ids = self.codec.encode(previous.tail) if previous.tail else []
@@ -234,7 +274,10 @@ class RolloutSimulator:
         previous: Completion,
     ) -> list[int] | None:
         """Check the step before turn ``j``; return the bridge ids when the buffer can follow, else None."""
-        normalized_buffer, normalized_prompt = self.codec.normalize(buffer_text), self.codec.normalize(prompt.text)
+        normalized_buffer, normalized_prompt = (
+            self.codec.normalize(buffer_text),
+            self.codec.normalize(prompt.text),
+        )
         text_index = first_difference(normalized_buffer, normalized_prompt)
         if text_index is not None:
             outcome.count("rollout", kind, FAILED)
@@ -243,8 +286,16 @@ class RolloutSimulator:
             token_index = first_difference(buffer, prompt.ids)
             outcome.failures.append(
                 self._failure(
-                    "rollout", "text", kind, conversation, j, roles, causes,
-                    RenderedPrefix(normalized_buffer, buffer), RenderedPrefix(normalized_prompt, prompt.ids), text_index,
+                    "rollout",
+                    "text",
+                    kind,
+                    conversation,
+                    j,
+                    roles,
+                    causes,
+                    RenderedPrefix(normalized_buffer, buffer),
+                    RenderedPrefix(normalized_prompt, prompt.ids),
+                    text_index,
                     token_index if token_index is not None else len(buffer),
                 )
             )
@@ -256,7 +307,18 @@ class RolloutSimulator:
         if seam_index is not None:
             outcome.count("rollout", kind, FAILED)
             outcome.failures.append(
-                self._token_failure("rollout", "seam", kind, conversation, j, roles, ["bpe-seam"], canonical, prompt.ids, seam_index)
+                self._token_failure(
+                    "rollout",
+                    "seam",
+                    kind,
+                    conversation,
+                    j,
+                    roles,
+                    ["bpe-seam"],
+                    canonical,
+                    prompt.ids,
+                    seam_index,
+                )
             )
             return None
         outcome.count("rollout", kind, PASSED)
@@ -294,7 +356,9 @@ class RolloutSimulator:
             drift.causes[cause] = drift.causes.get(cause, 0) + 1
             if aspect == "drift" or candidate != buffer:
                 outcome.failures.append(
-                    self._token_failure("rollout", aspect, kind, conversation, j, roles, [cause], candidate, prompt.ids, index)
+                    self._token_failure(
+                        "rollout", aspect, kind, conversation, j, roles, [cause], candidate, prompt.ids, index
+                    )
                 )
 
     def _drift_cause(self, index: int, segments: list[Segment], buffer: list[int], reference: Sequence[int]) -> str:
@@ -319,19 +383,30 @@ class RolloutSimulator:
             }
             for m in step_messages
         ]
-        head = [{"role": USER, "content": "Use the tools."}, {"role": ASSISTANT, "content": "", "tool_calls": calls}]
+        head = [
+            {"role": USER, "content": "Use the tools."},
+            {"role": ASSISTANT, "content": "", "tool_calls": calls},
+        ]
         return head, step_messages
 
-    def _bridge_check(self, conversation: Conversation, j: int, roles: list[str], bridge: list[int], outcome: Outcome) -> None:
+    def _bridge_check(
+        self, conversation: Conversation, j: int, roles: list[str], bridge: list[int], outcome: Outcome
+    ) -> None:
         head, step_messages = self._stand_in(conversation, j)
         try:
             renders = self.renderer.prefixes(
-                [*head, *step_messages], conversation.tools, [(1, True), (2, False), (len(head) + len(step_messages), True)]
+                [*head, *step_messages],
+                conversation.tools,
+                [(1, True), (2, False), (len(head) + len(step_messages), True)],
             )
         except RenderError:
             outcome.count("bridge", TOOL, REFUSED)
             return
-        prompt, full, after = renders[(1, True)], renders[(2, False)], renders[(len(head) + len(step_messages), True)]
+        prompt, full, after = (
+            renders[(1, True)],
+            renders[(2, False)],
+            renders[(len(head) + len(step_messages), True)],
+        )
         generated = full.text[common_prefix_length(prompt.text, full.text) :]
         ids = self.codec.encode(generated)
         cut = next((n + 1 for n, t in enumerate(ids) if t in self.stop_ids), len(ids))
@@ -348,7 +423,16 @@ class RolloutSimulator:
         index = index if index is not None else len(stand_in_bridge)
         outcome.failures.append(
             self._token_failure(
-                "bridge", "suffix", TOOL, conversation, j, roles, ["history-dependent-suffix"], bridge, stand_in_bridge, index,
+                "bridge",
+                "suffix",
+                TOOL,
+                conversation,
+                j,
+                roles,
+                ["history-dependent-suffix"],
+                bridge,
+                stand_in_bridge,
+                index,
                 detail="expected: the real bridge; actual: the stand-in suffix",
             )
         )
@@ -356,7 +440,10 @@ class RolloutSimulator:
     # -- check 1: roundtrip -------------------------------------------------------------------------
     def _roundtrip(self, conversation: Conversation, completion: Completion, outcome: Outcome) -> None:
         roles = [ASSISTANT]
-        for category, ids in (("completion (canonical)", completion.ids), ("completion (non-canonical)", completion.noncanonical)):
+        for category, ids in (
+            ("completion (canonical)", completion.ids),
+            ("completion (non-canonical)", completion.noncanonical),
+        ):
             if ids is None:
                 continue
             decoded = self.codec.decode(ids)
@@ -375,7 +462,18 @@ class RolloutSimulator:
                 cause = "bpe-seam"
             index = first_difference(ids, again) or 0
             outcome.failures.append(
-                self._token_failure("roundtrip", "reencode", category, conversation, completion.turn, roles, [cause], ids, again, index)
+                self._token_failure(
+                    "roundtrip",
+                    "reencode",
+                    category,
+                    conversation,
+                    completion.turn,
+                    roles,
+                    [cause],
+                    ids,
+                    again,
+                    index,
+                )
             )
 
     def _whole_buffer(self, conversation: Conversation, buffer: list[int], text: str, outcome: Outcome) -> None:
@@ -388,7 +486,18 @@ class RolloutSimulator:
         cause = "normalization" if decoded != text else "bpe-seam"
         index = first_difference(buffer, again) or 0
         outcome.failures.append(
-            self._token_failure("roundtrip", "reencode", "whole buffer", conversation, len(conversation.messages) - 1, [], [cause], buffer, again, index)
+            self._token_failure(
+                "roundtrip",
+                "reencode",
+                "whole buffer",
+                conversation,
+                len(conversation.messages) - 1,
+                [],
+                [cause],
+                buffer,
+                again,
+                index,
+            )
         )
 
     def _literal_specials(self, conversation: Conversation, outcome: Outcome) -> None:
@@ -412,8 +521,16 @@ class RolloutSimulator:
             plain = self.codec.encode_plain(content)
             outcome.failures.append(
                 self._token_failure(
-                    "roundtrip", "control-token", category, conversation, index, [str(message.get("role"))],
-                    ["special-token-literal"], plain, ids, position,
+                    "roundtrip",
+                    "control-token",
+                    category,
+                    conversation,
+                    index,
+                    [str(message.get("role"))],
+                    ["special-token-literal"],
+                    plain,
+                    ids,
+                    position,
                     detail="expected: the text as plain tokens; actual: how it encodes (a control id)",
                 )
             )

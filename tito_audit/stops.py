@@ -25,7 +25,11 @@ _PROBE_TOOLS = [
         "function": {
             "name": "probe_lookup",
             "description": "Probe tool.",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
         },
     }
 ]
@@ -48,7 +52,9 @@ def _first_control_after(text: str, start: int, codec: TokenCodec) -> str | None
     best: tuple[int, str] | None = None
     for control in codec.control_ids_by_text:
         position = text.find(control, start)
-        if position >= 0 and (best is None or position < best[0] or (position == best[0] and len(control) > len(best[1]))):
+        if position >= 0 and (
+            best is None or position < best[0] or (position == best[0] and len(control) > len(best[1]))
+        ):
             best = (position, control)
     return best[1] if best else None
 

@@ -1,0 +1,216 @@
+"""Command line: wires resolution, the audit service and the formatters, and maps outcomes to exit codes.
+
+Exit codes: 0 the audit ran and the verdict is ``ready`` or ``ready-tool-only``; 1 the audit ran and the
+verdict is worse; 2 the audit could not run (bad input, model not found, template missing).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from tito_audit import __version__
+from tito_audit.errors import EXIT_CANNOT_RUN, EXIT_OK, EXIT_VERDICT, AuditError, BadInputError
+from tito_audit.formatters.json_report import write_json
+from tito_audit.formatters.markdown import write_markdown
+from tito_audit.formatters.terminal import render_report, verdict_text
+from tito_audit.generate import DEFAULT_MAX_TURNS
+from tito_audit.model import load_model
+from tito_audit.render import DEFAULT_CLOCK
+from tito_audit.resolve import resolve_model
+from tito_audit.results import READY, READY_TOOL_ONLY, AuditReport
+from tito_audit.service import DEFAULT_COUNT, AuditOptions, audit
+from tito_audit.variants import parse_kwarg
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Audit chat templates and tokenizers for token-in/token-out (TITO) safety in multi-turn tool-calling RL.",
+)
+err = Console(stderr=True)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"tito-audit {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def main_callback(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
+    ] = False,
+) -> None:
+    """tito-audit: where and why a chat template breaks an append-only token buffer."""
+
+
+def _parse_clock(text: str | None) -> datetime:
+    if text is None:
+        return DEFAULT_CLOCK
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise BadInputError(f"--clock expects an ISO date like 2026-01-15 or 2026-01-15T09:30, got '{text}'") from exc
+
+
+def _parse_kwargs(pairs: list[str]) -> dict[str, Any]:
+    pinned: dict[str, Any] = {}
+    for pair in pairs:
+        try:
+            name, value = parse_kwarg(pair)
+        except ValueError as exc:
+            raise BadInputError(str(exc)) from exc
+        pinned[name] = value
+    return pinned
+
+
+def exit_code_for(report: AuditReport) -> int:
+    return EXIT_OK if report.verdict in (READY, READY_TOOL_ONLY) else EXIT_VERDICT
+
+
+@app.command("audit")
+def audit_command(
+    model: Annotated[str, typer.Argument(help="Hub model id (org/name) or a local folder with tokenizer files.")],
+    template: Annotated[
+        Path | None, typer.Option("--template", help="Audit this Jinja template file instead of the model's.")
+    ] = None,
+    template_name: Annotated[
+        str | None,
+        typer.Option("--template-name", help="Pick a named template of the tokenizer (e.g. tool_use)."),
+    ] = None,
+    kwarg: Annotated[
+        list[str],
+        typer.Option("--kwarg", help="Pin a template keyword argument, name=value (JSON value or string). Repeatable."),
+    ] = [],  # noqa: B006
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seed of the conversation generator and of non-canonical sampling.")
+    ] = 0,
+    count: Annotated[
+        int, typer.Option("-n", "--count", min=1, help="Number of generated conversations.")
+    ] = DEFAULT_COUNT,
+    max_turns: Annotated[
+        int, typer.Option("--max-turns", min=2, help="Maximum assistant turns per conversation.")
+    ] = DEFAULT_MAX_TURNS,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the JSON report here.")] = None,
+    markdown_path: Annotated[Path | None, typer.Option("--markdown", help="Write the Markdown report here.")] = None,
+    mirror: Annotated[
+        list[Path],
+        typer.Option(
+            "--mirror",
+            help="Folder of <org>--<name>/ model folders to resolve from. Repeatable; also TITO_AUDIT_MIRROR.",
+        ),
+    ] = [],  # noqa: B006
+    cache_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--cache-dir", help="Cache of downloaded files (default templates_cache/; also TITO_AUDIT_CACHE)."
+        ),
+    ] = None,
+    revision: Annotated[str | None, typer.Option("--revision", help="Hub revision (branch, tag or commit).")] = None,
+    no_hub: Annotated[bool, typer.Option("--no-hub", help="Never contact the Hugging Face Hub.")] = False,
+    trust_remote_code: Annotated[
+        bool, typer.Option("--trust-remote-code", help="Allow the model's own tokenizer code to run.")
+    ] = False,
+    stop_token: Annotated[
+        list[str], typer.Option("--stop-token", help="An extra stop token (its text). Repeatable.")
+    ] = [],  # noqa: B006
+    clock: Annotated[
+        str | None,
+        typer.Option("--clock", help="Date templates see through strftime_now (ISO; default 2026-01-15T09:30)."),
+    ] = None,
+    examples: Annotated[
+        int,
+        typer.Option("--examples", min=1, help="Failures kept per (check, category, cause) group in reports."),
+    ] = 5,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the verdict line.")] = False,
+) -> None:
+    """Audit one model: simulated TITO rollouts, the four checks, a verdict per template variant."""
+    console = Console()
+    options = AuditOptions(
+        seed=seed,
+        count=count,
+        max_turns=max_turns,
+        pinned_kwargs=_parse_kwargs(kwarg),
+        clock=_parse_clock(clock),
+        extra_stop_tokens=list(stop_token),
+        max_examples_per_group=examples,
+    )
+    if template is not None and not template.is_file():
+        raise BadInputError(f"--template {template}: no such file")
+    resolved = resolve_model(
+        model,
+        mirrors=mirror,
+        cache_dir=cache_dir,
+        revision=revision,
+        allow_hub=not no_hub,
+        trust_remote_code=trust_remote_code,
+    )
+    loaded = load_model(
+        resolved, template_file=template, template_name=template_name, trust_remote_code=trust_remote_code
+    )
+    show_progress = not quiet and console.is_terminal
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not show_progress,
+    ) as progress:
+        tasks: dict[str, Any] = {}
+
+        def on_progress(variant: str, done: int, total: int) -> None:
+            if variant not in tasks:
+                tasks[variant] = progress.add_task(f"variant {variant}", total=total)
+            progress.update(tasks[variant], completed=done)
+
+        report = audit(loaded, options, on_progress)
+    if json_path is not None:
+        write_json(report, json_path)
+    if markdown_path is not None:
+        write_markdown(report, markdown_path)
+    if quiet:
+        console.print(verdict_text(report.verdict), f"{report.model.model_id}")
+    else:
+        render_report(report, console)
+    raise typer.Exit(exit_code_for(report))
+
+
+def main() -> None:
+    """Entry point: expected errors become one line on stderr and exit code 2."""
+    try:
+        app(standalone_mode=False)
+    except typer.Exit as done:
+        sys.exit(done.exit_code)
+    except AuditError as exc:
+        err.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except (typer.BadParameter, typer.Abort) as exc:
+        err.print(f"error: {exc}", highlight=False)
+        sys.exit(EXIT_CANNOT_RUN)
+    except Exception as exc:  # click usage errors and anything unexpected: one line, never a traceback
+        usage = getattr(exc, "format_message", None)
+        if usage is not None:
+            err.print(f"error: {usage()}", highlight=False, soft_wrap=True)
+            sys.exit(EXIT_CANNOT_RUN)
+        if os.environ.get("TITO_AUDIT_DEBUG"):
+            raise
+        err.print(
+            f"error: unexpected {type(exc).__name__}: {exc} (set TITO_AUDIT_DEBUG=1 for a traceback)",
+            highlight=False,
+            soft_wrap=True,
+        )
+        sys.exit(EXIT_CANNOT_RUN)
+
+
+if __name__ == "__main__":
+    main()

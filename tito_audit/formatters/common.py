@@ -1,0 +1,78 @@
+"""Selections shared by the formatters: which failures make the best first examples."""
+
+from __future__ import annotations
+
+from tito_audit.results import Failure, TokenWindow, VariantResult
+
+CHECK_ORDER = ("rollout", "append", "bridge", "roundtrip")
+_QUIET_CAUSES = frozenset({"noncanonical-split"})
+"""Causes every BPE model shows; listed in counts, not worth an example each."""
+
+
+def first_example_per_cause(variant: VariantResult) -> list[tuple[str, Failure]]:
+    """The first failure that carries each distinct cause, rollout failures first (drift excluded)."""
+    chosen: dict[str, Failure] = {}
+    for check in CHECK_ORDER:
+        for failure in variant.failures:
+            if failure.check != check or failure.aspect.startswith("drift"):
+                continue
+            for cause in failure.causes:
+                if cause not in chosen and cause not in _QUIET_CAUSES:
+                    chosen[cause] = failure
+    return list(chosen.items())
+
+
+def location(failure: Failure) -> str:
+    roles = "+".join(failure.roles) if failure.roles else "-"
+    where = f"{failure.conversation_id} message {failure.turn} ({roles})"
+    if failure.token_index is not None:
+        where += f", token {failure.token_index}"
+    if failure.char_index is not None:
+        where += f", char {failure.char_index}"
+    return where
+
+
+def drift_line(variant: VariantResult) -> str:
+    d = variant.drift
+    if not d.steps and not d.rollouts:
+        return "no step could be followed by a buffer, so no drift was measured"
+    return (
+        f"buffer as sampled is not a prefix of the re-rendered ids at {d.canonical_drift_steps}/{d.steps} steps "
+        f"(canonical completions) and {d.noncanonical_drift_steps}/{d.steps} (non-canonical); "
+        f"a re-rendering trainer would train on {d.mismatched_tokens} of {d.total_tokens} tokens the model never "
+        f"sampled ({d.mismatched_tokens_noncanonical} with non-canonical sampling)"
+    )
+
+
+def visible(text: str) -> str:
+    """Whitespace made visible, so token windows can be read: ``"a\\n"`` -> ``a\\n``."""
+    return text.replace("\\", "\\\\").replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
+
+
+def window_tokens(window: TokenWindow | None) -> list[str]:
+    return [visible(t) for t in window.texts] if window is not None else []
+
+
+def differing_positions(expected: TokenWindow | None, actual: TokenWindow | None) -> set[int]:
+    """Positions (within the windows) where the two sides' ids differ."""
+    if expected is None or actual is None:
+        return set()
+    length = max(len(expected.ids), len(actual.ids))
+    return {
+        i for i in range(length) if i >= len(expected.ids) or i >= len(actual.ids) or expected.ids[i] != actual.ids[i]
+    }
+
+
+SIDE_LABELS = {
+    "append": ("render(M[:k])", "render(M[:k+1])"),
+    "rollout": ("token buffer (sampled + bridges)", "template's next prompt R"),
+    "bridge": ("real bridge", "stand-in suffix"),
+    "roundtrip": ("ids", "re-encoded / as encoded"),
+}
+
+
+def side_labels(failure: Failure) -> tuple[str, str]:
+    """What the two sides of a failure's evidence are, in the words of the SPEC."""
+    if failure.aspect == "control-token":
+        return ("text as plain tokens", "text as the tokenizer encodes it")
+    return SIDE_LABELS.get(failure.check, ("earlier", "later"))

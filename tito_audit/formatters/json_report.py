@@ -1,0 +1,29 @@
+"""JSON report: the :class:`~tito_audit.results.AuditReport` dataclasses, as a stable document.
+
+Keys keep the dataclass field order; only ``generated_at`` and ``duration_seconds`` change between two
+runs with the same model, settings and seed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from tito_audit.results import AuditReport
+
+VOLATILE_KEYS = ("generated_at", "duration_seconds")
+
+
+def report_to_dict(report: AuditReport) -> dict[str, Any]:
+    return dataclasses.asdict(report)
+
+
+def to_json(report: AuditReport) -> str:
+    return json.dumps(report_to_dict(report), ensure_ascii=False, indent=2, allow_nan=False) + "\n"
+
+
+def write_json(report: AuditReport, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(to_json(report), encoding="utf-8")

@@ -1,0 +1,139 @@
+"""Markdown report: the same content as the terminal report, for files and pull requests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tito_audit.formatters.common import (
+    drift_line,
+    first_example_per_cause,
+    location,
+    side_labels,
+    visible,
+    window_tokens,
+)
+from tito_audit.results import AuditReport, Failure, VariantResult
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _example(cause: str, failure: Failure) -> list[str]:
+    left, right = side_labels(failure)
+    lines = [f"- **{cause}** — {failure.check}/{failure.aspect}, {_cell(location(failure))}"]
+    if failure.detail:
+        lines.append(f"  {failure.detail}")
+    if failure.expected_text or failure.actual_text:
+        offset = min(80, failure.char_index or 0)
+        lines += [
+            "  ```text",
+            f"  {left}: …{visible(failure.expected_text[offset : offset + 100])}",
+            f"  {right}: …{visible(failure.actual_text[offset : offset + 100])}",
+            "  ```",
+        ]
+    if failure.expected is not None and failure.actual is not None:
+        lines += [
+            "  ```text",
+            f"  {left} @{failure.expected.start}: " + " | ".join(window_tokens(failure.expected)),
+            f"  {right} @{failure.actual.start}: " + " | ".join(window_tokens(failure.actual)),
+            "  ```",
+        ]
+    return lines
+
+
+def _variant(variant: VariantResult) -> list[str]:
+    lines = [
+        f"### Variant `{variant.name}`: **{variant.verdict}**",
+        "",
+        variant.verdict_reason + ".",
+        "",
+        f"Conversations audited: {variant.conversations_audited} of {variant.conversations}.",
+        "",
+        "| check | category | cases | passed | failed | refused |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for name, check in variant.checks.items():
+        for row in check.rows:
+            lines.append(
+                f"| {name} | {_cell(row.category)} | {row.cases} | {row.passed} | {row.failed} | {row.refused} |"
+            )
+    lines.append("")
+    causes = {name: check.cause_counts for name, check in variant.checks.items() if check.cause_counts}
+    if causes:
+        lines.append(
+            "Causes: "
+            + "; ".join(
+                f"{name}: " + ", ".join(f"{c} ×{n}" for c, n in sorted(counts.items()))
+                for name, counts in causes.items()
+            )
+        )
+        lines.append("")
+    lines += [f"Re-render drift: {drift_line(variant)}.", ""]
+    lines.append(
+        "Stop tokens: "
+        + ", ".join(f"`{visible(s.text)}` ({s.id}; {', '.join(s.sources)})" for s in variant.stop_tokens)
+    )
+    lines.append("")
+    for finding in variant.findings:
+        lines.append(
+            f"- finding **{finding.cause}**: {_cell(finding.summary)}"
+            + (f" — `{finding.evidence}`" if finding.evidence else "")
+        )
+    for refused in variant.refused:
+        after = ", ".join(refused.accepted_after) if refused.accepted_after else "no shape accepted"
+        lines.append(
+            f"- refused ×{refused.count}: {_cell(refused.reason)} — retried as: {after}"
+            f" (e.g. {refused.example_conversation})"
+        )
+    for check in variant.checks.values():
+        lines += [f"- note: {note}" for note in check.notes]
+    examples = first_example_per_cause(variant)
+    if examples:
+        lines += ["", "First example of each cause:", ""]
+        for cause, failure in examples:
+            lines += _example(cause, failure)
+    lines.append("")
+    return lines
+
+
+def to_markdown(report: AuditReport) -> str:
+    model = report.model
+    lines = [
+        f"# tito-audit: {model.model_id} — **{report.verdict}**",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| source | {model.source} ({_cell(model.path)}) |",
+        f"| revision | {model.revision or '-'} |",
+        f"| backend | {model.backend} ({model.tokenizer_class}) |",
+        f"| template | {model.template_name or model.template_origin} (sha256 {model.template_sha256 or '-'}) |",
+        f"| seed / conversations / max turns | {report.settings.seed} / {report.settings.count}"
+        f" / {report.settings.max_turns} |",
+        f"| conversations | {report.settings.conversations_source} |",
+        f"| tool / libraries | tito-audit {report.tool_version}; "
+        + ", ".join(f"{k} {v}" for k, v in report.library_versions.items())
+        + " |",
+        "",
+        "| variant | verdict | why |",
+        "|---|---|---|",
+    ]
+    lines += [f"| `{v.name}` | {v.verdict} | {_cell(v.verdict_reason)} |" for v in report.variants]
+    lines.append("")
+    lines += [f"- {note}" for note in report.notes]
+    if report.template_inputs:
+        lines.append(
+            "Template keyword arguments found: "
+            + ", ".join(
+                f"`{k}`" + (f" ({', '.join(map(str, v))})" if v else "") for k, v in report.template_inputs.items()
+            )
+        )
+    lines.append("")
+    for variant in report.variants:
+        lines += _variant(variant)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_markdown(report: AuditReport, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(to_markdown(report), encoding="utf-8")

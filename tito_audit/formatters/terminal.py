@@ -1,0 +1,163 @@
+"""Terminal report with rich: verdicts, a table per variant, coloured side-by-side token diffs."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from tito_audit.formatters.common import (
+    differing_positions,
+    drift_line,
+    first_example_per_cause,
+    location,
+    side_labels,
+    visible,
+    window_tokens,
+)
+from tito_audit.results import (
+    BROKEN,
+    READY,
+    READY_TOOL_ONLY,
+    UNSUPPORTED,
+    AuditReport,
+    Failure,
+    VariantResult,
+)
+
+VERDICT_STYLE = {
+    READY: "bold green",
+    READY_TOOL_ONLY: "bold yellow",
+    BROKEN: "bold red",
+    UNSUPPORTED: "bold magenta",
+}
+
+
+def verdict_text(verdict: str) -> Text:
+    return Text(verdict, style=VERDICT_STYLE.get(verdict, "bold"))
+
+
+def _tokens(failure: Failure, side: str) -> Text:
+    window = failure.expected if side == "expected" else failure.actual
+    differs = differing_positions(failure.expected, failure.actual)
+    text = Text()
+    highlight = "bold white on red" if side == "expected" else "bold white on dark_green"
+    for position, token in enumerate(window_tokens(window)):
+        if position:
+            text.append("│", style="dim")
+        text.append(token or "∅", style=highlight if position in differs else "")
+    return text
+
+
+def token_diff(failure: Failure) -> Table:
+    """Side by side: the earlier side (buffer or earlier render) and the later render, differing tokens coloured."""
+    table = Table(show_header=True, header_style="bold", expand=True, box=None, padding=(0, 1))
+    start = failure.expected.start if failure.expected is not None else 0
+    left, right = side_labels(failure)
+    table.add_column(f"{left} (from token {start})", ratio=1, overflow="fold")
+    table.add_column(right, ratio=1, overflow="fold")
+    table.add_row(_tokens(failure, "expected"), _tokens(failure, "actual"))
+    if failure.expected_text or failure.actual_text:
+        offset = min(80, failure.char_index or 0)
+        table.add_row(
+            Text("…" + visible(failure.expected_text[offset : offset + 90]), style="dim"),
+            Text("…" + visible(failure.actual_text[offset : offset + 90]), style="dim"),
+        )
+    return table
+
+
+def _checks_table(variant: VariantResult) -> Table:
+    table = Table(title=None, show_lines=False, header_style="bold")
+    for column, justify in (
+        ("check", "left"),
+        ("category", "left"),
+        ("cases", "right"),
+        ("passed", "right"),
+        ("failed", "right"),
+        ("refused", "right"),
+    ):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for name, check in variant.checks.items():
+        for number, row in enumerate(check.rows):
+            table.add_row(
+                name if number == 0 else "",
+                row.category,
+                str(row.cases),
+                str(row.passed),
+                Text(str(row.failed), style="red" if row.failed else ""),
+                Text(str(row.refused), style="magenta" if row.refused else ""),
+            )
+    return table
+
+
+def _variant_panel(variant: VariantResult) -> Panel:
+    parts: list = [
+        Text.assemble("verdict: ", verdict_text(variant.verdict), f" — {variant.verdict_reason}"),
+        Text(f"conversations audited: {variant.conversations_audited} of {variant.conversations}", style="dim"),
+        _checks_table(variant),
+        *[
+            Text(f"{name} causes: " + ", ".join(f"{c} ×{n}" for c, n in sorted(check.cause_counts.items())))
+            for name, check in variant.checks.items()
+            if check.cause_counts
+        ],
+        Text("re-render drift (beside the verdict): " + drift_line(variant), style="cyan"),
+        Text(
+            "stop tokens: "
+            + ", ".join(f"{visible(s.text)} [{s.id}] ({'; '.join(s.sources)})" for s in variant.stop_tokens),
+            style="dim",
+        ),
+    ]
+    for finding in variant.findings:
+        parts.append(
+            Text(
+                f"finding {finding.cause}: {finding.summary}" + (f"  {finding.evidence}" if finding.evidence else ""),
+                style="yellow",
+            )
+        )
+    for refused in variant.refused:
+        after = ", ".join(refused.accepted_after) if refused.accepted_after else "nothing accepted"
+        parts.append(Text(f"refused ×{refused.count}: {refused.reason} → retried as: {after}", style="magenta"))
+    for check in variant.checks.values():
+        parts += [Text(f"note: {note}", style="dim") for note in check.notes]
+    for cause, failure in first_example_per_cause(variant):
+        parts.append(
+            Text.assemble((f"\n{cause}", "bold red"), f"  {failure.check}/{failure.aspect} at {location(failure)}")
+        )
+        if failure.detail:
+            parts.append(Text(failure.detail, style="dim"))
+        parts.append(token_diff(failure))
+    return Panel(Group(*parts), title=f"variant {variant.name}", title_align="left")
+
+
+def render_report(report: AuditReport, console: Console | None = None) -> None:
+    console = console or Console()
+    model = report.model
+    header = Table.grid(padding=(0, 2))
+    header.add_row("model", f"{model.model_id}  [dim]({model.source}: {model.path})[/dim]")
+    header.add_row("backend", f"{model.backend} ({model.tokenizer_class})")
+    header.add_row(
+        "template",
+        f"{model.template_name or model.template_origin}  sha256 {(model.template_sha256 or '-')[:16]}",
+    )
+    header.add_row(
+        "settings",
+        f"seed {report.settings.seed}, {report.settings.count} conversations "
+        f"({report.settings.conversations_source}), max {report.settings.max_turns} assistant turns",
+    )
+    header.add_row("verdict", verdict_text(report.verdict))
+    console.print(Panel(header, title="tito-audit", title_align="left"))
+    summary = Table(header_style="bold")
+    summary.add_column("variant")
+    summary.add_column("verdict")
+    summary.add_column("why")
+    for variant in report.variants:
+        summary.add_row(variant.name, verdict_text(variant.verdict), variant.verdict_reason)
+    console.print(summary)
+    for note in report.notes:
+        console.print(Text(note, style="yellow"))
+    for variant in report.variants:
+        console.print(_variant_panel(variant))
+    console.print(
+        Text.assemble("overall verdict: ", verdict_text(report.verdict), f"  ({report.duration_seconds:.1f}s)")
+    )
