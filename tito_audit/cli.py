@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import sys
+
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # no "PyTorch was not found" banner: we never load weights
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -188,14 +190,15 @@ def audit_command(
 def main() -> None:
     """Entry point: expected errors become one line on stderr and exit code 2."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else EXIT_OK)
     except typer.Exit as done:
         sys.exit(done.exit_code)
     except AuditError as exc:
         err.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
-    except (typer.BadParameter, typer.Abort) as exc:
-        err.print(f"error: {exc}", highlight=False)
+    except typer.Abort:
+        err.print("error: aborted", highlight=False)
         sys.exit(EXIT_CANNOT_RUN)
     except Exception as exc:  # click usage errors and anything unexpected: one line, never a traceback
         usage = getattr(exc, "format_message", None)

@@ -1,0 +1,89 @@
+"""Shared fixtures: a tiny BPE tokenizer built in memory, small templates, the ../shared corpus."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
+SHARED_TOKENIZERS = SHARED / "tokenizers"
+
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|eot|>"]
+ADDED_NOT_SPECIAL = ["<think>", "</think>", "<tool_call>", "</tool_call>"]
+
+
+def _corpus() -> list[str]:
+    from tito_audit.generate import generate
+    from tito_audit.stress import OBSERVATIONS, STRESS_TEXTS
+
+    texts = list(STRESS_TEXTS.values()) + list(OBSERVATIONS.values())
+    for conversation in generate(40, seed=123):
+        for message in conversation.messages:
+            texts.append(json.dumps(message, ensure_ascii=False))
+    # " ENDING" must be one token and " END" another, for the BPE-seam template.
+    texts += [" END", " ENDING", " ENDING results", "system user assistant tool"] * 200
+    return texts
+
+
+def build_tiny_tokenizer(folder: Path, *, eos: str = "<|im_end|>", generation_eos: list[str] | None = None) -> Path:
+    """Train a small byte-level BPE and save it as a transformers tokenizer folder."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=700,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(_corpus(), trainer=trainer)
+    wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=eos, pad_token="<|endoftext|>")
+    wrapped.add_tokens(ADDED_NOT_SPECIAL)
+    folder.mkdir(parents=True, exist_ok=True)
+    wrapped.save_pretrained(str(folder))
+    if generation_eos is not None:
+        ids = [wrapped.convert_tokens_to_ids(t) for t in generation_eos]
+        (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": ids}), encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tokenizer folder (no chat template of its own unless a test writes one)."""
+    return build_tiny_tokenizer(tmp_path_factory.mktemp("tiny") / "tiny-org--tiny-model", generation_eos=["<|im_end|>"])
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tiny_model_dir: Path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(tiny_model_dir))
+
+
+@pytest.fixture
+def write_template(tmp_path: Path) -> Callable[[str, str], Path]:
+    def write(name: str, source: str) -> Path:
+        path = tmp_path / f"{name}.jinja"
+        path.write_text(source, encoding="utf-8")
+        return path
+
+    return write
+
+
+def shared_available() -> bool:
+    return SHARED_TOKENIZERS.is_dir()
+
+
+requires_shared = pytest.mark.skipif(
+    not shared_available(), reason="../shared/tokenizers is absent (real tokenizers are not part of the repository)"
+)

@@ -1,0 +1,31 @@
+"""Helpers to audit a tokenizer folder with a template file, as the CLI does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tito_audit.model import LoadedModel, load_model
+from tito_audit.resolve import resolve_model
+from tito_audit.results import AuditReport, VariantResult
+from tito_audit.service import AuditOptions, audit
+
+
+def load(folder: Path, template: Path | None = None) -> LoadedModel:
+    return load_model(resolve_model(str(folder), allow_hub=False), template_file=template)
+
+
+def run_audit(folder: Path, template: Path | None = None, **options) -> AuditReport:
+    options.setdefault("count", 24)
+    return audit(load(folder, template), AuditOptions(**options))
+
+
+def default_variant(report: AuditReport) -> VariantResult:
+    return report.variants[0]
+
+
+def causes(variant: VariantResult, check: str) -> set[str]:
+    return set(variant.checks[check].cause_counts)
+
+
+def failed(variant: VariantResult, check: str, category: str | None = None) -> int:
+    return sum(r.failed for r in variant.checks[check].rows if category is None or r.category == category)

@@ -1,0 +1,108 @@
+"""Small chat templates written for the tests: one correct template and one per failure cause.
+
+All share one ChatML-like skeleton; each defect replaces one piece of it. Newlines are written as
+Jinja string escapes so whitespace control never eats them.
+"""
+
+from __future__ import annotations
+
+NL = "{{ '\\n' }}"
+
+ARGS = "{{ c.function.arguments if c.function.arguments is string else c.function.arguments | tojson }}"
+CALLS = "{%- for c in m.tool_calls or [] -%}<tool_call>{{ c.function.name }} " + ARGS + "</tool_call>{%- endfor -%}"
+REASONING = (
+    "{%- if m.reasoning_content is defined and m.reasoning_content is not none -%}"
+    "<think>{{ m.reasoning_content }}</think>{%- endif -%}"
+)
+CONTENT = "{{- m.content if m.content is string else '' -}}"
+END = "<|im_end|>" + NL
+TOOL = "<|im_start|>tool" + NL + "{{ m.content }}<|im_end|>" + NL
+GEN = "{%- if add_generation_prompt -%}<|im_start|>assistant" + NL + "{%- endif -%}"
+PREAMBLE = ""
+
+
+def build(
+    *,
+    reasoning: str = REASONING,
+    content: str = CONTENT,
+    calls: str = CALLS,
+    end: str = END,
+    tool: str = TOOL,
+    gen: str = GEN,
+    preamble: str = PREAMBLE,
+) -> str:
+    return (
+        preamble
+        + "{%- for m in messages -%}"
+        + "{%- if m.role == 'assistant' -%}<|im_start|>assistant"
+        + NL
+        + reasoning
+        + content
+        + calls
+        + end
+        + "{%- elif m.role == 'tool' -%}"
+        + tool
+        + "{%- else -%}<|im_start|>{{ m.role }}"
+        + NL
+        + "{{ m.content }}<|im_end|>"
+        + NL
+        + "{%- endif -%}{%- endfor -%}"
+        + gen
+    )
+
+
+GOOD = build()
+
+EMPTY_THINK_ONLY_WHEN_LAST = build(
+    reasoning="{%- if m.reasoning_content -%}<think>{{ m.reasoning_content }}</think>"
+    "{%- elif loop.last -%}<think>" + NL + NL + "</think>" + NL + NL + "{%- endif -%}"
+)
+
+LAST_USER = (
+    "{%- set ns = namespace(last_user=-1) -%}{%- for x in messages -%}"
+    "{%- if x.role == 'user' -%}{%- set ns.last_user = loop.index0 -%}{%- endif -%}{%- endfor -%}"
+)
+REASONING_AFTER_LAST_USER_ONLY = build(
+    preamble=LAST_USER,
+    reasoning="{%- if m.reasoning_content and loop.index0 > ns.last_user -%}"
+    "<think>{{ m.reasoning_content }}</think>{%- endif -%}",
+)
+
+GEN_PROMPT_OPENS_THINK = build(
+    gen="{%- if add_generation_prompt -%}<|im_start|>assistant" + NL + "<think>{%- endif -%}"
+)
+
+STOP_TOKEN_SWAPPED_IN_HISTORY = build(end="{{ '<|eot|>' if loop.last else '<|im_end|>' }}" + NL)
+
+NEWLINE_AFTER_END_ONLY_WHEN_LAST = build(
+    end="<|im_end|>{{ '\\n' if loop.last and not add_generation_prompt else '' }}",
+    tool="<|im_start|>tool"
+    + NL
+    + "{{ m.content }}<|im_end|>{{ '\\n' if loop.last and not add_generation_prompt else '' }}",
+)
+
+CONTENT_TRIMMED_IN_HISTORY = build(
+    content="{%- set text = m.content if m.content is string else '' -%}{{- text if loop.last else text | trim -}}"
+)
+
+ARGUMENTS_RESERIALIZED_IN_HISTORY = build(
+    calls="{%- for c in m.tool_calls or [] -%}<tool_call>{{ c.function.name }} "
+    "{{ (c.function.arguments if c.function.arguments is string else c.function.arguments | tojson) if is_last "
+    "else c.function.arguments | tojson(sort_keys=True) }}</tool_call>{%- endfor -%}",
+    reasoning="{%- set is_last = loop.last -%}" + REASONING,
+)
+
+TOOL_HEADER_COUNTS_MESSAGES = build(tool="<|im_start|>tool #{{ loop.index0 }}" + NL + "{{ m.content }}<|im_end|>" + NL)
+
+DATED_SYSTEM_PROMPT = build(
+    preamble="<|im_start|>system" + NL + "Today is {{ strftime_now('%Y-%m-%d') }}<|im_end|>" + NL
+)
+
+NO_TOOL_ROLE = build(tool="{{ raise_exception('this template has no tool role') }}")
+
+TOOL_RESULT_MERGES_WITH_END = build(
+    end="{{ ' END' }}",
+    tool="ING results: {{ m.content }}" + NL,
+)
+"""The assistant turn ends with the plain-text stop token " END"; a tool result starts with "ING", and
+" ENDING" is one token of the tiny vocabulary: the text prefix holds but tokens merge at the join."""

@@ -1,0 +1,119 @@
+"""Model resolution: local folders, cache, mirrors, git symlink stubs, clear failures."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tito_audit.errors import ModelLoadError, ResolutionError, TemplateMissingError
+from tito_audit.model import load_model
+from tito_audit.resolve import follow_symlink_stub, resolve_model, staged_folder
+
+
+@pytest.fixture
+def mirror(tmp_path: Path, tiny_model_dir: Path) -> Path:
+    root = tmp_path / "mirror"
+    target = root / "acme--tiny"
+    shutil.copytree(tiny_model_dir, target)
+    return root
+
+
+def test_local_folder(tiny_model_dir):
+    resolved = resolve_model(str(tiny_model_dir), allow_hub=False)
+    assert resolved.source == "local"
+    assert resolved.model_id == "tiny-org/tiny-model"
+
+
+def test_mirror_folder(mirror):
+    resolved = resolve_model("acme/tiny", mirrors=[mirror], allow_hub=False)
+    assert resolved.source == "mirror" and resolved.path == (mirror / "acme--tiny").resolve()
+
+
+def test_mirror_from_environment(mirror, monkeypatch):
+    monkeypatch.setenv("TITO_AUDIT_MIRROR", str(mirror))
+    assert resolve_model("acme/tiny", allow_hub=False).source == "mirror"
+
+
+def test_cache_wins_over_mirror(mirror, tmp_path, tiny_model_dir):
+    cache = tmp_path / "cache"
+    entry = cache / "acme--tiny" / "main"
+    shutil.copytree(tiny_model_dir, entry)
+    (entry / ".complete").write_text("main")
+    assert resolve_model("acme/tiny", mirrors=[mirror], cache_dir=cache, allow_hub=False).source == "cache"
+
+
+def test_incomplete_cache_entry_is_ignored(mirror, tmp_path, tiny_model_dir):
+    cache = tmp_path / "cache"
+    shutil.copytree(tiny_model_dir, cache / "acme--tiny" / "main")
+    assert resolve_model("acme/tiny", mirrors=[mirror], cache_dir=cache, allow_hub=False).source == "mirror"
+
+
+def test_not_found_says_what_was_tried(tmp_path):
+    with pytest.raises(ResolutionError) as info:
+        resolve_model("acme/none", mirrors=[tmp_path], cache_dir=tmp_path / "c", allow_hub=False)
+    message = str(info.value)
+    assert "\n" not in message
+    assert "cache" in message and "mirror" in message and "hub (disabled)" in message
+
+
+def test_offline_hub_is_not_contacted(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ResolutionError, match="HF_HUB_OFFLINE"):
+        resolve_model("acme/none", cache_dir=tmp_path, allow_hub=True)
+
+
+@pytest.mark.parametrize("bad", ["./missing-folder", "a/b/c", "not an id"])
+def test_bad_model_argument(bad):
+    with pytest.raises(ResolutionError):
+        resolve_model(bad, allow_hub=False)
+
+
+def test_folder_without_tokenizer_files(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ResolutionError, match="no tokenizer files"):
+        resolve_model(str(tmp_path / "empty"), allow_hub=False)
+
+
+def test_git_symlink_stubs_are_followed(tmp_path, tiny_model_dir, write_template):
+    shared = tmp_path / "shared"
+    shutil.copytree(tiny_model_dir, shared / "acme--base")
+    other = shared / "acme--other"
+    other.mkdir()
+    for name in ("tokenizer_config.json",):
+        shutil.copy(tiny_model_dir / name, other / name)
+    (other / "tokenizer.json").write_text("../acme--base/tokenizer.json")
+    stub = other / "tokenizer.json"
+    assert follow_symlink_stub(stub) == (shared / "acme--base" / "tokenizer.json").resolve()
+    resolved = resolve_model("acme/other", mirrors=[shared], allow_hub=False)
+    with staged_folder(resolved) as folder:
+        assert (folder / "tokenizer.json").resolve() == (shared / "acme--base" / "tokenizer.json").resolve()
+    loaded = load_model(resolved, template_file=write_template("t", "{{ messages[0].content }}"))
+    assert len(loaded.tokenizer) > 700  # the real vocabulary was loaded through the stub
+    assert set(loaded.file_hashes) == {"tokenizer.json", "tokenizer_config.json"}
+
+
+def test_tokenizer_without_template_is_a_clear_error(tiny_model_dir):
+    with pytest.raises(TemplateMissingError, match="no chat template"):
+        load_model(resolve_model(str(tiny_model_dir), allow_hub=False))
+
+
+def test_remote_code_is_refused_without_flag(tmp_path, tiny_model_dir):
+    folder = tmp_path / "acme--remote"
+    shutil.copytree(tiny_model_dir, folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["auto_map"] = {"AutoTokenizer": ["tokenization_acme.AcmeTokenizer", None]}
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    (folder / "tokenization_acme.py").write_text("raise SystemExit('remote code ran')\n")
+    with pytest.raises(ModelLoadError, match=r"tokenization_acme\.py.*--trust-remote-code"):
+        load_model(resolve_model(str(folder), allow_hub=False))
+
+
+def test_corrupt_tokenizer_json_is_a_clear_error(tmp_path, tiny_model_dir):
+    folder = tmp_path / "acme--corrupt"
+    shutil.copytree(tiny_model_dir, folder)
+    (folder / "tokenizer.json").write_text('{"version": "1.0", "model": ')
+    with pytest.raises(ModelLoadError, match="cannot load tokenizer"):
+        load_model(resolve_model(str(folder), allow_hub=False))

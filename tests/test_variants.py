@@ -1,0 +1,74 @@
+"""Template keyword arguments found from the source, and the variants built from them."""
+
+from __future__ import annotations
+
+import pytest
+
+from tito_audit.variants import TemplateInput, check_syntax, parse_kwarg, template_inputs, variants_for
+
+
+def names(source: str) -> dict[str, tuple]:
+    return {i.name: i.values for i in template_inputs(source)}
+
+
+def test_truth_tests_become_boolean_axes():
+    assert names("{% if enable_thinking is defined and enable_thinking is false %}x{% endif %}") == {
+        "enable_thinking": (False, True)
+    }
+
+
+def test_compared_constants_become_values():
+    assert names("{% if effort == 'high' %}h{% elif effort == 'low' %}l{% endif %}") == {"effort": ("high", "low")}
+
+
+def test_printed_inputs_are_listed_but_not_varied():
+    inputs = template_inputs(
+        "{% if date_string is not defined %}{% set date_string = '1 Jan' %}{% endif %}{{ date_string }}"
+    )
+    assert [(i.name, i.tested, i.values) for i in inputs] == [("date_string", False, ())]
+    assert [v.name for v in variants_for(inputs)] == ["default"]
+
+
+def test_internal_variables_and_standard_inputs_are_ignored():
+    source = (
+        "{% set ns = namespace(x=1) %}{% for m in messages %}{% set content = m.content %}{{ content }}{% endfor %}"
+        "{{ bos_token }}{% if add_generation_prompt %}{{ strftime_now('%d') }}{% endif %}{% if tools %}t{% endif %}"
+    )
+    assert names(source) == {}
+
+
+def test_lists_are_not_switched_on_and_off():
+    assert names("{% if builtin_tools %}{% for t in builtin_tools %}{{ t }}{% endfor %}{% endif %}") == {
+        "builtin_tools": ()
+    }
+
+
+def test_transformers_generation_tag_parses():
+    assert check_syntax("{% for m in messages %}{% generation %}{{ m.content }}{% endgeneration %}{% endfor %}") is None
+
+
+def test_syntax_error_is_one_line():
+    message = check_syntax("{% if x %}")
+    assert message is not None and "\n" not in message and message.startswith("line 1")
+
+
+def test_variants_one_axis_at_a_time_with_pins():
+    inputs = [TemplateInput("a", True, (False, True)), TemplateInput("b", True, ("x",))]
+    assert [v.name for v in variants_for(inputs)] == ["default", "a=false", "a=true", "b=x"]
+    pinned = variants_for(inputs, {"b": "y"})
+    assert [v.name for v in pinned] == ["b=y", "a=false,b=y", "a=true,b=y"]
+    assert all(v.kwargs["b"] == "y" for v in pinned)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("a=true", ("a", True)), ("a=3", ("a", 3)), ("a=hello", ("a", "hello")), ('a="x=y"', ("a", "x=y"))],
+)
+def test_parse_kwarg(text, expected):
+    assert parse_kwarg(text) == expected
+
+
+@pytest.mark.parametrize("text", ["novalue", "1a=2", "a=NaN"])
+def test_parse_kwarg_rejects(text):
+    with pytest.raises(ValueError):
+        parse_kwarg(text)
