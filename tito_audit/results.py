@@ -73,6 +73,8 @@ class Failure:
     expected_text: str = ""
     actual_text: str = ""
     detail: str = ""
+    shape_changes: list[str] = field(default_factory=list)
+    """Shape changes applied to the conversation before it was audited (see refused shapes); empty if none."""
 
 
 @dataclass

@@ -177,10 +177,12 @@ class VariantAudit:
                 if audited is None or renders is None:
                     self._count_refused(checks, conversation)
                 else:
-                    changes = set(refusal.accepted_after or ()) if refusal is not None else set()
-                    if audited.has_tool_traffic() and not changes & NOT_NATIVE_TOOLS:
+                    changes = list(refusal.accepted_after or ()) if refusal is not None else []
+                    if audited.has_tool_traffic() and not set(changes) & NOT_NATIVE_TOOLS:
                         native_tool_conversations += 1
                     outcome = simulator.run(audited, renders)
+                    for failure in outcome.failures:
+                        failure.shape_changes = changes
                     self._merge(outcome, checks, failures, drift, totals)
                     accepted.append((audited, renders[(len(audited.messages), False)].text))
                 if progress is not None:

@@ -1,0 +1,26 @@
+# Two commands after cloning:  `make audit` (the main job) and `make test` (the test suite).
+# Both create .venv and install the project into it the first time.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+MODEL ?= Qwen/Qwen3-4B
+MIRROR ?= ../shared/tokenizers
+
+$(BIN)/tito-audit: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[dev]"
+	@touch $@
+
+.PHONY: install audit test lint
+install: $(BIN)/tito-audit
+
+audit: install
+	$(BIN)/tito-audit audit $(MODEL) --mirror $(MIRROR) --json out/$(subst /,--,$(MODEL)).json --markdown out/$(subst /,--,$(MODEL)).md
+
+test: install
+	$(BIN)/python -m pytest -q
+
+lint: install
+	$(BIN)/ruff check tito_audit tests && $(BIN)/ruff format --check tito_audit tests
