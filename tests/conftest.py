@@ -32,9 +32,19 @@ def _corpus() -> list[str]:
     return texts
 
 
-def build_tiny_tokenizer(folder: Path, *, eos: str = "<|im_end|>", generation_eos: list[str] | None = None) -> Path:
-    """Train a small byte-level BPE and save it as a transformers tokenizer folder."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+def build_tiny_tokenizer(
+    folder: Path,
+    *,
+    eos: str = "<|im_end|>",
+    generation_eos: list[str] | None = None,
+    lowercase: bool = False,
+    bos: str | None = None,
+) -> Path:
+    """Train a small byte-level BPE and save it as a transformers tokenizer folder.
+
+    ``lowercase`` adds a normalizer; ``bos`` makes ``tokenizer(text)`` prepend that token.
+    """
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
     tokenizer = Tokenizer(models.BPE())
@@ -47,7 +57,15 @@ def build_tiny_tokenizer(folder: Path, *, eos: str = "<|im_end|>", generation_eo
         show_progress=False,
     )
     tokenizer.train_from_iterator(_corpus(), trainer=trainer)
-    wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=eos, pad_token="<|endoftext|>")
+    if lowercase:
+        tokenizer.normalizer = normalizers.Lowercase()
+    extra = {}
+    if bos is not None:
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"{bos} $A", special_tokens=[(bos, tokenizer.token_to_id(bos))]
+        )
+        extra["bos_token"] = bos
+    wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=eos, pad_token="<|endoftext|>", **extra)
     wrapped.add_tokens(ADDED_NOT_SPECIAL)
     folder.mkdir(parents=True, exist_ok=True)
     wrapped.save_pretrained(str(folder))

@@ -94,7 +94,8 @@ def test_every_text_divergence_reproduces(model_id):
                 tokenize=False,
                 **variant.kwargs,
             )
-            later = codec.normalize(later)
+            if failure.check == "rollout":
+                later = codec.normalize(later)  # rollout text is compared after the tokenizer's normalizer
             index = failure.char_index
             start = max(0, index - 80)
             assert later[start : start + len(failure.actual_text)] == failure.actual_text, failure

@@ -129,9 +129,11 @@ def audit_command(
         typer.Option("--clock", help="Date templates see through strftime_now (ISO; default 2026-01-15T09:30)."),
     ] = None,
     examples: Annotated[
-        int,
-        typer.Option("--examples", min=1, help="Failures kept per (check, category, cause) group in reports."),
-    ] = 5,
+        int | None,
+        typer.Option(
+            "--examples", min=1, help="Keep only N failures per (check, category, causes) group (default: all)."
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the verdict line.")] = False,
 ) -> None:
     """Audit one model: simulated TITO rollouts, the four checks, a verdict per template variant."""

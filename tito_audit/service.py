@@ -63,7 +63,6 @@ from tito_audit.variants import Variant, template_inputs, variants_for
 SCHEMA_VERSION = 1
 DEFAULT_COUNT = 96
 NONDETERMINISM_SAMPLE = 6
-MAX_EXAMPLES_PER_GROUP = 5
 
 ProgressCallback = Callable[[str, int, int], None]
 
@@ -76,7 +75,8 @@ class AuditOptions:
     pinned_kwargs: dict[str, Any] = field(default_factory=dict)
     clock: datetime = DEFAULT_CLOCK
     extra_stop_tokens: list[str] = field(default_factory=list)
-    max_examples_per_group: int = MAX_EXAMPLES_PER_GROUP
+    max_examples_per_group: int | None = None
+    """Keep only this many failures per (check, aspect, category, causes) group; None keeps all."""
     conversations: Sequence[Conversation] | None = None
     """Conversations to audit instead of generated ones (the seam for real trajectories)."""
     conversations_source: str = "generated"
@@ -226,8 +226,9 @@ class VariantAudit:
     def _count_refused(checks: dict[str, CheckResult], conversation: Conversation) -> None:
         messages = conversation.messages
         for k in range(1, len(messages)):
-            checks["append"].row(str(messages[k].get("role"))).refused += 1
-            checks["append"].row(str(messages[k].get("role"))).cases += 1
+            row = checks["append"].row(f"{messages[k].get('role')} after {messages[k - 1].get('role')}")
+            row.refused += 1
+            row.cases += 1
         for step in steps_of(messages):
             for name in ("rollout", "bridge") if step.kind == TOOL else ("rollout",):
                 row = checks[name].row(step.kind)
@@ -279,6 +280,8 @@ class VariantAudit:
 
     def _examples(self, failures: list[Failure]) -> list[Failure]:
         """Keep the first few failures of each (check, aspect, category, causes) group; counts stay complete."""
+        if self.options.max_examples_per_group is None:
+            return failures
         kept: list[Failure] = []
         seen: dict[tuple, int] = defaultdict(int)
         for failure in failures:

@@ -20,6 +20,7 @@ from tito_audit.diff import (
     first_difference,
     is_prefix,
     mismatched_positions,
+    text_window,
     token_window,
 )
 from tito_audit.render import PrefixRenderError, RenderedPrefix, Renderer, RenderError
@@ -129,6 +130,7 @@ class RolloutSimulator:
         messages = conversation.messages
         for k in range(1, len(messages)):
             role = str(messages[k].get("role"))
+            category = f"{role} after {messages[k - 1].get('role')}"
             try:
                 extra = self.renderer.prefixes(
                     messages,
@@ -136,7 +138,7 @@ class RolloutSimulator:
                     [key for key in ((k, False), (k + 1, False)) if key not in renders],
                 )
             except RenderError:
-                outcome.count("append", role, REFUSED)
+                outcome.count("append", category, REFUSED)
                 continue
             renders.update(extra)
             before, after = renders[(k, False)], renders[(k + 1, False)]
@@ -144,9 +146,9 @@ class RolloutSimulator:
             char_diff = first_difference(before.text, after.text)
             token_diff = first_difference(before.ids, after.ids)
             if char_diff is None and token_diff is None:
-                outcome.count("append", role, PASSED)
+                outcome.count("append", category, PASSED)
                 continue
-            outcome.count("append", role, FAILED)
+            outcome.count("append", category, FAILED)
             if char_diff is not None:
                 causes = classify_text_divergence(before.text, after.text, char_diff, context)
                 aspect = "text"
@@ -157,7 +159,7 @@ class RolloutSimulator:
                 self._failure(
                     "append",
                     aspect,
-                    role,
+                    category,
                     conversation,
                     k,
                     roles,
@@ -411,8 +413,11 @@ class RolloutSimulator:
         ids = self.codec.encode(generated)
         cut = next((n + 1 for n, t in enumerate(ids) if t in self.stop_ids), len(ids))
         stand_in_text = prompt.text + self.codec.decode(ids[:cut])
+        detail = "expected: the real bridge; actual: the stand-in suffix"
         if not after.text.startswith(stand_in_text):
+            # The stand-in is not prefix-stable itself: a trainer taking its suffix gets these tokens.
             stand_in_bridge = self.codec.encode(after.text[common_prefix_length(stand_in_text, after.text) :])
+            detail += " (the stand-in's own assistant turn renders differently once tool results follow)"
         else:
             stand_in_bridge = list(after.ids[len(self.codec.encode(stand_in_text)) :])
         index = first_difference(stand_in_bridge, bridge)
@@ -433,72 +438,89 @@ class RolloutSimulator:
                 bridge,
                 stand_in_bridge,
                 index,
-                detail="expected: the real bridge; actual: the stand-in suffix",
+                detail=detail,
             )
         )
 
     # -- check 1: roundtrip -------------------------------------------------------------------------
     def _roundtrip(self, conversation: Conversation, completion: Completion, outcome: Outcome) -> None:
+        """decode -> re-encode of the sampled completion (canonical and non-canonical), and whether decoding
+        gives back the text the model produced (a normalizer changes it)."""
         roles = [ASSISTANT]
         for category, ids in (
             ("completion (canonical)", completion.ids),
             ("completion (non-canonical)", completion.noncanonical),
         ):
-            if ids is None:
-                continue
-            decoded = self.codec.decode(ids)
-            again = self.codec.encode(decoded)
-            if again == ids:
-                outcome.count("roundtrip", category, PASSED)
-                continue
-            outcome.count("roundtrip", category, FAILED)
-            if REPLACEMENT_CHAR in decoded:
-                cause = "utf8-split"
-            elif category.endswith("(non-canonical)"):
-                cause = "noncanonical-split"
-            elif self.codec.decode(again) != decoded:
-                cause = "normalization"
-            else:
-                cause = "bpe-seam"
-            index = first_difference(ids, again) or 0
-            outcome.failures.append(
-                self._token_failure(
-                    "roundtrip",
-                    "reencode",
-                    category,
-                    conversation,
-                    completion.turn,
-                    roles,
-                    [cause],
-                    ids,
-                    again,
-                    index,
-                )
-            )
+            if ids is not None:
+                self._reencode(conversation, completion.turn, roles, category, ids, outcome)
+        self._decoded_text(
+            conversation, completion.turn, roles, "completion text", completion.ids, completion.text, outcome
+        )
 
-    def _whole_buffer(self, conversation: Conversation, buffer: list[int], text: str, outcome: Outcome) -> None:
-        again = self.codec.encode(self.codec.decode(buffer))
-        if again == buffer:
-            outcome.count("roundtrip", "whole buffer", PASSED)
+    def _reencode(
+        self, conversation: Conversation, turn: int, roles: list[str], category: str, ids: list[int], outcome: Outcome
+    ) -> None:
+        decoded = self.codec.decode(ids)
+        again = self.codec.encode(decoded)
+        if again == ids:
+            outcome.count("roundtrip", category, PASSED)
             return
-        outcome.count("roundtrip", "whole buffer", FAILED)
-        decoded = self.codec.decode(buffer)
-        cause = "normalization" if decoded != text else "bpe-seam"
-        index = first_difference(buffer, again) or 0
+        outcome.count("roundtrip", category, FAILED)
+        if REPLACEMENT_CHAR in decoded:
+            cause = "utf8-split"
+        elif category.endswith("(non-canonical)"):
+            cause = "noncanonical-split"
+        elif self.codec.decode(again) != decoded:
+            cause = "normalization"
+        else:
+            cause = "bpe-seam"  # tokens that merge differently once decoded together
+        index = first_difference(ids, again) or 0
         outcome.failures.append(
             self._token_failure(
-                "roundtrip",
-                "reencode",
-                "whole buffer",
-                conversation,
-                len(conversation.messages) - 1,
-                [],
-                [cause],
-                buffer,
-                again,
-                index,
+                "roundtrip", "reencode", category, conversation, turn, roles, [cause], ids, again, index
             )
         )
+
+    def _decoded_text(
+        self,
+        conversation: Conversation,
+        turn: int,
+        roles: list[str],
+        category: str,
+        ids: list[int],
+        text: str,
+        outcome: Outcome,
+    ) -> None:
+        decoded = self.codec.decode(ids)
+        if decoded == text:
+            outcome.count("roundtrip", category, PASSED)
+            return
+        outcome.count("roundtrip", category, FAILED)
+        index = first_difference(decoded, text) or 0
+        plain = self.codec.encode_plain(text)
+        outcome.failures.append(
+            Failure(
+                check="roundtrip",
+                aspect="text",
+                category=category,
+                conversation_id=conversation.id,
+                turn=turn,
+                roles=roles,
+                causes=["utf8-split" if REPLACEMENT_CHAR in decoded else "normalization"],
+                char_index=index,
+                token_index=first_difference(ids, plain) or 0,
+                expected=token_window(plain, first_difference(ids, plain) or 0, self._decode_one),
+                actual=token_window(ids, first_difference(ids, plain) or 0, self._decode_one),
+                expected_text=text_window(text, index),
+                actual_text=text_window(decoded, index),
+                detail="expected: the text the template rendered; actual: what decoding the ids gives",
+            )
+        )
+
+    def _whole_buffer(self, conversation: Conversation, buffer: list[int], text: str, outcome: Outcome) -> None:
+        turn, roles = len(conversation.messages) - 1, []
+        self._reencode(conversation, turn, roles, "whole buffer", buffer, outcome)
+        self._decoded_text(conversation, turn, roles, "whole buffer text", buffer, text, outcome)
 
     def _literal_specials(self, conversation: Conversation, outcome: Outcome) -> None:
         """Message text holding a control-token string that encodes to the control id (role-injection risk)."""
@@ -550,8 +572,6 @@ class RolloutSimulator:
         char_index: int | None,
         token_index: int,
     ) -> Failure:
-        from tito_audit.diff import text_window
-
         return Failure(
             check=check,
             aspect=aspect,
