@@ -121,8 +121,18 @@ def classify_text_divergence(
     return labels
 
 
+def _message_texts(messages: Sequence[Message]) -> list[str]:
+    return [
+        m["content"].strip() for m in messages if isinstance(m.get("content"), str) and len(m["content"].strip()) >= 6
+    ]
+
+
 def _fallback(earlier: str, later: str, index: int, context: TextContext) -> str:
     """Rewritten message text or tool-call serialization, told apart by where the divergence lies."""
+    for text in _message_texts(context.messages):
+        found = earlier.find(text, max(0, index - len(text)))
+        if 0 <= found <= index + 2:
+            return "content-rewritten"  # the divergence lies in a message's text (changed, moved or dropped)
     near = earlier[max(0, index - 300) : index + 40]
     in_tool_call = any(name in near for name in _tool_call_names(context.messages))
     if in_tool_call and _json_equivalent(earlier[max(0, index - 200) :], later[max(0, index - 200) :]):

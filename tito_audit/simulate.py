@@ -74,6 +74,8 @@ class Completion:
     """Text the template writes after the stop token; it belongs to the bridge."""
     stopped: bool
     gen_prompt_mismatch: bool
+    mismatch_from: int = 0
+    """Where (in the prompt's text) the generation prompt and the rendered turn part ways."""
 
 
 @dataclass
@@ -175,7 +177,8 @@ class RolloutSimulator:
     def _completion(self, j: int, renders: dict[tuple[int, bool], RenderedPrefix], rng: random.Random) -> Completion:
         prompt, full = renders[(j, True)].text, renders[(j + 1, False)].text
         mismatch = not full.startswith(prompt)
-        generated = full[common_prefix_length(prompt, full) :] if mismatch else full[len(prompt) :]
+        split = common_prefix_length(prompt, full) if mismatch else len(prompt)
+        generated = full[split:]
         ids = self.codec.encode(generated)
         cut = next((n + 1 for n, token_id in enumerate(ids) if token_id in self.stop_ids), None)
         sampled = ids[:cut] if cut is not None else ids
@@ -192,6 +195,7 @@ class RolloutSimulator:
             tail=generated[end:],
             stopped=cut is not None,
             gen_prompt_mismatch=mismatch,
+            mismatch_from=split,
         )
 
     def _rollout(
@@ -283,7 +287,8 @@ class RolloutSimulator:
         text_index = first_difference(normalized_buffer, normalized_prompt)
         if text_index is not None:
             outcome.count("rollout", kind, FAILED)
-            known = ["gen-prompt-mismatch"] if previous.gen_prompt_mismatch else []
+            at_prompt = previous.gen_prompt_mismatch and text_index >= previous.mismatch_from
+            known = ["gen-prompt-mismatch"] if at_prompt else []
             causes = classify_text_divergence(normalized_buffer, normalized_prompt, text_index, context, known)
             token_index = first_difference(buffer, prompt.ids)
             outcome.failures.append(
