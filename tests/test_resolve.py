@@ -73,7 +73,7 @@ def test_bad_model_argument(bad):
 
 def test_folder_without_tokenizer_files(tmp_path):
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ResolutionError, match="no tokenizer files"):
+    with pytest.raises(ResolutionError, match="no tokenizer or chat-template files"):
         resolve_model(str(tmp_path / "empty"), allow_hub=False)
 
 

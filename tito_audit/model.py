@@ -7,12 +7,14 @@ import json
 import logging
 import os
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tito_audit.errors import ModelLoadError, TemplateMissingError
 from tito_audit.resolve import ResolvedModel, staged_folder
+from tito_audit.standin import build_standin_tokenizer, has_vocabulary
 
 JINJA = "jinja"
 MISTRAL_COMMON = "mistral-common"
@@ -36,6 +38,9 @@ class LoadedModel:
     generation_eos_ids: tuple[int, ...] = ()
     generation_config_found: bool = False
     file_hashes: dict[str, str] = field(default_factory=dict)
+    text_level_only: bool = False
+    """No vocabulary: a stand-in tokenizer renders the template; token-level results are not claimed."""
+    notes: list[str] = field(default_factory=list)
 
     @property
     def template_sha256(self) -> str | None:
@@ -110,28 +115,53 @@ def _templates_of(tokenizer: Any) -> dict[str, str]:
     return {}
 
 
+def _load_standin(folder: Path, defaults: Mapping[str, str]) -> tuple[Any, tuple[int, ...], bool, list[str]]:
+    """Stand-in tokenizer of a template-only folder, with generation eos ids mapped onto it."""
+    tokenizer, config_ids, placeholders = build_standin_tokenizer(folder, defaults)
+    real_eos, found = _read_generation_eos(folder)
+    mapped = []
+    for token_id in real_eos:
+        text = config_ids.get(token_id)
+        if text is not None and tokenizer.convert_tokens_to_ids(text) is not None:
+            mapped.append(tokenizer.convert_tokens_to_ids(text))
+    notes = ["no vocabulary: audited at text level with a stand-in byte-level tokenizer (no token-level claims)"]
+    if placeholders:
+        notes.append("special tokens named by no config, replaced by placeholders: " + ", ".join(placeholders))
+    return tokenizer, tuple(mapped), found, notes
+
+
 def load_model(
     resolved: ResolvedModel,
     *,
     template_file: Path | None = None,
     template_name: str | None = None,
     trust_remote_code: bool = False,
+    special_token_defaults: Mapping[str, str] | None = None,
 ) -> LoadedModel:
     """Load the tokenizer of ``resolved`` and pick the chat template to audit.
 
     The template is, in order: the file given by ``template_file``; the tokenizer's template named
     ``template_name``; its ``tool_use`` template when it has several (the one transformers picks for
     tool conversations); its only or ``default`` template.
+
+    A folder with a chat template but no vocabulary is loaded with a stand-in tokenizer
+    (:mod:`tito_audit.standin`) and marked ``text_level_only``; ``special_token_defaults`` fill in
+    bos/eos tokens its configs do not name.
     """
+    text_level_only = not has_vocabulary(resolved.files())
     remote = _remote_code_files(resolved.path)
-    if remote and not trust_remote_code:
+    if remote and not trust_remote_code and not text_level_only:
         raise ModelLoadError(
             f"{resolved.model_id} needs remote code ({', '.join(remote)} would run); "
             "pass --trust-remote-code to allow it"
         )
     with staged_folder(resolved) as folder:
-        tokenizer = _load_tokenizer(folder, trust_remote_code)
-        eos_ids, has_generation_config = _read_generation_eos(folder)
+        if text_level_only:
+            tokenizer, eos_ids, has_generation_config, notes = _load_standin(folder, special_token_defaults or {})
+        else:
+            notes = []
+            tokenizer = _load_tokenizer(folder, trust_remote_code)
+            eos_ids, has_generation_config = _read_generation_eos(folder)
     backend = MISTRAL_COMMON if type(tokenizer).__name__ == "MistralCommonBackend" else JINJA
     templates = _templates_of(tokenizer) if backend == JINJA else {}
 
@@ -166,7 +196,7 @@ def load_model(
         resolved=resolved,
         tokenizer=tokenizer,
         backend=backend,
-        tokenizer_class=type(tokenizer).__name__,
+        tokenizer_class="stand-in (byte-level, no vocabulary)" if text_level_only else type(tokenizer).__name__,
         template_name=chosen_name,
         template_source=source,
         template_origin=origin,
@@ -174,4 +204,6 @@ def load_model(
         generation_eos_ids=eos_ids,
         generation_config_found=has_generation_config,
         file_hashes=resolved.file_hashes(),
+        text_level_only=text_level_only,
+        notes=notes,
     )

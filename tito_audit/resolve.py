@@ -158,7 +158,18 @@ def _looks_like_path(text: str) -> bool:
 
 def _has_tokenizer_files(folder: Path) -> bool:
     names = {p.name for p in folder.iterdir()} if folder.is_dir() else set()
-    return bool(names & {"tokenizer.json", "tokenizer_config.json", "tekken.json", "vocab.json", "tokenizer.model"})
+    return bool(
+        names
+        & {
+            "tokenizer.json",
+            "tokenizer_config.json",
+            "tekken.json",
+            "vocab.json",
+            "tokenizer.model",
+            "chat_template.jinja",
+            "chat_template.json",
+        }
+    )
 
 
 def resolve_model(

@@ -206,6 +206,8 @@ class AuditReport:
     template_inputs: dict[str, list[object]]
     """The template's own keyword arguments found in its source, with the values that change its path."""
     verdict: str
+    text_level_only: bool
+    """True when the model has no vocabulary here: a stand-in tokenizer, text-level results only."""
     variants: list[VariantResult]
     notes: list[str]
     generated_at: str = ""

@@ -161,7 +161,13 @@ class VariantAudit:
             stop_tokens = collect_stop_tokens(
                 self.renderer, self.codec, self.model.generation_eos_ids, options.extra_stop_tokens
             )
-            simulator = RolloutSimulator(self.renderer, self.codec, [s.id for s in stop_tokens], options.seed)
+            simulator = RolloutSimulator(
+                self.renderer,
+                self.codec,
+                [s.id for s in stop_tokens],
+                options.seed,
+                text_only=self.model.text_level_only,
+            )
             checks = {name: CheckResult(name) for name in CHECKS}
             failures: list[Failure] = []
             refusals: list[_Refusal] = []
@@ -206,6 +212,9 @@ class VariantAudit:
         for check in checks.values():
             check.rows.sort(key=lambda row: row.category)
         checks["rollout"].notes.extend(notes)
+        if self.model.text_level_only:
+            checks["roundtrip"].notes.append("not applicable: text-level audit (no vocabulary)")
+            checks["rollout"].notes.append("text stability only: seam and drift need the real vocabulary")
         return VariantResult(
             name=self.variant.name,
             kwargs=dict(self.variant.kwargs),
@@ -389,7 +398,7 @@ def audit(
         raise BadInputError("--count must be at least 1")
     started = time.monotonic()
     codec = TokenCodec(loaded.tokenizer, piecewise_control_tokens=loaded.backend != JINJA)
-    notes: list[str] = []
+    notes: list[str] = list(loaded.notes)
     if loaded.template_source is not None:
         inputs = template_inputs(loaded.template_source, codec.tokenizer.special_tokens_map.keys())
         known = {item.name for item in inputs}
@@ -438,6 +447,7 @@ def audit(
         ),
         template_inputs={item.name: list(item.values) for item in inputs},
         verdict=worst_verdict([r.verdict for r in results]),
+        text_level_only=loaded.text_level_only,
         variants=results,
         notes=notes,
         generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),

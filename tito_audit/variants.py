@@ -152,7 +152,7 @@ def _assigned_names(ast: nodes.Template) -> set[str]:
 
 
 def _structured_names(ast: nodes.Template) -> set[str]:
-    """Names used as lists or mappings (iterated, indexed, filtered): data, not on/off switches."""
+    """Names used as data (iterated, indexed, filtered, printed, concatenated, copied), not on/off switches."""
     names: set[str] = set()
     for node in ast.find_all(nodes.For):
         iterated = [node.iter, *node.iter.find_all(nodes.Name)]
@@ -165,6 +165,15 @@ def _structured_names(ast: nodes.Template) -> set[str]:
             names.add(node.node.name)
     for node in ast.find_all(nodes.Call):
         names.update(arg.name for arg in node.args if isinstance(arg, nodes.Name))
+    # printed, concatenated or copied: a value (a date, a list of tools), not an on/off switch
+    for node in ast.find_all(nodes.Output):
+        names.update(child.name for child in node.nodes if isinstance(child, nodes.Name))
+    for node in ast.find_all((nodes.Add, nodes.Concat)):
+        operands = node.nodes if isinstance(node, nodes.Concat) else [node.left, node.right]
+        names.update(operand.name for operand in operands if isinstance(operand, nodes.Name))
+    for node in ast.find_all(nodes.Assign):
+        if isinstance(node.node, nodes.Name):
+            names.add(node.node.name)
     for node in ast.find_all(nodes.Compare):
         for op in node.ops:
             if op.op in {"in", "notin"} and isinstance(op.expr, nodes.Name):
