@@ -193,7 +193,8 @@ def resolve_model(
     if local.is_dir():
         if not _has_tokenizer_files(local):
             raise ResolutionError(
-                f"folder '{model}' has no tokenizer files (tokenizer.json, tokenizer_config.json, ...)"
+                f"folder '{model}' has no tokenizer or chat-template files "
+                "(tokenizer.json, tokenizer_config.json, chat_template.jinja, ...)"
             )
         return ResolvedModel(model_id=_id_from_folder(local), source="local", path=local.resolve())
     if _looks_like_path(model) or not _MODEL_ID.match(model):
