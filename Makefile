@@ -10,16 +10,24 @@ MIRROR ?= ../shared/tokenizers
 $(BIN)/tito-audit: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet -e ".[dev]" -c constraints.txt
 	@touch $@
 
-.PHONY: install audit test lint
+.PHONY: install audit matrix test lint bench
 install: $(BIN)/tito-audit
 
 # exit code 1 only means "the verdict is broken or unsupported": the job itself succeeded
 audit: install
 	$(BIN)/tito-audit audit $(MODEL) --mirror $(MIRROR) --json out/$(subst /,--,$(MODEL)).json \
 		--markdown out/$(subst /,--,$(MODEL)).md || [ $$? -eq 1 ]
+
+# the published matrix: every registry model reachable through the shared corpus (no hub)
+matrix: install
+	HF_HUB_OFFLINE=1 $(BIN)/tito-audit matrix --mirror ../shared/tokenizers --mirror ../shared/templates \
+		--no-hub --out reports
+
+bench: install
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_matrix.py --mirror ../shared/tokenizers
 
 test: install
 	$(BIN)/python -m pytest -q

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from tito_audit import __version__
 from tito_audit.errors import EXIT_CANNOT_RUN, EXIT_OK, EXIT_VERDICT, AuditError, BadInputError
@@ -25,6 +26,7 @@ from tito_audit.formatters.markdown import write_markdown
 from tito_audit.formatters.terminal import render_report, verdict_text
 from tito_audit.generate import DEFAULT_MAX_TURNS
 from tito_audit.model import load_model
+from tito_audit.registry import family_of
 from tito_audit.render import DEFAULT_CLOCK
 from tito_audit.resolve import resolve_model
 from tito_audit.results import READY, READY_TOOL_ONLY, AuditReport
@@ -157,8 +159,13 @@ def audit_command(
         allow_hub=not no_hub,
         trust_remote_code=trust_remote_code,
     )
+    family = family_of(resolved.model_id)
     loaded = load_model(
-        resolved, template_file=template, template_name=template_name, trust_remote_code=trust_remote_code
+        resolved,
+        template_file=template,
+        template_name=template_name,
+        trust_remote_code=trust_remote_code,
+        special_token_defaults=family.special_tokens if family else None,
     )
     show_progress = not quiet and console.is_terminal
     with Progress(
@@ -187,6 +194,90 @@ def audit_command(
     else:
         render_report(report, console)
     raise typer.Exit(exit_code_for(report))
+
+
+def _read_models_file(path: Path) -> list[str]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInputError(f"--models-file {path}: {exc}") from exc
+    return [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
+
+
+@app.command("matrix")
+def matrix_command(
+    models: Annotated[
+        list[str] | None, typer.Argument(help="Model ids or folders (default: every model of the family registry).")
+    ] = None,
+    models_file: Annotated[
+        Path | None, typer.Option("--models-file", help="A file with one model id per line (# comments).")
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", help="Output folder.")] = Path("reports"),
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", min=1, help="Worker processes (default: the number of cores).")
+    ] = os.cpu_count() or 1,
+    mirror: Annotated[
+        list[Path], typer.Option("--mirror", help="Folder of <org>--<name>/ model folders. Repeatable.")
+    ] = [],  # noqa: B006
+    cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Cache of downloaded files.")] = None,
+    no_hub: Annotated[bool, typer.Option("--no-hub", help="Never contact the Hugging Face Hub.")] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the generated conversations.")] = 0,
+    count: Annotated[int, typer.Option("-n", "--count", min=1, help="Conversations per variant.")] = DEFAULT_COUNT,
+    max_turns: Annotated[int, typer.Option("--max-turns", min=2, help="Maximum assistant turns.")] = DEFAULT_MAX_TURNS,
+) -> None:
+    """Audit many models in parallel and write the compatibility matrix (md, csv, json, parquet, html)."""
+    from tito_audit.formatters.matrix import write_matrix
+    from tito_audit.matrix import MatrixOptions, run_matrix
+    from tito_audit.registry import registry_model_ids
+
+    console = Console()
+    chosen = list(models or [])
+    if models_file is not None:
+        chosen += _read_models_file(models_file)
+    if not chosen:
+        chosen = registry_model_ids()
+    options = MatrixOptions(
+        out_dir=out,
+        mirrors=list(mirror),
+        cache_dir=cache_dir,
+        allow_hub=not no_hub,
+        seed=seed,
+        count=count,
+        max_turns=max_turns,
+        jobs=jobs,
+    )
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    ) as progress:
+        overall = progress.add_task(f"[bold]{len(chosen)} models", total=len(set(chosen)))
+        tasks: dict[str, Any] = {}
+
+        def on_event(event: tuple[str, str, int, int]) -> None:
+            model_id, stage, done, total = event
+            if stage == "done":
+                progress.advance(overall)
+                if model_id in tasks:
+                    progress.remove_task(tasks.pop(model_id))
+                return
+            if model_id not in tasks:
+                tasks[model_id] = progress.add_task(model_id, total=total)
+            progress.update(tasks[model_id], description=f"{model_id} [dim]{stage}[/dim]", completed=done, total=total)
+
+        rows = run_matrix(chosen, options, on_event)
+    written = write_matrix(rows, out, {"seed": seed, "count": count})
+    audited = sum(1 for row in rows if row["status"] == "audited")
+    console.print(f"{audited} of {len(rows)} models audited; wrote " + ", ".join(str(p) for p in written))
+    for row in rows:
+        verdict = row["verdict"] or row["status"]
+        level = " (text-level only)" if row["audit_level"] == "text-level only" else ""
+        console.print(Text.assemble(f"{row['model_id']:55s} ", verdict_text(verdict), level))
+    raise typer.Exit(EXIT_OK)
 
 
 def main() -> None:

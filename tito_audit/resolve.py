@@ -62,6 +62,9 @@ class ResolvedModel:
     path: Path
     revision: str | None = None
     tried: tuple[str, ...] = field(default=())
+    location: str = ""
+    """Where the files are, as the user named it (mirror path as given, ``cache:``, ``hub:``): reports show
+    this rather than an absolute path, so reports made on different machines agree."""
 
     def files(self) -> dict[str, Path]:
         """Regular files of the folder by relative name, with git symlink stubs followed."""
@@ -196,21 +199,32 @@ def resolve_model(
                 f"folder '{model}' has no tokenizer or chat-template files "
                 "(tokenizer.json, tokenizer_config.json, chat_template.jinja, ...)"
             )
-        return ResolvedModel(model_id=_id_from_folder(local), source="local", path=local.resolve())
+        return ResolvedModel(model_id=_id_from_folder(local), source="local", path=local.resolve(), location=model)
     if _looks_like_path(model) or not _MODEL_ID.match(model):
         raise ResolutionError(f"'{model}' is neither an existing folder nor a hub model id of the form org/name")
 
     cache = cache_dir or default_cache_dir()
     cached = cache / folder_name(model) / (revision or "main")
-    tried.append(f"cache {cached}")
+    cache_label = (
+        str(cache_dir) if cache_dir is not None else ("$" + CACHE_ENV if os.environ.get(CACHE_ENV) else cache.name)
+    )
+    tried.append(f"cache {cache_label}/{folder_name(model)}/{revision or 'main'}")
     if (cached / ".complete").is_file():
-        return ResolvedModel(model_id=model, source="cache", path=cached, revision=revision)
+        return ResolvedModel(
+            model_id=model,
+            source="cache",
+            path=cached,
+            revision=revision,
+            location=f"cache:{folder_name(model)}/{revision or 'main'}",
+        )
 
     for mirror in [*mirrors, *mirrors_from_env()]:
         candidate = mirror / folder_name(model)
         tried.append(f"mirror {candidate}")
         if candidate.is_dir() and _has_tokenizer_files(candidate):
-            return ResolvedModel(model_id=model, source="mirror", path=candidate.resolve(), revision=revision)
+            return ResolvedModel(
+                model_id=model, source="mirror", path=candidate.resolve(), revision=revision, location=str(candidate)
+            )
 
     if not allow_hub:
         tried.append("hub (disabled)")
@@ -220,7 +234,13 @@ def resolve_model(
         tried.append("hub")
         downloaded = _download_from_hub(model, cached, revision, trust_remote_code, tried)
         if downloaded is not None:
-            return ResolvedModel(model_id=model, source="hub", path=downloaded, revision=revision)
+            return ResolvedModel(
+                model_id=model,
+                source="hub",
+                path=downloaded,
+                revision=revision,
+                location=f"hub:{model}@{revision or 'main'}",
+            )
     raise ResolutionError(f"model '{model}' not found; tried: " + "; ".join(tried))
 
 

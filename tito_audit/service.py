@@ -425,7 +425,7 @@ def audit(
         model=ModelInfo(
             model_id=resolved.model_id,
             source=resolved.source,
-            path=str(resolved.path),
+            path=resolved.location or str(resolved.path),
             revision=resolved.revision,
             backend=loaded.backend,
             tokenizer_class=loaded.tokenizer_class,

@@ -1,0 +1,51 @@
+"""The family registry: major open-weight chat-model families and their representative hub ids."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+
+
+@dataclass(frozen=True)
+class Family:
+    family: str
+    models: tuple[str, ...]
+    template_args: tuple[str, ...] = ()
+    tool_call_style: str = ""
+    special_tokens: dict[str, str] = field(default_factory=dict)
+
+
+@cache
+def families() -> tuple[Family, ...]:
+    """Every family of ``tito_audit/data/families.json``, in file order."""
+    data = json.loads(resources.files("tito_audit").joinpath("data/families.json").read_text(encoding="utf-8"))
+    return tuple(
+        Family(
+            family=entry["family"],
+            models=tuple(entry["models"]),
+            template_args=tuple(entry.get("template_args", ())),
+            tool_call_style=entry.get("tool_call_style", ""),
+            special_tokens=dict(entry.get("special_tokens", {})),
+        )
+        for entry in data["families"]
+    )
+
+
+def registry_model_ids() -> list[str]:
+    """All representative model ids, sorted, without duplicates."""
+    return sorted({model for family in families() for model in family.models})
+
+
+def family_of(model_id: str) -> Family | None:
+    """The family listing ``model_id`` (case-insensitive), if any.
+
+    >>> family_of("Qwen/Qwen3-4B").family
+    'Qwen3'
+    """
+    wanted = model_id.lower()
+    for family in families():
+        if any(model.lower() == wanted for model in family.models):
+            return family
+    return None
