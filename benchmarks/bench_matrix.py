@@ -29,8 +29,13 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 def _render(tokenizer, template, messages, tools, gp, tokenize, kwargs):
     try:
         out = tokenizer.apply_chat_template(
-            messages, tools=tools, chat_template=template, add_generation_prompt=gp, tokenize=tokenize,
-            return_dict=False, **kwargs,
+            messages,
+            tools=tools,
+            chat_template=template,
+            add_generation_prompt=gp,
+            tokenize=tokenize,
+            return_dict=False,
+            **kwargs,
         )
     except Exception:
         return None
@@ -38,45 +43,58 @@ def _render(tokenizer, template, messages, tools, gp, tokenize, kwargs):
 
 
 def naive_reference(model, conversations, variants) -> int:
-    """Every check re-renders what it needs through apply_chat_template, nothing is reused; returns renders."""
+    """Each check renders and tokenizes, through apply_chat_template, every prefix it needs; nothing is
+    shared between checks or cached. Returns the number of apply_chat_template calls."""
     tokenizer, template = model.tokenizer, model.template_source
-    renders = 0
+    calls = 0
 
     def both(messages, tools, gp, kwargs):
-        nonlocal renders
-        renders += 2
+        nonlocal calls
+        calls += 2
         return _render(tokenizer, template, messages, tools, gp, False, kwargs), _render(
             tokenizer, template, messages, tools, gp, True, kwargs
         )
+
+    def completion(messages, tools, j, kwargs):
+        prompt, full = both(messages[:j], tools, True, kwargs), both(messages[: j + 1], tools, False, kwargs)
+        if prompt[0] is None or full[0] is None:
+            return None, None
+        generated = full[0][len(prompt[0]) :]
+        return prompt[0] + generated, tokenizer.encode(generated, add_special_tokens=False)
 
     for variant in variants:
         kwargs = dict(variant.kwargs)
         for conversation in conversations:
             messages, tools = conversation.messages, conversation.tools
-            # append: each appended message, text and tokens
+            turns = [j for j, m in enumerate(messages) if m["role"] == "assistant"]
+            steps = list(zip(turns, turns[1:]))
+            # 1. roundtrip: each sampled completion, decoded and encoded again
+            for j in turns:
+                _, ids = completion(messages, tools, j, kwargs)
+                if ids is not None:
+                    _ = tokenizer.encode(tokenizer.decode(ids), add_special_tokens=False) == ids
+            # 2. append: each appended message, text and tokens
             for k in range(1, len(messages)):
                 before, after = both(messages[:k], tools, False, kwargs), both(messages[: k + 1], tools, False, kwargs)
                 _ = before[0] is not None and after[0] is not None and after[0].startswith(before[0])
-            turns = [j for j, m in enumerate(messages) if m["role"] == "assistant"]
-            for position, j in enumerate(turns):
-                prompt, full = both(messages[:j], tools, True, kwargs), both(messages[: j + 1], tools, False, kwargs)
-                if prompt[0] is None or full[0] is None:
+            # 3. rollout: text stability, seam stability and drift, each with its own renders
+            for j, nxt in steps:
+                for _check in ("text", "seam", "drift"):
+                    buffer_text, ids = completion(messages, tools, j, kwargs)
+                    text, next_ids = both(messages[:nxt], tools, True, kwargs)
+                    if buffer_text is not None and text is not None:
+                        _ = text.startswith(buffer_text) and tokenizer.encode(buffer_text, add_special_tokens=False)
+            # 4. bridge: the real bridge against a stand-in's suffix, for tool-only steps
+            for j, nxt in steps:
+                if not all(m["role"] == "tool" for m in messages[j + 1 : nxt]):
                     continue
-                generated = full[0][len(prompt[0]) :]
-                ids = tokenizer.encode(generated, add_special_tokens=False)
-                _ = tokenizer.encode(tokenizer.decode(ids), add_special_tokens=False) == ids  # roundtrip
-                if position + 1 < len(turns):
-                    nxt = turns[position + 1]
-                    for _check in ("text", "seam", "drift"):
-                        text, next_ids = both(messages[:nxt], tools, True, kwargs)
-                        if text is not None:
-                            _ = tokenizer.encode(prompt[0] + generated, add_special_tokens=False) == next_ids[:10]
-                    if all(m["role"] == "tool" for m in messages[j + 1 : nxt]):  # bridge: a stand-in
-                        stand_in = [{"role": "user", "content": "Use the tools."}, {"role": "assistant", "content": ""}]
-                        both(stand_in[:1], tools, True, kwargs)
-                        both(stand_in, tools, False, kwargs)
-                        both(stand_in + list(messages[j + 1 : nxt]), tools, True, kwargs)
-    return renders
+                completion(messages, tools, j, kwargs)
+                both(messages[:nxt], tools, True, kwargs)
+                stand_in = [{"role": "user", "content": "Use the tools."}, messages[j]]
+                both(stand_in[:1], tools, True, kwargs)
+                both(stand_in, tools, False, kwargs)
+                both(stand_in + list(messages[j + 1 : nxt]), tools, True, kwargs)
+    return calls
 
 
 def floor(model, conversations, variants) -> int:
@@ -154,7 +172,11 @@ def main() -> None:
         floor_s = figures.get("floor_s")
         print(
             f"{model_id:45s} {figures['variants']:3d} {figures['tool_s']:7.2f} {rate:7.1f} "
-            + (f"{naive:8.2f} {naive / figures['tool_s']:7.1f} {floor_s:7.2f} {figures['tool_s'] / floor_s:6.2f} " if naive else f"{'-':>8s} {'-':>7s} {'-':>7s} {'-':>6s} ")
+            + (
+                f"{naive:8.2f} {naive / figures['tool_s']:7.1f} {floor_s:7.2f} {figures['tool_s'] / floor_s:6.2f} "
+                if naive
+                else f"{'-':>8s} {'-':>7s} {'-':>7s} {'-':>6s} "
+            )
             + f"{figures['peak_rss_mb']:8.0f}"
         )
     tool = sum(r["tool_s"] for r in rows)

@@ -76,6 +76,50 @@ def frozen_clock(template_source: str | None, when: datetime) -> Iterator[None]:
             environment.globals["strftime_now"] = original
 
 
+class _FastJinja:
+    """The compiled template called directly, as ``render_jinja_template`` calls it, minus the per-call
+    conversion of the whole conversation (done once per conversation instead of once per prefix)."""
+
+    VERIFY_FIRST = 24
+    VERIFY_EVERY = 50
+
+    def __init__(self, compiled: Any, plain: Any, alias: Any, kwargs: dict[str, Any]) -> None:
+        self.compiled = compiled
+        self.plain = plain
+        self.alias = alias
+        self.kwargs = kwargs
+        self.calls = 0
+
+    @classmethod
+    def create(cls, model: LoadedModel, kwargs: Mapping[str, Any]) -> _FastJinja | None:
+        try:
+            from transformers.utils.chat_template_utils import (
+                _alias_reasoning_fields,
+                _compile_jinja_template,
+                _plain_template_data,
+            )
+
+            compiled = _compile_jinja_template(model.template_source)
+        except Exception:  # another transformers version, or a template that does not compile
+            return None
+        template_kwargs = _plain_template_data({**model.tokenizer.special_tokens_map, **kwargs})
+        return cls(compiled, _plain_template_data, _alias_reasoning_fields, template_kwargs)
+
+    def prepare(self, messages: Sequence[Message], tools: list[dict] | None) -> tuple[list, Any]:
+        without_none = [{k: v for k, v in m.items() if v is not None} for m in messages]
+        return self.alias(self.plain(without_none)), self.plain(tools)
+
+    def render(self, prepared: tuple[list, Any], k: int, gp: bool) -> str:
+        chat, tools = prepared
+        return self.compiled.render(
+            messages=chat[:k], tools=tools, documents=None, add_generation_prompt=gp, **self.kwargs
+        )
+
+    def should_verify(self) -> bool:
+        self.calls += 1
+        return self.calls <= self.VERIFY_FIRST or self.calls % self.VERIFY_EVERY == 0
+
+
 class Renderer:
     """Renders prefixes of conversations for one model, template and variant."""
 
@@ -84,6 +128,9 @@ class Renderer:
         self.codec = codec
         self.kwargs = dict(kwargs or {})
         self.renders = 0
+        self._fast = _FastJinja.create(model, self.kwargs) if model.backend == JINJA else None
+        self._prepared: Any = None
+        self._prepared_for: tuple[Sequence[Message], list[dict] | None] | None = None
 
     @property
     def uses_jinja(self) -> bool:
@@ -121,17 +168,54 @@ class Renderer:
         are asked for their own ids.
         """
         keys = list(dict.fromkeys(needed))
-        texts: list[str] = []
-        for k, gp in keys:
-            try:
-                texts.append(self.text(messages[:k], tools, gp))
-            except RenderError as exc:
-                raise PrefixRenderError(k, gp, str(exc)) from exc
+        texts = self._fast_texts(messages, tools, keys) if self._fast is not None else None
+        if texts is None:
+            texts = []
+            for k, gp in keys:
+                try:
+                    texts.append(self.text(messages[:k], tools, gp))
+                except RenderError as exc:
+                    raise PrefixRenderError(k, gp, str(exc)) from exc
         if self.uses_jinja:
             all_ids = self.codec.encode_many(texts)
         else:
             all_ids = [self._backend_ids(list(messages[:k]), tools, gp) for k, gp in keys]
         return {key: RenderedPrefix(text, ids) for key, text, ids in zip(keys, texts, all_ids, strict=True)}
+
+    def _fast_texts(
+        self, messages: Sequence[Message], tools: list[dict] | None, keys: list[tuple[int, bool]]
+    ) -> list[str] | None:
+        """Prefix renders through the compiled template, with the inputs prepared once per conversation.
+
+        Checked against ``apply_chat_template`` on the first conversations and then now and again; at the
+        first difference the fast path is switched off and None tells the caller to render the slow way.
+        """
+        fast = self._fast
+        assert fast is not None
+        # The rollout, append and ablation renders of one conversation share the prepared inputs; holding
+        # the lists themselves (not their ids) means a freed list's id can never be mistaken for them.
+        if self._prepared_for is None or self._prepared_for[0] is not messages or self._prepared_for[1] is not tools:
+            self._prepared, self._prepared_for = fast.prepare(messages, tools), (messages, tools)
+        prepared = self._prepared
+        texts = []
+        for k, gp in keys:
+            self.renders += 1
+            try:
+                texts.append(fast.render(prepared, k, gp))
+            except RecursionError as exc:
+                raise PrefixRenderError(k, gp, "RecursionError: template recursion too deep") from exc
+            except Exception as exc:
+                raise PrefixRenderError(k, gp, one_line(exc)) from exc
+        if keys and fast.should_verify():
+            k, gp = max(keys)
+            try:
+                reference = self.text(messages[:k], tools, gp)
+            except RenderError:
+                reference = None
+            if reference != texts[keys.index((k, gp))]:
+                self._fast = None
+                return None
+        return texts
 
     # -- backends without Jinja (mistral-common) ----------------------------------------------
     def _backend_call(self, messages: list[Message], tools: list[dict] | None, gp: bool, tokenize: bool) -> Any:

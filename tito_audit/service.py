@@ -100,6 +100,25 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
+def _call_signature(conversation: Conversation) -> tuple:
+    """What decides whether a template renders a tool call: per calling turn, the content kind, whether it
+    carries reasoning, the number of calls and the argument types, and whether tools are declared."""
+    turns = []
+    for message in conversation.messages:
+        calls = message.get("tool_calls") or []
+        if calls:
+            content = message.get("content")
+            turns.append(
+                (
+                    "none" if content is None else "empty" if content == "" else "text",
+                    "reasoning_content" in message,
+                    min(len(calls), 2),
+                    tuple(sorted({type(c["function"].get("arguments")).__name__ for c in calls})),
+                )
+            )
+    return (tuple(sorted(set(turns))), conversation.tools is not None)
+
+
 class VariantAudit:
     """Audits one variant: accepts (or retries) each conversation, simulates it, aggregates."""
 
@@ -110,6 +129,8 @@ class VariantAudit:
         self.options = options
         self.renderer = Renderer(model, codec, variant.kwargs)
         self._preferred: dict[str, list[tuple[str, ...]]] = defaultdict(list)
+        self._ablation: dict[tuple, str | None] = {}
+        """Whether a template drops tool calls, by the shape of the calls (see :func:`_call_signature`)."""
 
     def _try(self, simulator: RolloutSimulator, conversation: Conversation) -> tuple[dict | None, str | None]:
         try:
@@ -123,6 +144,10 @@ class VariantAudit:
         missing = missing_from_render(conversation, full)
         if missing:
             return None, "the render drops tool results"
+        signature = _call_signature(conversation)
+        if signature in self._ablation:
+            reason = self._ablation[signature]
+            return (None, reason) if reason else (renders, None)
         for ablate, reason in (
             (without_tool_calls, "the render drops tool calls"),
             (first_calls_only, "the render drops parallel tool calls after the first"),
@@ -132,9 +157,11 @@ class VariantAudit:
                 continue
             try:
                 if self.renderer.text(ablated.messages, conversation.tools, False) == full:
+                    self._ablation[signature] = reason
                     return None, reason
             except RenderError:
                 continue
+        self._ablation[signature] = None
         return renders, None
 
     def accept(

@@ -405,28 +405,27 @@ class RolloutSimulator:
         ]
         return head, step_messages
 
+    def _stand_in_buffer(self, head: list[Message], tools: list[dict] | None) -> str:
+        """The stand-in's buffer text: its prompt and its sampled tool call, cut after the stop token."""
+        renders = self.renderer.prefixes(head, tools, [(1, True), (2, False)])
+        prompt, full = renders[(1, True)], renders[(2, False)]
+        generated = full.text[common_prefix_length(prompt.text, full.text) :]
+        ids = self.codec.encode(generated)
+        cut = next((n + 1 for n, t in enumerate(ids) if t in self.stop_ids), len(ids))
+        return prompt.text + self.codec.decode(ids[:cut])
+
     def _bridge_check(
         self, conversation: Conversation, j: int, roles: list[str], bridge: list[int], outcome: Outcome
     ) -> None:
         head, step_messages = self._stand_in(conversation, j)
         try:
-            renders = self.renderer.prefixes(
-                [*head, *step_messages],
-                conversation.tools,
-                [(1, True), (2, False), (len(head) + len(step_messages), True)],
-            )
+            stand_in_text = self._stand_in_buffer(head, conversation.tools)
+            after = self.renderer.prefixes(
+                [*head, *step_messages], conversation.tools, [(len(head) + len(step_messages), True)]
+            )[(len(head) + len(step_messages), True)]
         except RenderError:
             outcome.count("bridge", TOOL, REFUSED)
             return
-        prompt, full, after = (
-            renders[(1, True)],
-            renders[(2, False)],
-            renders[(len(head) + len(step_messages), True)],
-        )
-        generated = full.text[common_prefix_length(prompt.text, full.text) :]
-        ids = self.codec.encode(generated)
-        cut = next((n + 1 for n, t in enumerate(ids) if t in self.stop_ids), len(ids))
-        stand_in_text = prompt.text + self.codec.decode(ids[:cut])
         detail = "expected: the real bridge; actual: the stand-in suffix"
         if not after.text.startswith(stand_in_text):
             # The stand-in is not prefix-stable itself: a trainer taking its suffix gets these tokens.

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
+from tito_audit.segments import SegmentedEncoder
+
 REPLACEMENT_CHAR = "\ufffd"
 
 
@@ -25,6 +27,7 @@ class TokenCodec:
         self.piecewise = piecewise_control_tokens
         """True for backends that tokenize message by message (mistral-common)."""
         self._split_cache: dict[int, tuple[int, ...] | None] = {}
+        self._segmented: SegmentedEncoder | None = None
 
     # -- encoding -----------------------------------------------------------------------------
     def encode(self, text: str) -> list[int]:
@@ -35,8 +38,28 @@ class TokenCodec:
         if self._piecewise:
             return [self._encode_piecewise(t) for t in texts]
         if self._rust is not None:
-            return self._rust_encode(texts, split_special=bool(getattr(self.tokenizer, "split_special_tokens", False)))
+            return self._segments.encode_many(texts)
         return [list(self.tokenizer.encode(t, add_special_tokens=False)) for t in texts]
+
+    def _full_encode(self, texts: list[str]) -> list[list[int]]:
+        return self._rust_encode(texts, split_special=bool(getattr(self.tokenizer, "split_special_tokens", False)))
+
+    @property
+    def _segments(self) -> SegmentedEncoder:
+        """Cached, self-verifying encoding by the pieces between added tokens (see :mod:`tito_audit.segments`)."""
+        if self._segmented is None:
+            added = {
+                getattr(t, "content", str(t)): int(i)
+                for i, t in self._added_tokens().items()
+                if not getattr(self.tokenizer, "split_special_tokens", False)
+            }
+            unsafe = any(
+                getattr(t, "lstrip", False) or getattr(t, "rstrip", False) or getattr(t, "single_word", False)
+                for t in self._added_tokens().values()
+            )
+            self._segmented = SegmentedEncoder(added, self._full_encode)
+            self._segmented.enabled = bool(added) and not unsafe
+        return self._segmented
 
     def _rust_encode(self, texts: Sequence[str], split_special: bool) -> list[list[int]]:
         # The Rust tokenizer keeps `encode_special_tokens` as state (transformers flips it for
