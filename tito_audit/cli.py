@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.text import Text
+from rich.table import Table
 
 from tito_audit import __version__
 from tito_audit.errors import EXIT_CANNOT_RUN, EXIT_OK, EXIT_VERDICT, AuditError, BadInputError
@@ -270,13 +270,25 @@ def matrix_command(
             progress.update(tasks[model_id], description=f"{model_id} [dim]{stage}[/dim]", completed=done, total=total)
 
         rows = run_matrix(chosen, options, on_event)
-    written = write_matrix(rows, out, {"seed": seed, "count": count})
+    settings = {
+        "models": "registry" if not (models or models_file) else sorted(set(chosen)),
+        "mirrors": [str(m) for m in mirror],
+        "hub": not no_hub,
+        "seed": seed,
+        "count": count,
+        "max_turns": max_turns,
+    }
+    written = write_matrix(rows, out, settings)
     audited = sum(1 for row in rows if row["status"] == "audited")
-    console.print(f"{audited} of {len(rows)} models audited; wrote " + ", ".join(str(p) for p in written))
+    table = Table(header_style="bold")
+    for column in ("model", "verdict", "level", "main causes"):
+        table.add_column(column, overflow="fold")
     for row in rows:
-        verdict = row["verdict"] or row["status"]
-        level = " (text-level only)" if row["audit_level"] == "text-level only" else ""
-        console.print(Text.assemble(f"{row['model_id']:55s} ", verdict_text(verdict), level))
+        table.add_row(
+            row["model_id"], verdict_text(row["verdict"] or row["status"]), row["audit_level"], row["main_causes"]
+        )
+    console.print(table)
+    console.print(f"{audited} of {len(rows)} models audited; wrote " + ", ".join(str(p) for p in written))
     raise typer.Exit(EXIT_OK)
 
 

@@ -98,7 +98,9 @@ def write_matrix(rows: Sequence[dict[str, Any]], out_dir: Path, settings: dict[s
     write_tables(rows, out_dir)
     (out_dir / "matrix.md").write_text(to_markdown(rows, settings), encoding="utf-8")
     (out_dir / "index.html").write_text(to_html(rows, settings), encoding="utf-8")
-    return [out_dir / name for name in ("matrix.md", "matrix.csv", "matrix.json", "matrix.parquet", "index.html")]
+    (out_dir / "matrix_settings.json").write_text(json.dumps(settings, indent=1) + "\n", encoding="utf-8")
+    names = ("matrix.md", "matrix.csv", "matrix.json", "matrix.parquet", "index.html", "matrix_settings.json")
+    return [out_dir / name for name in names]
 
 
 _HTML = """<!doctype html>

@@ -1,0 +1,167 @@
+"""The matrix over small synthetic models: rows, output formats, failure isolation, reproducibility,
+and the HTML page in a real headless browser."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests import templates
+from tito_audit.formatters.matrix import write_matrix
+from tito_audit.matrix import MatrixOptions, run_matrix
+from tito_audit.matrix_row import AUDITED, FAILED_TO_LOAD, NOT_REACHABLE, VOLATILE_COLUMNS
+
+MODELS = ["acme/ready", "acme/broken", "acme/corrupt", "acme/template-only", "acme/missing"]
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory, tiny_model_dir) -> Path:
+    root = tmp_path_factory.mktemp("mirror")
+    for name, source in (("ready", templates.GOOD), ("broken", templates.EMPTY_THINK_ONLY_WHEN_LAST)):
+        folder = root / f"acme--{name}"
+        shutil.copytree(tiny_model_dir, folder)
+        (folder / "chat_template.jinja").write_text(source, encoding="utf-8")
+    corrupt = root / "acme--corrupt"
+    shutil.copytree(tiny_model_dir, corrupt)
+    (corrupt / "tokenizer.json").write_text('{"truncated": ', encoding="utf-8")
+    (corrupt / "chat_template.jinja").write_text(templates.GOOD, encoding="utf-8")
+    template_only = root / "acme--template-only"
+    template_only.mkdir()
+    (template_only / "chat_template.jinja").write_text(templates.GOOD, encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def matrix(mirror, tmp_path_factory):
+    out = tmp_path_factory.mktemp("matrix")
+    options = MatrixOptions(out_dir=out, mirrors=[mirror], allow_hub=False, count=8, jobs=2)
+    rows = run_matrix(MODELS, options)
+    write_matrix(rows, out, {"seed": 0, "count": 8})
+    return out, rows
+
+
+def by_model(rows):
+    return {row["model_id"]: row for row in rows}
+
+
+def test_rows_and_verdicts(matrix):
+    _, rows = matrix
+    rows = by_model(rows)
+    assert list(rows) == sorted(MODELS, key=str.lower)
+    assert rows["acme/ready"]["status"] == AUDITED and rows["acme/ready"]["verdict"] == "ready"
+    assert rows["acme/ready"]["rollout_tool"] == "stable" and rows["acme/ready"]["audit_level"] == "full"
+    assert rows["acme/broken"]["verdict"] == "broken"
+    assert "empty-think-dropped" in rows["acme/broken"]["main_causes"]
+    assert rows["acme/broken"]["rollout_tool"] == "unstable"
+    assert rows["acme/template-only"]["audit_level"] == "text-level only"
+    assert rows["acme/template-only"]["roundtrip_findings"] == "n/a (text level)"
+
+
+def test_failures_are_isolated_in_their_rows(matrix):
+    _, rows = matrix
+    rows = by_model(rows)
+    assert (
+        rows["acme/corrupt"]["status"] == FAILED_TO_LOAD and "cannot load tokenizer" in rows["acme/corrupt"]["reason"]
+    )
+    assert rows["acme/missing"]["status"] == NOT_REACHABLE and "not found" in rows["acme/missing"]["reason"]
+    assert not rows["acme/missing"]["verdict"]
+
+
+def test_rows_record_provenance(matrix):
+    _, rows = matrix
+    row = by_model(rows)["acme/ready"]
+    assert len(row["tokenizer_sha256"]) == 64 and len(row["template_sha256"]) == 64
+    assert row["seed"] == 0 and row["count"] == 8
+    assert row["tool_version"] and "transformers" in row["library_versions"]
+    assert row["location"].endswith("acme--ready") and row["source"] == "mirror"
+
+
+def test_output_files(matrix):
+    out, rows = matrix
+    import pandas as pd
+    from datasets import Dataset
+
+    assert len(pd.read_csv(out / "matrix.csv")) == len(MODELS)
+    assert [r["model_id"] for r in json.loads((out / "matrix.json").read_text())] == [r["model_id"] for r in rows]
+    parquet = Dataset.from_parquet(str(out / "matrix.parquet"))
+    assert parquet.num_rows == len(MODELS) and "verdict" in parquet.column_names
+    markdown = (out / "matrix.md").read_text()
+    for model in MODELS:
+        assert model in markdown
+    assert "[report](models/acme--ready.md)" in markdown
+    assert (out / "models" / "acme--ready.json").is_file() and (out / "models" / "acme--broken.md").is_file()
+    assert not (out / "models" / "acme--missing.json").exists()
+    assert json.loads((out / "models" / "acme--ready.json").read_text())["verdict"] == "ready"
+
+
+def test_same_rows_in_one_process_and_in_workers(matrix, mirror, tmp_path):
+    _, rows = matrix
+    again = run_matrix(MODELS, MatrixOptions(out_dir=tmp_path, mirrors=[mirror], allow_hub=False, count=8, jobs=1))
+
+    def stable(row):
+        return {k: v for k, v in row.items() if k not in VOLATILE_COLUMNS}
+
+    assert [stable(r) for r in again] == [stable(r) for r in rows]
+
+
+def _browser():
+    selenium = pytest.importorskip("selenium", reason="selenium is not installed (pip install -e .[dev])")
+    del selenium
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not chromium or not driver:
+        pytest.skip("Debian chromium and chromium-driver are not installed (.ci/run installs them)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(driver), options=options)
+
+
+def test_html_page_renders_sorts_and_filters(matrix):
+    from selenium.webdriver.common.by import By
+
+    out, _ = matrix
+    browser = _browser()
+    try:
+        browser.get((out / "index.html").as_uri())
+
+        def models():
+            return [r.get_attribute("data-model") for r in browser.find_elements(By.CSS_SELECTOR, "tbody tr.model")]
+
+        assert sorted(models(), key=str.lower) == sorted(MODELS, key=str.lower)
+        header = browser.find_element(By.CSS_SELECTOR, "th[data-key='model_id']")
+        header.click()  # already sorted ascending by model: a click reverses it
+        assert models() == sorted(MODELS, key=str.lower, reverse=True)
+        assert header.get_attribute("aria-sort") == "descending"
+        browser.find_element(By.ID, "filter").send_keys("empty-think")
+        assert models() == ["acme/broken"]
+        browser.execute_script(
+            "const f = document.getElementById('filter'); f.value = '';f.dispatchEvent(new Event('input'));"
+        )
+        assert len(models()) == len(MODELS)
+        select = browser.find_element(By.ID, "verdict")
+        select.find_element(By.CSS_SELECTOR, "option[value='not audited']").click()
+        assert sorted(models()) == ["acme/corrupt", "acme/missing"]
+        select.find_element(By.CSS_SELECTOR, "option[value='']").click()
+        browser.find_element(By.CSS_SELECTOR, "tr[data-model='acme/ready']").click()
+        details = browser.find_element(By.ID, "details")
+        assert details.is_displayed() and "acme/ready" in details.text
+        links = [a.get_attribute("href") for a in details.find_elements(By.TAG_NAME, "a")]
+        assert any(link.endswith("models/acme--ready.md") for link in links)
+    finally:
+        browser.quit()

@@ -1,0 +1,46 @@
+"""The matrix committed in reports/ is what the current code produces from ../shared (same settings),
+so the published matrix can never go stale. Regenerate it with `make matrix`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import requires_shared
+from tito_audit.formatters.matrix import to_markdown
+from tito_audit.matrix import MatrixOptions, run_matrix
+from tito_audit.matrix_row import VOLATILE_COLUMNS
+from tito_audit.registry import registry_model_ids
+
+ROOT = Path(__file__).resolve().parent.parent
+REPORTS = ROOT / "reports"
+
+pytestmark = [requires_shared, pytest.mark.shared]
+
+
+def _stable(rows):
+    return [{k: v for k, v in row.items() if k not in VOLATILE_COLUMNS} for row in rows]
+
+
+@pytest.mark.skipif(not (REPORTS / "matrix_settings.json").is_file(), reason="no published matrix in reports/")
+def test_published_matrix_is_current(tmp_path, monkeypatch):
+    settings = json.loads((REPORTS / "matrix_settings.json").read_text())
+    published = json.loads((REPORTS / "matrix.json").read_text())
+    monkeypatch.chdir(ROOT)  # mirrors are recorded as given, relative to the project
+    models = registry_model_ids() if settings["models"] == "registry" else settings["models"]
+    options = MatrixOptions(
+        out_dir=tmp_path,
+        mirrors=[Path(m) for m in settings["mirrors"]],
+        allow_hub=False,
+        seed=settings["seed"],
+        count=settings["count"],
+        max_turns=settings["max_turns"],
+        jobs=2,
+    )
+    rows = run_matrix(models, options)
+    assert _stable(rows) == _stable(published), "reports/ is stale: run `make matrix` and commit reports/"
+    assert to_markdown(rows, settings) == (REPORTS / "matrix.md").read_text()
+    for report in sorted((tmp_path / "models").glob("*.md")):
+        assert report.read_text() == (REPORTS / "models" / report.name).read_text(), report.name

@@ -1,0 +1,119 @@
+"""The speed-ups never change a result: cached piecewise tokenization and direct template rendering
+give exactly what the tokenizer and apply_chat_template give."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests import templates
+from tests.conftest import SHARED_TOKENIZERS, requires_shared
+from tests.helpers import load
+from tito_audit.generate import generate
+from tito_audit.render import Renderer
+from tito_audit.segments import SegmentedEncoder
+from tito_audit.tokens import TokenCodec
+
+pieces = st.sampled_from(
+    [
+        "<|im_start|>",
+        "<|im_end|>",
+        "<tool_call>",
+        "</tool_call>",
+        "assistant\n",
+        " ENDING",
+        " END",
+        "\n\n",
+        "  ",
+        "東京",
+        "👨\u200d👩\u200d👧",
+        "cafe\u0301",
+        "x",
+        '{"a": 1}',
+        "<|im",
+        "end|>",
+    ]
+)
+
+
+@pytest.fixture(scope="module")
+def codec(tiny_tokenizer):
+    return TokenCodec(tiny_tokenizer)
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts=st.lists(st.lists(pieces, max_size=25).map("".join), min_size=1, max_size=6))
+def test_segmented_encoding_equals_full_encoding(codec, texts):
+    assert codec.encode_many(texts) == codec._full_encode(list(texts))
+    assert codec._segments.enabled
+
+
+def test_segmented_encoder_switches_itself_off_on_a_difference():
+    calls = []
+
+    def wrong_then_right(texts):
+        calls.append(list(texts))
+        return [[len(t)] for t in texts]  # not the concatenation of its pieces
+
+    encoder = SegmentedEncoder({"<s>": 0}, wrong_then_right)
+    out = encoder.encode_many(["ab<s>cd"])
+    assert not encoder.enabled
+    assert out == [[len("ab<s>cd")]]  # what the full tokenizer says, not the pieces [2, 0, 2]
+
+
+def test_direct_rendering_equals_apply_chat_template(tiny_model_dir, write_template):
+    model = load(tiny_model_dir, write_template("good", templates.GOOD))
+    codec = TokenCodec(model.tokenizer)
+    renderer = Renderer(model, codec)
+    for conversation in generate(12, seed=4):
+        keys = [(k, gp) for k in range(1, len(conversation.messages) + 1) for gp in (False, True)]
+        renders = renderer.prefixes(conversation.messages, conversation.tools, keys)
+        for (k, gp), rendered in renders.items():
+            expected = model.tokenizer.apply_chat_template(
+                conversation.messages[:k],
+                tools=conversation.tools,
+                chat_template=model.template_source,
+                add_generation_prompt=gp,
+                tokenize=False,
+            )
+            assert rendered.text == expected
+            assert rendered.ids == codec._full_encode([expected])[0]
+    assert renderer._fast is not None, "the direct path stayed on"
+
+
+@requires_shared
+@pytest.mark.parametrize(
+    "model_id",
+    [
+        "Qwen/Qwen3-4B",
+        "openai/gpt-oss-20b",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "google/gemma-3-4b-it",
+        "deepseek-ai/DeepSeek-R1",
+        "microsoft/phi-4",
+    ],
+)
+def test_real_tokenizers_segment_exactly(model_id):
+    from tito_audit.model import load_model
+    from tito_audit.resolve import resolve_model
+
+    if not (SHARED_TOKENIZERS / model_id.replace("/", "--")).is_dir():
+        pytest.skip(f"{model_id} is not in ../shared/tokenizers")
+    model = load_model(resolve_model(model_id, mirrors=[SHARED_TOKENIZERS], allow_hub=False))
+    codec = TokenCodec(model.tokenizer)
+    renderer = Renderer(model, codec)
+    texts = []
+    for conversation in generate(20, seed=9):
+        messages = [{**m, "content": m.get("content") or ""} for m in conversation.messages]
+        for k in range(1, len(messages) + 1):
+            try:
+                texts.append(
+                    renderer.text(
+                        messages[:k], conversation.tools, k % 2 == 0 and messages[k - 1]["role"] != "assistant"
+                    )
+                )
+            except Exception:
+                continue
+    assert texts
+    assert codec.encode_many(texts) == codec._full_encode(texts)
