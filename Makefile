@@ -24,7 +24,7 @@ audit: install
 # the published matrix: every registry model reachable through the shared corpus (no hub)
 matrix: install
 	HF_HUB_OFFLINE=1 $(BIN)/tito-audit matrix --mirror ../shared/tokenizers --mirror ../shared/templates \
-		--no-hub --out reports
+		--no-hub --out reports --update-readme README.md
 
 bench: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_matrix.py --mirror ../shared/tokenizers

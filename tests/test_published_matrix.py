@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import requires_shared
-from tito_audit.formatters.matrix import to_markdown
+from tito_audit.formatters.matrix import README_END, README_START, readme_summary, to_markdown
 from tito_audit.matrix import MatrixOptions, run_matrix
 from tito_audit.matrix_row import VOLATILE_COLUMNS
 from tito_audit.registry import registry_model_ids
@@ -42,5 +42,7 @@ def test_published_matrix_is_current(tmp_path, monkeypatch):
     rows = run_matrix(models, options)
     assert _stable(rows) == _stable(published), "reports/ is stale: run `make matrix` and commit reports/"
     assert to_markdown(rows, settings) == (REPORTS / "matrix.md").read_text()
+    readme = (ROOT / "README.md").read_text()
+    assert readme.split(README_START, 1)[1].split(README_END, 1)[0].strip() == readme_summary(rows)
     for report in sorted((tmp_path / "models").glob("*.md")):
         assert report.read_text() == (REPORTS / "models" / report.name).read_text(), report.name

@@ -21,6 +21,7 @@ EMPTY_THINK = re.compile(
 )
 _WS = re.compile(r"\s+")
 _LOOKAHEAD = 160
+_MAX_CONTROL = 64
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,10 @@ class TextContext:
 
     messages: Sequence[Message]
     controls: Iterable[str]
+    """Control-token texts the template writes."""
     stop_texts: Iterable[str]
+    control_pattern: re.Pattern[str] | None = None
+    """``controls`` as one alternation (longest first), when the caller has it compiled."""
 
 
 def _reasoning_strings(messages: Sequence[Message]) -> list[str]:
@@ -51,8 +55,14 @@ def _tool_call_names(messages: Sequence[Message]) -> list[str]:
     return names
 
 
-def _control_at(text: str, index: int, controls: Iterable[str]) -> str | None:
+def _control_at(text: str, index: int, controls: Iterable[str], pattern: re.Pattern[str] | None = None) -> str | None:
     """The control-token string that covers ``text[index]`` (starting at or before it), if any."""
+    if pattern is not None:
+        start = max(0, index - _MAX_CONTROL)
+        for match in pattern.finditer(text, start, index + _MAX_CONTROL):
+            if match.start() <= index < match.end():
+                return match.group(0)
+        return None
     best = None
     for control in controls:
         start = text.rfind(control, max(0, index - len(control) + 1), index + len(control))
@@ -102,8 +112,8 @@ def classify_text_divergence(
     if think is not None and think.start() <= index + 2 and not later.startswith(think.group(0), think.start()):
         labels.append("empty-think-dropped")
 
-    control_earlier = _control_at(earlier, index, controls)
-    control_later = _control_at(later, index, controls)
+    control_earlier = _control_at(earlier, index, controls, context.control_pattern)
+    control_later = _control_at(later, index, controls, context.control_pattern)
     if control_earlier and control_earlier in stops and control_later and control_later != control_earlier:
         labels.append("stop-token-swap")
 

@@ -224,9 +224,12 @@ def matrix_command(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the generated conversations.")] = 0,
     count: Annotated[int, typer.Option("-n", "--count", min=1, help="Conversations per variant.")] = DEFAULT_COUNT,
     max_turns: Annotated[int, typer.Option("--max-turns", min=2, help="Maximum assistant turns.")] = DEFAULT_MAX_TURNS,
+    readme: Annotated[
+        Path | None, typer.Option("--update-readme", help="Rewrite the matrix block of this README.")
+    ] = None,
 ) -> None:
     """Audit many models in parallel and write the compatibility matrix (md, csv, json, parquet, html)."""
-    from tito_audit.formatters.matrix import write_matrix
+    from tito_audit.formatters.matrix import update_readme, write_matrix
     from tito_audit.matrix import MatrixOptions, run_matrix
     from tito_audit.registry import registry_model_ids
 
@@ -279,6 +282,11 @@ def matrix_command(
         "max_turns": max_turns,
     }
     written = write_matrix(rows, out, settings)
+    if readme is not None:
+        try:
+            update_readme(readme, rows)
+        except (OSError, ValueError) as exc:
+            raise BadInputError(f"--update-readme: {exc}") from exc
     audited = sum(1 for row in rows if row["status"] == "audited")
     table = Table(header_style="bold")
     for column in ("model", "verdict", "level", "main causes"):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,10 +32,25 @@ class Conversation:
         return [i for i, m in enumerate(self.messages) if m.get("role") == ASSISTANT]
 
     def copy(self) -> Conversation:
-        return copy.deepcopy(self)
+        """A deep copy (messages are plain JSON-like data; this is much faster than ``copy.deepcopy``)."""
+        return Conversation(
+            id=self.id,
+            messages=_clone(self.messages),
+            tools=_clone(self.tools),
+            shape=dict(self.shape),
+            must_appear=list(self.must_appear),
+        )
 
     def has_tool_traffic(self) -> bool:
         return any(m.get("role") == TOOL or m.get("tool_calls") for m in self.messages)
+
+
+def _clone(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _clone(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_clone(item) for item in value]
+    return value
 
 
 @dataclass(frozen=True)

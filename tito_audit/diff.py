@@ -95,14 +95,19 @@ def mismatched_positions(buffer: Sequence[int], reference: Sequence[int], anchor
 def _realign(
     buffer: Sequence[int], reference: Sequence[int], i: int, j: int, anchor: int, reach: int
 ) -> tuple[int, int] | None:
-    """Smallest skips (a, b), by a + b, after which ``anchor`` tokens agree (or both sequences end)."""
+    """Skips (a, b) after which ``anchor`` tokens agree (or both sequences end): the fewest skipped positions,
+    then the one that leaves the two remainders closest in length (a substitution over a shift)."""
     n, m = len(buffer), len(reference)
-    grams: dict[tuple[int, ...], int] = {}
+    grams: dict[tuple[int, ...], list[int]] = {}
     for b in range(min(reach, m - j) + 1):
-        grams.setdefault(tuple(reference[j + b : j + b + anchor]), b)
+        grams.setdefault(tuple(reference[j + b : j + b + anchor]), []).append(b)
     best: tuple[int, int] | None = None
+    best_key: tuple[int, int, int] | None = None
     for a in range(min(reach, n - i) + 1):
-        b = grams.get(tuple(buffer[i + a : i + a + anchor]))
-        if b is not None and (a, b) != (0, 0) and (best is None or a + b < sum(best)):
-            best = (a, b)
+        for b in grams.get(tuple(buffer[i + a : i + a + anchor]), ()):
+            if (a, b) == (0, 0):
+                continue
+            key = (max(a, b), abs((n - i - a) - (m - j - b)), a + b)
+            if best_key is None or key < best_key:
+                best, best_key = (a, b), key
     return best

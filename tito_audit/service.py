@@ -100,6 +100,11 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
+def _structure(conversation: Conversation) -> tuple:
+    """The roles in order, with the number of calls of each assistant message: what refusals depend on."""
+    return tuple((m.get("role"), len(m.get("tool_calls") or [])) for m in conversation.messages)
+
+
 def _call_signature(conversation: Conversation) -> tuple:
     """What decides whether a template renders a tool call: per calling turn, the content kind, whether it
     carries reasoning, the number of calls and the argument types, and whether tools are declared."""
@@ -129,25 +134,41 @@ class VariantAudit:
         self.options = options
         self.renderer = Renderer(model, codec, variant.kwargs)
         self._preferred: dict[str, list[tuple[str, ...]]] = defaultdict(list)
+        self._hopeless: dict[tuple, bool] = {}
+        """Refusals no shape change rescued, by reason and conversation structure."""
         self._ablation: dict[tuple, str | None] = {}
         """Whether a template drops tool calls, by the shape of the calls (see :func:`_call_signature`)."""
 
     def _try(self, simulator: RolloutSimulator, conversation: Conversation) -> tuple[dict | None, str | None]:
+        """The rollout renders of ``conversation``, or why the template refuses it.
+
+        The whole conversation is rendered first: most refusals show there, and are found at the cost of
+        one render; the other prefixes follow only for a conversation the template accepts.
+        """
+        messages, tools = conversation.messages, conversation.tools
+        last = (len(messages), False)
         try:
-            renders = simulator.render_rollout(conversation)
-            last = len(conversation.messages)
-            if (last, False) not in renders:
-                renders.update(self.renderer.prefixes(conversation.messages, conversation.tools, [(last, False)]))
+            renders = self.renderer.prefixes(messages, tools, [last])
         except PrefixRenderError as exc:
             return None, render_failure_reason(exc)
-        full = renders[(len(conversation.messages), False)].text
-        missing = missing_from_render(conversation, full)
-        if missing:
+        full = renders[last].text
+        if missing_from_render(conversation, full):
             return None, "the render drops tool results"
+        dropped = self._drops_calls(conversation, full)
+        if dropped:
+            return None, dropped
+        try:
+            rest = [key for key in simulator.rollout_keys(messages) if key != last]
+            renders.update(self.renderer.prefixes(messages, tools, rest))
+        except PrefixRenderError as exc:
+            return None, render_failure_reason(exc)
+        return renders, None
+
+    def _drops_calls(self, conversation: Conversation, full: str) -> str | None:
+        """Why the render drops tool calls (it renders the same without them), or None; cached per call shape."""
         signature = _call_signature(conversation)
         if signature in self._ablation:
-            reason = self._ablation[signature]
-            return (None, reason) if reason else (renders, None)
+            return self._ablation[signature]
         for ablate, reason in (
             (without_tool_calls, "the render drops tool calls"),
             (first_calls_only, "the render drops parallel tool calls after the first"),
@@ -158,11 +179,11 @@ class VariantAudit:
             try:
                 if self.renderer.text(ablated.messages, conversation.tools, False) == full:
                     self._ablation[signature] = reason
-                    return None, reason
+                    return reason
             except RenderError:
                 continue
         self._ablation[signature] = None
-        return renders, None
+        return None
 
     def accept(
         self, simulator: RolloutSimulator, conversation: Conversation
@@ -172,6 +193,10 @@ class VariantAudit:
             return conversation, renders, None
         assert reason is not None
         key = reason.split(" (rendering", 1)[0]
+        structure = (key, tuple(sorted(conversation.shape.items())), _structure(conversation))
+        if self._hopeless.get(structure):
+            # The same refusal of the same structure was already retried with every change set in vain.
+            return None, None, _Refusal(key, describe_shape(conversation), conversation.id, None)
         for changes in candidate_change_sets(conversation, self._preferred[key]):
             retried = apply_changes(conversation, changes)
             renders, retry_reason = self._try(simulator, retried)
@@ -180,6 +205,7 @@ class VariantAudit:
                 if names not in self._preferred[key]:
                     self._preferred[key].insert(0, names)
                 return retried, renders, _Refusal(key, describe_shape(conversation), conversation.id, names)
+        self._hopeless[structure] = True
         return None, None, _Refusal(key, describe_shape(conversation), conversation.id, None)
 
     def run(self, conversations: Sequence[Conversation], progress: ProgressCallback | None) -> VariantResult:
@@ -381,8 +407,9 @@ class VariantAudit:
         ):
             with frozen_clock(self.model.template_source, clock):
                 for conversation, text in sample:
+                    last = (len(conversation.messages), False)
                     try:
-                        again = self.renderer.text(conversation.messages, conversation.tools, False)
+                        again = self.renderer.prefixes(conversation.messages, conversation.tools, [last])[last].text
                     except RenderError:
                         continue
                     index = first_difference(text, again)
@@ -424,7 +451,9 @@ def audit(
     if options.count < 1 and options.conversations is None:
         raise BadInputError("--count must be at least 1")
     started = time.monotonic()
-    codec = TokenCodec(loaded.tokenizer, piecewise_control_tokens=loaded.backend != JINJA)
+    codec = TokenCodec(
+        loaded.tokenizer, piecewise_control_tokens=loaded.backend != JINJA, template_source=loaded.template_source
+    )
     notes: list[str] = list(loaded.notes)
     if loaded.template_source is not None:
         inputs = template_inputs(loaded.template_source, codec.tokenizer.special_tokens_map.keys())

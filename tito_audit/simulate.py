@@ -119,7 +119,12 @@ class RolloutSimulator:
     # -- entry point ----------------------------------------------------------------------------
     def run(self, conversation: Conversation, renders: dict[tuple[int, bool], RenderedPrefix]) -> Outcome:
         outcome = Outcome()
-        context = TextContext(conversation.messages, self.codec.control_ids_by_text, self.stop_texts)
+        context = TextContext(
+            conversation.messages,
+            self.codec.written_controls,
+            self.stop_texts,
+            self.codec.written_control_pattern,
+        )
         self._append_check(conversation, renders, outcome, context)
         self._rollout(conversation, renders, outcome, context)
         if not self.text_only:

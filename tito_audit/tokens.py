@@ -20,7 +20,12 @@ REPLACEMENT_CHAR = "\ufffd"
 class TokenCodec:
     """Encode/decode with one tokenizer, plus the vocabulary facts the checks need."""
 
-    def __init__(self, tokenizer: Any, *, piecewise_control_tokens: bool = False) -> None:
+    def __init__(
+        self, tokenizer: Any, *, piecewise_control_tokens: bool = False, template_source: str | None = None
+    ) -> None:
+        """``template_source``: when given, text is cut for the tokenization cache only at the added tokens the
+        template writes (thousands of unused added tokens make a slow pattern and never occur)."""
+        self._template_source = template_source
         self.tokenizer = tokenizer
         self._rust = getattr(tokenizer, "_tokenizer", None)
         self._piecewise = piecewise_control_tokens
@@ -52,6 +57,7 @@ class TokenCodec:
                 getattr(t, "content", str(t)): int(i)
                 for i, t in self._added_tokens().items()
                 if not getattr(self.tokenizer, "split_special_tokens", False)
+                and (self._template_source is None or getattr(t, "content", str(t)) in self._template_source)
             }
             unsafe = any(
                 getattr(t, "lstrip", False) or getattr(t, "rstrip", False) or getattr(t, "single_word", False)
@@ -150,6 +156,18 @@ class TokenCodec:
     @cached_property
     def control_ids(self) -> frozenset[int]:
         return frozenset(self.control_ids_by_text.values())
+
+    @cached_property
+    def written_controls(self) -> tuple[str, ...]:
+        """Control tokens the template writes (all of them when the template is not known)."""
+        source = self._template_source
+        named = {v for v in (getattr(self.tokenizer, "special_tokens_map", None) or {}).values() if isinstance(v, str)}
+        return tuple(sorted(c for c in self.control_ids_by_text if source is None or c in source or c in named))
+
+    @cached_property
+    def written_control_pattern(self) -> re.Pattern[str] | None:
+        texts = sorted(self.written_controls, key=len, reverse=True)
+        return re.compile("|".join(re.escape(t) for t in texts)) if texts else None
 
     @cached_property
     def _control_pattern(self) -> re.Pattern[str] | None:
