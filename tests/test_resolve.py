@@ -10,7 +10,7 @@ import pytest
 
 from tito_audit.errors import ModelLoadError, ResolutionError, TemplateMissingError
 from tito_audit.model import load_model
-from tito_audit.resolve import follow_symlink_stub, resolve_model, staged_folder
+from tito_audit.resolve import follow_symlink_stub, resolve_model, staged_folder, write_manifest
 
 
 @pytest.fixture
@@ -41,8 +41,10 @@ def test_cache_wins_over_mirror(mirror, tmp_path, tiny_model_dir):
     cache = tmp_path / "cache"
     entry = cache / "acme--tiny" / "main"
     shutil.copytree(tiny_model_dir, entry)
-    (entry / ".complete").write_text("main")
+    write_manifest(entry, None)
     assert resolve_model("acme/tiny", mirrors=[mirror], cache_dir=cache, allow_hub=False).source == "cache"
+    (entry / "tokenizer.json").write_text("{}")  # damaged after download: no longer trusted
+    assert resolve_model("acme/tiny", mirrors=[mirror], cache_dir=cache, allow_hub=False).source == "mirror"
 
 
 def test_incomplete_cache_entry_is_ignored(mirror, tmp_path, tiny_model_dir):
@@ -117,3 +119,45 @@ def test_corrupt_tokenizer_json_is_a_clear_error(tmp_path, tiny_model_dir):
     (folder / "tokenizer.json").write_text('{"version": "1.0", "model": ')
     with pytest.raises(ModelLoadError, match="cannot load tokenizer"):
         load_model(resolve_model(str(folder), allow_hub=False))
+
+
+def _fake_hub(monkeypatch, source: Path, delay: float = 0.0, fail_after: int | None = None):
+    """snapshot_download replaced by a copy of ``source`` (slow or failing on demand); no network."""
+    import time
+
+    import huggingface_hub
+
+    def snapshot_download(repo_id, revision=None, allow_patterns=None, local_dir=None, token=None):
+        for number, item in enumerate(sorted(source.iterdir())):
+            if fail_after is not None and number >= fail_after:
+                raise ConnectionError("connection reset")
+            shutil.copy(item, Path(local_dir) / item.name)
+            time.sleep(delay)
+        return str(local_dir)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+
+
+def test_concurrent_downloads_leave_one_valid_entry(monkeypatch, tmp_path, tiny_model_dir):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tito_audit.resolve import cache_entry_is_valid
+
+    _fake_hub(monkeypatch, tiny_model_dir, delay=0.01)
+    cache = tmp_path / "cache"
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: resolve_model("acme/tiny", cache_dir=cache), range(4)))
+    assert {r.source for r in results} <= {"hub", "cache"}
+    entry = cache / "acme--tiny" / "main"
+    assert cache_entry_is_valid(entry)
+    assert sorted(p.name for p in (cache / "acme--tiny").iterdir()) == ["main"], "no staging folder left behind"
+
+
+def test_interrupted_download_leaves_no_entry(monkeypatch, tmp_path, tiny_model_dir):
+    _fake_hub(monkeypatch, tiny_model_dir, fail_after=1)
+    cache = tmp_path / "cache"
+    with pytest.raises(ResolutionError, match="ConnectionError"):
+        resolve_model("acme/tiny", cache_dir=cache)
+    assert not (cache / "acme--tiny" / "main").exists()
+    assert list((cache / "acme--tiny").iterdir()) == []

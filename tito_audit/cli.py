@@ -1,7 +1,9 @@
 """Command line: wires resolution, the audit service and the formatters, and maps outcomes to exit codes.
 
-Exit codes: 0 the audit ran and the verdict is ``ready`` or ``ready-tool-only``; 1 the audit ran and the
-verdict is worse; 2 the audit could not run (bad input, model not found, template missing).
+Exit codes: 0 the audit ran and the verdict is ``ready`` or ``ready-tool-only`` (``check``: every
+requirement holds; ``matrix``: the matrix was written); 1 the audit ran and the verdict is worse
+(``check``: a requirement failed); 2 the command could not run (bad input, model not found, template
+missing).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import os
 import sys
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # no "PyTorch was not found" banner: we never load weights
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -25,12 +28,12 @@ from tito_audit.formatters.json_report import write_json
 from tito_audit.formatters.markdown import write_markdown
 from tito_audit.formatters.terminal import render_report, verdict_text
 from tito_audit.generate import DEFAULT_MAX_TURNS
-from tito_audit.model import load_model
+from tito_audit.model import LoadedModel, load_model
 from tito_audit.registry import family_of
-from tito_audit.render import DEFAULT_CLOCK
+from tito_audit.render import DEFAULT_CLOCK, RenderLimits
 from tito_audit.resolve import resolve_model
 from tito_audit.results import READY, READY_TOOL_ONLY, AuditReport
-from tito_audit.service import DEFAULT_COUNT, AuditOptions, audit
+from tito_audit.service import DEFAULT_COUNT, AuditOptions, audit, refused_everything
 from tito_audit.variants import parse_kwarg
 
 app = typer.Typer(
@@ -39,6 +42,48 @@ app = typer.Typer(
     help="Audit chat templates and tokenizers for token-in/token-out (TITO) safety in multi-turn tool-calling RL.",
 )
 err = Console(stderr=True)
+
+# -- options shared by the commands ------------------------------------------------------------------
+ModelArg = Annotated[str, typer.Argument(help="Hub model id (org/name) or a local folder with tokenizer files.")]
+TemplateOpt = Annotated[
+    Path | None, typer.Option("--template", help="Audit this Jinja template file instead of the model's.")
+]
+TemplateNameOpt = Annotated[
+    str | None, typer.Option("--template-name", help="Pick a named template of the tokenizer (e.g. tool_use).")
+]
+KwargOpt = Annotated[
+    list[str],
+    typer.Option("--kwarg", help="Pin a template keyword argument, name=value (JSON value or string). Repeatable."),
+]
+SeedOpt = Annotated[
+    int, typer.Option("--seed", help="Seed of the conversation generator and of non-canonical sampling.")
+]
+CountOpt = Annotated[int, typer.Option("-n", "--count", min=1, help="Number of generated conversations.")]
+MaxTurnsOpt = Annotated[int, typer.Option("--max-turns", min=2, help="Maximum assistant turns per conversation.")]
+MirrorOpt = Annotated[
+    list[Path],
+    typer.Option("--mirror", help="Folder of <org>--<name>/ model folders. Repeatable; also TITO_AUDIT_MIRROR."),
+]
+CacheOpt = Annotated[
+    Path | None,
+    typer.Option("--cache-dir", help="Cache of downloaded files (default templates_cache/; also TITO_AUDIT_CACHE)."),
+]
+RevisionOpt = Annotated[str | None, typer.Option("--revision", help="Hub revision (branch, tag or commit).")]
+NoHubOpt = Annotated[bool, typer.Option("--no-hub", help="Never contact the Hugging Face Hub.")]
+RemoteCodeOpt = Annotated[
+    bool, typer.Option("--trust-remote-code", help="Allow the model's own tokenizer code to run.")
+]
+StopTokenOpt = Annotated[list[str], typer.Option("--stop-token", help="An extra stop token (its text). Repeatable.")]
+MaxCharsOpt = Annotated[
+    int, typer.Option("--max-render-chars", min=1000, help="Refuse renders longer than this (characters).")
+]
+MaxSecondsOpt = Annotated[
+    float, typer.Option("--max-render-seconds", min=0.0, help="Refuse renders slower than this (0: no limit).")
+]
+ClockOpt = Annotated[
+    str | None,
+    typer.Option("--clock", help="Date templates see through strftime_now (ISO; default 2026-01-15T09:30)."),
+]
 
 
 def _version(value: bool) -> None:
@@ -80,75 +125,18 @@ def exit_code_for(report: AuditReport) -> int:
     return EXIT_OK if report.verdict in (READY, READY_TOOL_ONLY) else EXIT_VERDICT
 
 
-@app.command("audit")
-def audit_command(
-    model: Annotated[str, typer.Argument(help="Hub model id (org/name) or a local folder with tokenizer files.")],
-    template: Annotated[
-        Path | None, typer.Option("--template", help="Audit this Jinja template file instead of the model's.")
-    ] = None,
-    template_name: Annotated[
-        str | None,
-        typer.Option("--template-name", help="Pick a named template of the tokenizer (e.g. tool_use)."),
-    ] = None,
-    kwarg: Annotated[
-        list[str],
-        typer.Option("--kwarg", help="Pin a template keyword argument, name=value (JSON value or string). Repeatable."),
-    ] = [],  # noqa: B006
-    seed: Annotated[
-        int, typer.Option("--seed", help="Seed of the conversation generator and of non-canonical sampling.")
-    ] = 0,
-    count: Annotated[
-        int, typer.Option("-n", "--count", min=1, help="Number of generated conversations.")
-    ] = DEFAULT_COUNT,
-    max_turns: Annotated[
-        int, typer.Option("--max-turns", min=2, help="Maximum assistant turns per conversation.")
-    ] = DEFAULT_MAX_TURNS,
-    json_path: Annotated[Path | None, typer.Option("--json", help="Write the JSON report here.")] = None,
-    markdown_path: Annotated[Path | None, typer.Option("--markdown", help="Write the Markdown report here.")] = None,
-    mirror: Annotated[
-        list[Path],
-        typer.Option(
-            "--mirror",
-            help="Folder of <org>--<name>/ model folders to resolve from. Repeatable; also TITO_AUDIT_MIRROR.",
-        ),
-    ] = [],  # noqa: B006
-    cache_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--cache-dir", help="Cache of downloaded files (default templates_cache/; also TITO_AUDIT_CACHE)."
-        ),
-    ] = None,
-    revision: Annotated[str | None, typer.Option("--revision", help="Hub revision (branch, tag or commit).")] = None,
-    no_hub: Annotated[bool, typer.Option("--no-hub", help="Never contact the Hugging Face Hub.")] = False,
-    trust_remote_code: Annotated[
-        bool, typer.Option("--trust-remote-code", help="Allow the model's own tokenizer code to run.")
-    ] = False,
-    stop_token: Annotated[
-        list[str], typer.Option("--stop-token", help="An extra stop token (its text). Repeatable.")
-    ] = [],  # noqa: B006
-    clock: Annotated[
-        str | None,
-        typer.Option("--clock", help="Date templates see through strftime_now (ISO; default 2026-01-15T09:30)."),
-    ] = None,
-    examples: Annotated[
-        int | None,
-        typer.Option(
-            "--examples", min=1, help="Keep only N failures per (check, category, causes) group (default: all)."
-        ),
-    ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the verdict line.")] = False,
-) -> None:
-    """Audit one model: simulated TITO rollouts, the four checks, a verdict per template variant."""
-    console = Console()
-    options = AuditOptions(
-        seed=seed,
-        count=count,
-        max_turns=max_turns,
-        pinned_kwargs=_parse_kwargs(kwarg),
-        clock=_parse_clock(clock),
-        extra_stop_tokens=list(stop_token),
-        max_examples_per_group=examples,
-    )
+def _load(
+    model: str,
+    *,
+    template: Path | None,
+    template_name: str | None,
+    mirror: list[Path],
+    cache_dir: Path | None,
+    revision: str | None,
+    no_hub: bool,
+    trust_remote_code: bool,
+) -> LoadedModel:
+    """Resolve and load ``model`` the way every command does (registry special tokens included)."""
     if template is not None and not template.is_file():
         raise BadInputError(f"--template {template}: no such file")
     resolved = resolve_model(
@@ -160,14 +148,23 @@ def audit_command(
         trust_remote_code=trust_remote_code,
     )
     family = family_of(resolved.model_id)
-    loaded = load_model(
+    return load_model(
         resolved,
         template_file=template,
         template_name=template_name,
         trust_remote_code=trust_remote_code,
         special_token_defaults=family.special_tokens if family else None,
     )
-    show_progress = not quiet and console.is_terminal
+
+
+def _fail_if_refused_everything(report: AuditReport) -> None:
+    reason = refused_everything(report)
+    if reason is not None:
+        raise AuditError(f"the template refused every conversation ({reason}); nothing could be audited")
+
+
+def _audit_with_progress(loaded: LoadedModel, options: AuditOptions, console: Console, show: bool) -> AuditReport:
+    """Run the audit with a progress bar per variant (on a terminal)."""
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -175,7 +172,7 @@ def audit_command(
         TimeElapsedColumn(),
         console=console,
         transient=True,
-        disable=not show_progress,
+        disable=not (show and console.is_terminal),
     ) as progress:
         tasks: dict[str, Any] = {}
 
@@ -185,15 +182,177 @@ def audit_command(
             progress.update(tasks[variant], completed=done)
 
         report = audit(loaded, options, on_progress)
+    for note in report.notes:
+        if note.startswith("warning:"):
+            err.print(note, highlight=False)
+    return report
+
+
+@app.command("audit")
+def audit_command(
+    model: ModelArg,
+    template: TemplateOpt = None,
+    template_name: TemplateNameOpt = None,
+    kwarg: KwargOpt = [],  # noqa: B006
+    seed: SeedOpt = 0,
+    count: CountOpt = DEFAULT_COUNT,
+    max_turns: MaxTurnsOpt = DEFAULT_MAX_TURNS,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the JSON report here.")] = None,
+    markdown_path: Annotated[Path | None, typer.Option("--markdown", help="Write the Markdown report here.")] = None,
+    mirror: MirrorOpt = [],  # noqa: B006
+    cache_dir: CacheOpt = None,
+    revision: RevisionOpt = None,
+    no_hub: NoHubOpt = False,
+    trust_remote_code: RemoteCodeOpt = False,
+    stop_token: StopTokenOpt = [],  # noqa: B006
+    clock: ClockOpt = None,
+    examples: Annotated[
+        int | None,
+        typer.Option(
+            "--examples", min=1, help="Keep only N failures per (check, category, causes) group (default: all)."
+        ),
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the verdict line.")] = False,
+    max_render_chars: MaxCharsOpt = RenderLimits.max_chars,
+    max_render_seconds: MaxSecondsOpt = RenderLimits.max_seconds,
+) -> None:
+    """Audit one model: simulated TITO rollouts, the four checks, a verdict per template variant."""
+    console = Console()
+    options = AuditOptions(
+        seed=seed,
+        count=count,
+        max_turns=max_turns,
+        pinned_kwargs=_parse_kwargs(kwarg),
+        clock=_parse_clock(clock),
+        extra_stop_tokens=list(stop_token),
+        max_examples_per_group=examples,
+        limits=RenderLimits(max_render_chars, max_render_seconds),
+    )
+    loaded = _load(
+        model,
+        template=template,
+        template_name=template_name,
+        mirror=mirror,
+        cache_dir=cache_dir,
+        revision=revision,
+        no_hub=no_hub,
+        trust_remote_code=trust_remote_code,
+    )
+    report = _audit_with_progress(loaded, options, console, show=not quiet)
     if json_path is not None:
         write_json(report, json_path)
     if markdown_path is not None:
         write_markdown(report, markdown_path)
+    _fail_if_refused_everything(report)
     if quiet:
         console.print(verdict_text(report.verdict), f"{report.model.model_id}")
     else:
         render_report(report, console)
     raise typer.Exit(exit_code_for(report))
+
+
+@app.command("check")
+def check_command(
+    model: ModelArg,
+    require: Annotated[
+        list[str],
+        typer.Option(
+            "--require", help="A required property (see README, 'CI gate'). Repeatable; default rollout:tool."
+        ),
+    ] = [],  # noqa: B006
+    allow_cause: Annotated[
+        list[str], typer.Option("--allow-cause", help="A cause label whose failures do not count. Repeatable.")
+    ] = [],  # noqa: B006
+    baseline: Annotated[
+        Path | None, typer.Option("--baseline", help="A JSON report to compare with: only new failures count.")
+    ] = None,
+    junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here.")] = None,
+    github: Annotated[bool, typer.Option("--github", help="Print GitHub Actions ::error annotations.")] = False,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the check result as JSON here.")] = None,
+    report_path: Annotated[
+        Path | None, typer.Option("--report", help="Also write the full audit report (JSON) here, e.g. a new baseline.")
+    ] = None,
+    config: Annotated[
+        Path, typer.Option("--config", help="pyproject.toml whose [tool.tito-audit] holds a policy.")
+    ] = Path("pyproject.toml"),
+    template: TemplateOpt = None,
+    template_name: TemplateNameOpt = None,
+    kwarg: KwargOpt = [],  # noqa: B006
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed (default 0, or the policy's).")] = None,
+    count: Annotated[int | None, typer.Option("-n", "--count", min=1, help="Conversations (default 96).")] = None,
+    max_turns: MaxTurnsOpt = DEFAULT_MAX_TURNS,
+    mirror: MirrorOpt = [],  # noqa: B006
+    cache_dir: CacheOpt = None,
+    revision: RevisionOpt = None,
+    no_hub: NoHubOpt = False,
+    trust_remote_code: RemoteCodeOpt = False,
+    stop_token: StopTokenOpt = [],  # noqa: B006
+    clock: ClockOpt = None,
+    max_render_chars: MaxCharsOpt = RenderLimits.max_chars,
+    max_render_seconds: MaxSecondsOpt = RenderLimits.max_seconds,
+) -> None:
+    """Gate a model or template in CI: audit it and check the required properties (exit 0 pass, 1 fail)."""
+    from tito_audit.formatters import ci
+    from tito_audit.policy import (
+        DEFAULT_REQUIREMENTS,
+        Policy,
+        check_causes,
+        evaluate,
+        load_baseline,
+        parse_requirement,
+        read_pyproject_policy,
+    )
+
+    started = time.monotonic()
+    table = read_pyproject_policy(config)
+    requirements = [parse_requirement(r) for r in (require or table.get("require") or DEFAULT_REQUIREMENTS)]
+    allowed = check_causes([*allow_cause, *table.get("allow-causes", [])])
+    baseline_path = baseline or (Path(table["baseline"]) if table.get("baseline") else None)
+    policy = Policy(
+        requirements=requirements,
+        allowed_causes=allowed,
+        baseline=load_baseline(baseline_path) if baseline_path else None,
+        baseline_path=str(baseline_path) if baseline_path else None,
+    )
+    if template is None and table.get("template"):
+        template = Path(table["template"])
+    options = AuditOptions(
+        seed=seed if seed is not None else int(table.get("seed", 0)),
+        count=count if count is not None else int(table.get("count", DEFAULT_COUNT)),
+        max_turns=max_turns,
+        pinned_kwargs=_parse_kwargs([*table.get("kwargs", []), *kwarg]),
+        clock=_parse_clock(clock),
+        extra_stop_tokens=list(stop_token),
+        limits=RenderLimits(max_render_chars, max_render_seconds),
+    )
+    loaded = _load(
+        model,
+        template=template,
+        template_name=template_name,
+        mirror=mirror,
+        cache_dir=cache_dir,
+        revision=revision,
+        no_hub=no_hub,
+        trust_remote_code=trust_remote_code,
+    )
+    console = Console()
+    report = _audit_with_progress(loaded, options, console, show=True)
+    if report_path is not None:
+        write_json(report, report_path)
+    _fail_if_refused_everything(report)
+    results = evaluate(report, policy)
+    model_id = report.model.model_id
+    for result in results:
+        mark = "[bold green]PASS[/bold green]" if result.passed else "[bold red]FAIL[/bold red]"
+        console.print(f"{mark} {result.requirement}: {result.reason}", highlight=False, soft_wrap=True)
+    duration = time.monotonic() - started
+    if junit is not None:
+        ci.write(junit, ci.to_junit(model_id, results, duration))
+    if json_path is not None:
+        ci.write(json_path, ci.to_json(model_id, results, report.verdict, policy.baseline_path))
+    if github:
+        sys.stdout.write(ci.to_github_annotations(model_id, results, str(template) if template else None))
+    raise typer.Exit(EXIT_OK if all(r.passed for r in results) else EXIT_VERDICT)
 
 
 def _read_models_file(path: Path) -> list[str]:
@@ -216,14 +375,12 @@ def matrix_command(
     jobs: Annotated[
         int, typer.Option("--jobs", "-j", min=1, help="Worker processes (default: the number of cores).")
     ] = os.cpu_count() or 1,
-    mirror: Annotated[
-        list[Path], typer.Option("--mirror", help="Folder of <org>--<name>/ model folders. Repeatable.")
-    ] = [],  # noqa: B006
-    cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help="Cache of downloaded files.")] = None,
-    no_hub: Annotated[bool, typer.Option("--no-hub", help="Never contact the Hugging Face Hub.")] = False,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the generated conversations.")] = 0,
-    count: Annotated[int, typer.Option("-n", "--count", min=1, help="Conversations per variant.")] = DEFAULT_COUNT,
-    max_turns: Annotated[int, typer.Option("--max-turns", min=2, help="Maximum assistant turns.")] = DEFAULT_MAX_TURNS,
+    mirror: MirrorOpt = [],  # noqa: B006
+    cache_dir: CacheOpt = None,
+    no_hub: NoHubOpt = False,
+    seed: SeedOpt = 0,
+    count: CountOpt = DEFAULT_COUNT,
+    max_turns: MaxTurnsOpt = DEFAULT_MAX_TURNS,
     readme: Annotated[
         Path | None, typer.Option("--update-readme", help="Rewrite the matrix block of this README.")
     ] = None,

@@ -15,6 +15,7 @@ from typing import Any
 from tito_audit.errors import ModelLoadError, TemplateMissingError
 from tito_audit.resolve import ResolvedModel, staged_folder
 from tito_audit.standin import build_standin_tokenizer, has_vocabulary
+from tito_audit.variants import check_syntax
 
 JINJA = "jinja"
 MISTRAL_COMMON = "mistral-common"
@@ -192,6 +193,10 @@ def load_model(
             "tool_use" if "tool_use" in templates else ("default" if "default" in templates else sorted(templates)[0])
         )
         source = templates[chosen_name]
+    if source is not None:
+        problem = check_syntax(source)
+        if problem is not None:
+            raise TemplateMissingError(f"chat template of {resolved.model_id} ({origin}) is not valid Jinja: {problem}")
     return LoadedModel(
         resolved=resolved,
         tokenizer=tokenizer,

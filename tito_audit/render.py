@@ -9,6 +9,8 @@ nondeterminism check renders with a second clock to find templates that depend o
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -24,6 +26,37 @@ DEFAULT_CLOCK = datetime(2026, 1, 15, 9, 30, 0)
 ALTERNATE_CLOCK = datetime(2027, 8, 3, 17, 45, 0)
 
 Message = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RenderLimits:
+    """Bounds on one render: a template that loops forever or writes megabytes is refused, not waited for."""
+
+    max_chars: int = 2_000_000
+    max_seconds: float = 10.0
+
+
+class RenderTimeout(Exception):
+    pass
+
+
+@contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Raise :class:`RenderTimeout` in the block after ``seconds`` (main thread only; elsewhere no limit)."""
+    if seconds <= 0 or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise RenderTimeout(f"rendering took longer than {seconds:g}s (raise it with --max-render-seconds)")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 class RenderError(Exception):
@@ -123,7 +156,14 @@ class _FastJinja:
 class Renderer:
     """Renders prefixes of conversations for one model, template and variant."""
 
-    def __init__(self, model: LoadedModel, codec: TokenCodec, kwargs: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        model: LoadedModel,
+        codec: TokenCodec,
+        kwargs: Mapping[str, Any] | None = None,
+        limits: RenderLimits | None = None,
+    ) -> None:
+        self.limits = limits or RenderLimits()
         self.model = model
         self.codec = codec
         self.kwargs = dict(kwargs or {})
@@ -141,18 +181,20 @@ class Renderer:
         self.renders += 1
         tokenizer = self.model.tokenizer
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), deadline(self.limits.max_seconds):
                 warnings.simplefilter("ignore")
                 if self.uses_jinja:
-                    return tokenizer.apply_chat_template(
-                        list(messages),
-                        tools=tools,
-                        chat_template=self.model.template_source,
-                        add_generation_prompt=gp,
-                        tokenize=False,
-                        **self.kwargs,
+                    return self._bounded(
+                        tokenizer.apply_chat_template(
+                            list(messages),
+                            tools=tools,
+                            chat_template=self.model.template_source,
+                            add_generation_prompt=gp,
+                            tokenize=False,
+                            **self.kwargs,
+                        )
                     )
-                return self._backend_text(list(messages), tools, gp)
+                return self._bounded(self._backend_text(list(messages), tools, gp))
         except RecursionError as exc:
             raise RenderError("RecursionError: template recursion too deep") from exc
         except Exception as exc:
@@ -182,6 +224,13 @@ class Renderer:
             all_ids = [self._backend_ids(list(messages[:k]), tools, gp) for k, gp in keys]
         return {key: RenderedPrefix(text, ids) for key, text, ids in zip(keys, texts, all_ids, strict=True)}
 
+    def _bounded(self, text: str) -> str:
+        if len(text) > self.limits.max_chars:
+            raise RenderError(
+                f"output longer than {self.limits.max_chars} characters (raise it with --max-render-chars)"
+            )
+        return text
+
     def _fast_texts(
         self, messages: Sequence[Message], tools: list[dict] | None, keys: list[tuple[int, bool]]
     ) -> list[str] | None:
@@ -201,7 +250,8 @@ class Renderer:
         for k, gp in keys:
             self.renders += 1
             try:
-                texts.append(fast.render(prepared, k, gp))
+                with deadline(self.limits.max_seconds):
+                    texts.append(self._bounded(fast.render(prepared, k, gp)))
             except RecursionError as exc:
                 raise PrefixRenderError(k, gp, "RecursionError: template recursion too deep") from exc
             except Exception as exc:

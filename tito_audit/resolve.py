@@ -13,6 +13,7 @@ When nothing resolves, :class:`~tito_audit.errors.ResolutionError` says what was
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -209,7 +210,7 @@ def resolve_model(
         str(cache_dir) if cache_dir is not None else ("$" + CACHE_ENV if os.environ.get(CACHE_ENV) else cache.name)
     )
     tried.append(f"cache {cache_label}/{folder_name(model)}/{revision or 'main'}")
-    if (cached / ".complete").is_file():
+    if cache_entry_is_valid(cached):
         return ResolvedModel(
             model_id=model,
             source="cache",
@@ -244,6 +245,33 @@ def resolve_model(
     raise ResolutionError(f"model '{model}' not found; tried: " + "; ".join(tried))
 
 
+MANIFEST = ".complete"
+
+
+def write_manifest(folder: Path, revision: str | None) -> None:
+    """Record the sha256 of every file of a finished download; the entry counts only with this file."""
+    files = {
+        item.relative_to(folder).as_posix(): sha256_file(item)
+        for item in sorted(folder.rglob("*"))
+        if item.is_file() and item.name != MANIFEST
+    }
+    (folder / MANIFEST).write_text(
+        json.dumps({"revision": revision or "main", "sha256": files}, indent=1), encoding="utf-8"
+    )
+
+
+def cache_entry_is_valid(folder: Path) -> bool:
+    """A cache entry is used only when its manifest exists and every file still has its recorded sha256."""
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        recorded = manifest["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return bool(recorded) and all(
+        (folder / name).is_file() and sha256_file(folder / name) == digest for name, digest in recorded.items()
+    )
+
+
 def _id_from_folder(folder: Path) -> str:
     name = folder.resolve().name
     return name.replace("--", "/", 1) if "--" in name else name
@@ -272,11 +300,15 @@ def _download_from_hub(
             local_dir=staging,
             token=os.environ.get("HF_TOKEN") or None,
         )
-        (staging / ".complete").write_text(revision or "main", encoding="utf-8")
         shutil.rmtree(staging / ".cache", ignore_errors=True)
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
+        write_manifest(staging, revision)
+        try:
+            staging.rename(target)  # atomic: readers see no entry or a complete one
+        except OSError:
+            if not cache_entry_is_valid(target):  # a broken entry: replace it
+                shutil.rmtree(target, ignore_errors=True)
+                staging.rename(target)
+            # else another process finished the same download first; keep its entry
         return target
     except GatedRepoError:
         tried[-1] = "hub (gated repository: set HF_TOKEN with access)"

@@ -27,6 +27,7 @@ from tito_audit.render import (
     RenderedPrefix,
     Renderer,
     RenderError,
+    RenderLimits,
     frozen_clock,
 )
 from tito_audit.results import (
@@ -80,6 +81,7 @@ class AuditOptions:
     conversations: Sequence[Conversation] | None = None
     """Conversations to audit instead of generated ones (the seam for real trajectories)."""
     conversations_source: str = "generated"
+    limits: RenderLimits = field(default_factory=RenderLimits)
 
 
 @dataclass
@@ -132,7 +134,7 @@ class VariantAudit:
         self.codec = codec
         self.variant = variant
         self.options = options
-        self.renderer = Renderer(model, codec, variant.kwargs)
+        self.renderer = Renderer(model, codec, variant.kwargs, options.limits)
         self._preferred: dict[str, list[tuple[str, ...]]] = defaultdict(list)
         self._hopeless: dict[tuple, bool] = {}
         """Refusals no shape change rescued, by reason and conversation structure."""
@@ -441,6 +443,14 @@ class VariantAudit:
                 )
             ]
         return []
+
+
+def refused_everything(report: AuditReport) -> str | None:
+    """Why no conversation could be audited in any variant (the template refuses every shape), else None."""
+    if any(variant.conversations_audited for variant in report.variants):
+        return None
+    reasons = [shape.reason for variant in report.variants for shape in variant.refused]
+    return reasons[0] if reasons else "no conversation to audit"
 
 
 def audit(
