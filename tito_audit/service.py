@@ -59,6 +59,7 @@ from tito_audit.shapes import (
 from tito_audit.simulate import FAILED, REFUSED, Outcome, RolloutSimulator, render_failure_reason
 from tito_audit.stops import collect_stop_tokens
 from tito_audit.tokens import TokenCodec
+from tito_audit.validate import validate_conversations
 from tito_audit.variants import Variant, template_inputs, variants_for
 
 SCHEMA_VERSION = 1
@@ -477,11 +478,11 @@ def audit(
             "there are no template variants to detect"
         )
     variants = variants_for(inputs, options.pinned_kwargs)
-    conversations = (
-        list(options.conversations)
-        if options.conversations is not None
-        else list(generate(options.count, options.seed, options.max_turns))
-    )
+    if options.conversations is not None:
+        conversations = list(options.conversations)
+        validate_conversations(conversations)
+    else:
+        conversations = list(generate(options.count, options.seed, options.max_turns))
     results = [VariantAudit(loaded, codec, variant, options).run(conversations, progress) for variant in variants]
     resolved = loaded.resolved
     return AuditReport(

@@ -11,6 +11,7 @@ listed but not varied.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -227,8 +228,8 @@ def parse_kwarg(text: str) -> tuple[str, Any]:
         value = json.loads(raw)
     except ValueError:
         value = raw
-    if isinstance(value, float) and value != value:  # NaN
-        raise ValueError(f"--kwarg {name}: NaN is not a valid value")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"--kwarg {name}: {raw} is not a valid value (NaN and infinities are refused)")
     return name, value
 
 
