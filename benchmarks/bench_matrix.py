@@ -14,6 +14,7 @@ Prints a table and the totals. Run: ``python benchmarks/bench_matrix.py --mirror
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import multiprocessing
 import os
@@ -67,7 +68,7 @@ def naive_reference(model, conversations, variants) -> int:
         for conversation in conversations:
             messages, tools = conversation.messages, conversation.tools
             turns = [j for j, m in enumerate(messages) if m["role"] == "assistant"]
-            steps = list(zip(turns, turns[1:]))
+            steps = list(itertools.pairwise(turns))
             # 1. roundtrip: each sampled completion, decoded and encoded again
             for j in turns:
                 _, ids = completion(messages, tools, j, kwargs)
@@ -81,7 +82,7 @@ def naive_reference(model, conversations, variants) -> int:
             for j, nxt in steps:
                 for _check in ("text", "seam", "drift"):
                     buffer_text, ids = completion(messages, tools, j, kwargs)
-                    text, next_ids = both(messages[:nxt], tools, True, kwargs)
+                    text, _ids = both(messages[:nxt], tools, True, kwargs)
                     if buffer_text is not None and text is not None:
                         _ = text.startswith(buffer_text) and tokenizer.encode(buffer_text, add_special_tokens=False)
             # 4. bridge: the real bridge against a stand-in's suffix, for tool-only steps
@@ -137,11 +138,13 @@ def measure(model_id: str, mirrors: list[str], count: int, seed: int, repeat: in
     figures = {"model": model_id, "variants": len(report.variants), "conversations": count, "tool_s": tool}
     if model.backend == JINJA:
         variants = variants_for(template_inputs(model.template_source))
-        conversations = list(generate(count, seed))
+        # the references start from the seed too: generating the conversations is part of their time
         figures["naive_s"], figures["naive_calls"] = best_of(
-            repeat, lambda: naive_reference(model, conversations, variants)
+            repeat, lambda: naive_reference(model, list(generate(count, seed)), variants)
         )
-        figures["floor_s"], figures["floor_renders"] = best_of(repeat, lambda: floor(model, conversations, variants))
+        figures["floor_s"], figures["floor_renders"] = best_of(
+            repeat, lambda: floor(model, list(generate(count, seed)), variants)
+        )
     figures["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     result_queue.put(figures)
 
@@ -164,7 +167,10 @@ def main() -> None:
                     models.append(folder.name.replace("--", "/", 1))
     context = multiprocessing.get_context("spawn")
     rows = []
-    header = f"{'model':45s} {'var':>3s} {'tool s':>7s} {'conv/s':>7s} {'naive s':>8s} {'x naive':>7s} {'floor s':>7s} {'/floor':>6s} {'peak MB':>8s}"
+    header = (
+        f"{'model':45s} {'var':>3s} {'tool s':>7s} {'conv/s':>7s} {'naive s':>8s} {'x naive':>7s} "
+        f"{'floor s':>7s} {'/floor':>6s} {'peak MB':>8s}"
+    )
     print(header)
     print("-" * len(header))
     for model_id in models:

@@ -53,18 +53,17 @@ class TokenCodec:
     def _segments(self) -> SegmentedEncoder:
         """Cached, self-verifying encoding by the pieces between added tokens (see :mod:`tito_audit.segments`)."""
         if self._segmented is None:
+            # Cut only at added tokens that strip no neighbouring whitespace; the others stay inside the
+            # pieces, where the full tokenizer handles them.
             added = {
                 getattr(t, "content", str(t)): int(i)
                 for i, t in self._added_tokens().items()
                 if not getattr(self.tokenizer, "split_special_tokens", False)
                 and (self._template_source is None or getattr(t, "content", str(t)) in self._template_source)
+                and not (getattr(t, "lstrip", False) or getattr(t, "rstrip", False) or getattr(t, "single_word", False))
             }
-            unsafe = any(
-                getattr(t, "lstrip", False) or getattr(t, "rstrip", False) or getattr(t, "single_word", False)
-                for t in self._added_tokens().values()
-            )
             self._segmented = SegmentedEncoder(added, self._full_encode)
-            self._segmented.enabled = bool(added) and not unsafe
+            self._segmented.enabled = bool(added)
         return self._segmented
 
     def _rust_encode(self, texts: Sequence[str], split_special: bool) -> list[list[int]]:
