@@ -24,7 +24,10 @@ audit: install
 # the published matrix: every registry model reachable through the shared corpus (no hub)
 matrix: install
 	HF_HUB_OFFLINE=1 $(BIN)/tito-audit matrix --mirror ../shared/tokenizers --mirror ../shared/templates \
-		--no-hub --out reports --update-readme README.md
+		--conversations ../shared/conversations/tau-bench/gpt-4o-airline.json \
+		--conversations ../shared/conversations/swe-agent/function_calling_simple.traj \
+		--conversations ../shared/conversations/swe-agent/marshmallow-1867__function_calling.traj \
+		--limit 40 --no-hub --out reports --update-readme README.md
 
 bench: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_matrix.py --mirror ../shared/tokenizers

@@ -38,6 +38,8 @@ def test_published_matrix_is_current(tmp_path, monkeypatch):
         count=settings["count"],
         max_turns=settings["max_turns"],
         jobs=2,
+        conversation_sources=settings.get("conversations", []),
+        conversations_limit=settings.get("conversations_limit"),
     )
     rows = run_matrix(models, options)
     assert _stable(rows) == _stable(published), "reports/ is stale: run `make matrix` and commit reports/"

@@ -23,16 +23,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tito_audit import __version__
+from tito_audit.datasources import load_conversations
 from tito_audit.errors import EXIT_CANNOT_RUN, EXIT_OK, EXIT_VERDICT, AuditError, BadInputError
 from tito_audit.formatters.json_report import write_json
 from tito_audit.formatters.markdown import write_markdown
 from tito_audit.formatters.terminal import render_report, verdict_text
-from tito_audit.generate import DEFAULT_MAX_TURNS
+from tito_audit.generate import DEFAULT_MAX_TURNS, generate
 from tito_audit.model import LoadedModel, load_model
 from tito_audit.registry import family_of
 from tito_audit.render import DEFAULT_CLOCK, RenderLimits
 from tito_audit.resolve import resolve_model
 from tito_audit.results import READY, READY_TOOL_ONLY, AuditReport
+from tito_audit.scenarios import scenario_conversations, scenario_names
 from tito_audit.service import DEFAULT_COUNT, AuditOptions, audit, refused_everything
 from tito_audit.variants import parse_kwarg
 
@@ -79,6 +81,23 @@ MaxCharsOpt = Annotated[
 ]
 MaxSecondsOpt = Annotated[
     float, typer.Option("--max-render-seconds", min=0.0, help="Refuse renders slower than this (0: no limit).")
+]
+ConversationsOpt = Annotated[
+    list[str],
+    typer.Option("--conversations", help="Real trajectories: a JSON/JSONL/Parquet/.traj file or a hub data set id."),
+]
+SplitOpt = Annotated[str, typer.Option("--split", help="Split of a hub data set.")]
+LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="Read at most N records per source.")]
+ToolsOpt = Annotated[
+    Path | None, typer.Option("--tools", help="A JSON list of tool schemas for records that carry none.")
+]
+ScenarioOpt = Annotated[
+    list[str],
+    typer.Option("--scenario", help="An RL-environment scenario pack (repeatable): " + ", ".join(scenario_names())),
+]
+WithGeneratedOpt = Annotated[
+    bool,
+    typer.Option("--with-generated", help="With --conversations/--scenario: audit the generated conversations too."),
 ]
 ClockOpt = Annotated[
     str | None,
@@ -157,6 +176,41 @@ def _load(
     )
 
 
+def _apply_conversation_sources(
+    options: AuditOptions,
+    sources: list[str],
+    scenarios: list[str],
+    *,
+    split: str,
+    limit: int | None,
+    tools: Path | None,
+    with_generated: bool,
+) -> None:
+    """Load real trajectories and scenario packs into ``options`` (generated ones stay only if asked)."""
+    if not sources and not scenarios:
+        return
+    conversations = list(generate(options.count, options.seed, options.max_turns)) if with_generated else []
+    labels = [f"generated ({len(conversations)})"] if with_generated else []
+    for source in sources:
+        dataset = load_conversations(source, split=split, limit=limit, tools_file=tools)
+        options.datasets.append(dataset.summary())
+        conversations += dataset.conversations
+        skipped = sum(dataset.skipped.values())
+        labels.append(
+            f"{dataset.name} ({len(dataset.conversations)} of {dataset.records} records"
+            + (f", {skipped} skipped" if skipped else "")
+            + ")"
+        )
+    if scenarios:
+        packed = list(scenario_conversations(scenarios, options.count, options.seed, max(options.max_turns, 4)))
+        conversations += packed
+        labels.append("scenarios " + ", ".join(scenarios) + f" ({len(packed)})")
+    if not conversations:
+        raise BadInputError("no conversation could be loaded from --conversations (see the skipped reasons)")
+    options.conversations = conversations
+    options.conversations_source = "; ".join(labels)
+
+
 def _fail_if_refused_everything(report: AuditReport) -> None:
     reason = refused_everything(report)
     if reason is not None:
@@ -215,6 +269,12 @@ def audit_command(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the verdict line.")] = False,
     max_render_chars: MaxCharsOpt = RenderLimits.max_chars,
     max_render_seconds: MaxSecondsOpt = RenderLimits.max_seconds,
+    conversations: ConversationsOpt = [],  # noqa: B006
+    split: SplitOpt = "train",
+    limit: LimitOpt = None,
+    tools: ToolsOpt = None,
+    scenario: ScenarioOpt = [],  # noqa: B006
+    with_generated: WithGeneratedOpt = False,
 ) -> None:
     """Audit one model: simulated TITO rollouts, the four checks, a verdict per template variant."""
     console = Console()
@@ -227,6 +287,9 @@ def audit_command(
         extra_stop_tokens=list(stop_token),
         max_examples_per_group=examples,
         limits=RenderLimits(max_render_chars, max_render_seconds),
+    )
+    _apply_conversation_sources(
+        options, conversations, scenario, split=split, limit=limit, tools=tools, with_generated=with_generated
     )
     loaded = _load(
         model,
@@ -290,6 +353,12 @@ def check_command(
     clock: ClockOpt = None,
     max_render_chars: MaxCharsOpt = RenderLimits.max_chars,
     max_render_seconds: MaxSecondsOpt = RenderLimits.max_seconds,
+    conversations: ConversationsOpt = [],  # noqa: B006
+    split: SplitOpt = "train",
+    limit: LimitOpt = None,
+    tools: ToolsOpt = None,
+    scenario: ScenarioOpt = [],  # noqa: B006
+    with_generated: WithGeneratedOpt = False,
 ) -> None:
     """Gate a model or template in CI: audit it and check the required properties (exit 0 pass, 1 fail)."""
     from tito_audit.formatters import ci
@@ -324,6 +393,9 @@ def check_command(
         clock=_parse_clock(clock),
         extra_stop_tokens=list(stop_token),
         limits=RenderLimits(max_render_chars, max_render_seconds),
+    )
+    _apply_conversation_sources(
+        options, conversations, scenario, split=split, limit=limit, tools=tools, with_generated=with_generated
     )
     loaded = _load(
         model,
@@ -381,6 +453,11 @@ def matrix_command(
     seed: SeedOpt = 0,
     count: CountOpt = DEFAULT_COUNT,
     max_turns: MaxTurnsOpt = DEFAULT_MAX_TURNS,
+    conversations: Annotated[
+        list[str],
+        typer.Option("--conversations", help="Real trajectories for the combined-audit column (repeatable)."),
+    ] = [],  # noqa: B006
+    limit: LimitOpt = None,
     readme: Annotated[
         Path | None, typer.Option("--update-readme", help="Rewrite the matrix block of this README.")
     ] = None,
@@ -405,6 +482,8 @@ def matrix_command(
         count=count,
         max_turns=max_turns,
         jobs=jobs,
+        conversation_sources=list(conversations),
+        conversations_limit=limit,
     )
     with Progress(
         TextColumn("{task.description}"),
@@ -437,6 +516,8 @@ def matrix_command(
         "seed": seed,
         "count": count,
         "max_turns": max_turns,
+        "conversations": list(conversations),
+        "conversations_limit": limit,
     }
     written = write_matrix(rows, out, settings)
     if readme is not None:
@@ -455,6 +536,56 @@ def matrix_command(
     console.print(table)
     console.print(f"{audited} of {len(rows)} models audited; wrote " + ", ".join(str(p) for p in written))
     raise typer.Exit(EXIT_OK)
+
+
+@app.command("replay")
+def replay_command(
+    rollouts: Annotated[Path, typer.Argument(help="A JSONL file of saved rollouts (see README, 'Replay').")],
+    model: Annotated[str, typer.Option("--model", help="The model whose tokenizer and template produced them.")],
+    template: TemplateOpt = None,
+    template_name: TemplateNameOpt = None,
+    kwarg: KwargOpt = [],  # noqa: B006
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the replay report as JSON.")] = None,
+    markdown_path: Annotated[
+        Path | None, typer.Option("--markdown", help="Write the replay report as Markdown.")
+    ] = None,
+    mirror: MirrorOpt = [],  # noqa: B006
+    cache_dir: CacheOpt = None,
+    revision: RevisionOpt = None,
+    no_hub: NoHubOpt = False,
+    trust_remote_code: RemoteCodeOpt = False,
+) -> None:
+    """Verify saved rollouts token by token: were the trained tokens the sampled ones? (exit 1 if not)"""
+    from tito_audit.formatters import replay as replay_format
+    from tito_audit.render import Renderer, frozen_clock
+    from tito_audit.replay import read_records, replay
+    from tito_audit.tokens import TokenCodec
+
+    records = read_records(rollouts)
+    loaded = _load(
+        model,
+        template=template,
+        template_name=template_name,
+        mirror=mirror,
+        cache_dir=cache_dir,
+        revision=revision,
+        no_hub=no_hub,
+        trust_remote_code=trust_remote_code,
+    )
+    codec = TokenCodec(
+        loaded.tokenizer, piecewise_control_tokens=loaded.backend != "jinja", template_source=loaded.template_source
+    )
+    renderer = Renderer(loaded, codec, _parse_kwargs(kwarg))
+    with frozen_clock(loaded.template_source, DEFAULT_CLOCK):
+        report = replay(records, renderer, codec, loaded.resolved.model_id, rollouts.name)
+    if json_path is not None:
+        replay_format.write(json_path, replay_format.to_json(report))
+    if markdown_path is not None:
+        replay_format.write(markdown_path, replay_format.to_markdown(report))
+    if not report.results:
+        raise BadInputError(f"{rollouts}: no record could be replayed (" + "; ".join(report.skipped) + ")")
+    replay_format.render_replay(report, Console())
+    raise typer.Exit(EXIT_OK if report.consistent else EXIT_VERDICT)
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from tito_audit.errors import AuditError, ResolutionError
 from tito_audit.generate import DEFAULT_MAX_TURNS
-from tito_audit.matrix_row import AUDIT_ERROR, FAILED_TO_LOAD, NOT_REACHABLE, base_row, row_from_report
+from tito_audit.matrix_row import AUDIT_ERROR, FAILED_TO_LOAD, NOT_REACHABLE, add_combined, base_row, row_from_report
 from tito_audit.registry import family_of
 from tito_audit.resolve import folder_name
 
@@ -40,6 +40,27 @@ class MatrixOptions:
     max_turns: int = DEFAULT_MAX_TURNS
     jobs: int = 1
     examples_per_group: int | None = MATRIX_EXAMPLES_PER_GROUP
+    conversation_sources: list[str] = field(default_factory=list)
+    """Real trajectories for the combined audit (generated + real), the matrix's own column."""
+    conversations_limit: int | None = None
+
+
+_REAL_CONVERSATIONS: dict[tuple, list] = {}
+
+
+def _real_conversations(options: MatrixOptions) -> list:
+    """The real trajectories, loaded once per worker process."""
+    from tito_audit.datasources import load_conversations
+
+    key = (tuple(options.conversation_sources), options.conversations_limit)
+    if key not in _REAL_CONVERSATIONS:
+        loaded = []
+        for source in options.conversation_sources:
+            loaded += load_conversations(
+                source, limit=options.conversations_limit, tools_file=options.tools_file
+            ).conversations
+        _REAL_CONVERSATIONS[key] = loaded
+    return _REAL_CONVERSATIONS[key]
 
 
 ProgressEvent = tuple[str, str, int, int]
@@ -92,6 +113,26 @@ def audit_one(model_id: str, options: MatrixOptions, events: Any = None) -> dict
         write_json(report, options.out_dir / "models" / f"{stem}.json")
         write_markdown(report, options.out_dir / "models" / f"{stem}.md")
         row = row_from_report(report, f"models/{stem}.md", time.monotonic() - started)
+        if options.conversation_sources:
+            from tito_audit.generate import generate
+
+            emit("real conversations", 0, 1)
+            combined = audit(
+                loaded,
+                AuditOptions(
+                    seed=options.seed,
+                    count=options.count,
+                    max_turns=options.max_turns,
+                    max_examples_per_group=options.examples_per_group,
+                    conversations=[
+                        *generate(options.count, options.seed, options.max_turns),
+                        *_real_conversations(options),
+                    ],
+                    conversations_source="generated + " + ", ".join(Path(s).name for s in options.conversation_sources),
+                ),
+            )
+            add_combined(row, combined)
+            row["duration_seconds"] = round(time.monotonic() - started, 2)
     except Exception as exc:
         row = base_row(model_id, AUDIT_ERROR, f"{type(exc).__name__}: {exc}")
     finally:

@@ -26,6 +26,8 @@ COLUMNS = (
     *(f"rollout_{kind}" for kind in STEP_KINDS),
     *(f"append_{kind}" for kind in STEP_KINDS),
     "main_causes",
+    "verdict_with_real_data",
+    "real_data_causes",
     "roundtrip_findings",
     "bridge",
     "drift",
@@ -136,3 +138,12 @@ def row_from_report(report: AuditReport, report_link: str, duration: float) -> d
         row[f"rollout_{kind}"] = _kind_status(report, "rollout", kind)
         row[f"append_{kind}"] = _kind_status(report, "append", kind)
     return row
+
+
+def add_combined(row: dict[str, Any], combined: AuditReport) -> None:
+    """The combined audit (generated + real trajectories): its verdict and the causes it adds."""
+    causes: Counter[str] = Counter()
+    for variant in combined.variants:
+        causes.update(variant.checks["rollout"].cause_counts)
+    row["verdict_with_real_data"] = combined.verdict
+    row["real_data_causes"] = ", ".join(c for c, _ in sorted(causes.items(), key=lambda kv: (-kv[1], kv[0])))

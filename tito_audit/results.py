@@ -194,6 +194,8 @@ class Settings:
     clock: str
     extra_stop_tokens: list[str]
     conversations_source: str = "generated"
+    datasets: list[dict[str, object]] = field(default_factory=list)
+    """Per loaded source: name, records read, conversations kept, skipped records by reason."""
 
 
 @dataclass

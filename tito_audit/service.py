@@ -82,6 +82,7 @@ class AuditOptions:
     conversations: Sequence[Conversation] | None = None
     """Conversations to audit instead of generated ones (the seam for real trajectories)."""
     conversations_source: str = "generated"
+    datasets: list[dict[str, Any]] = field(default_factory=list)
     limits: RenderLimits = field(default_factory=RenderLimits)
 
 
@@ -511,6 +512,7 @@ def audit(
             clock=options.clock.isoformat(),
             extra_stop_tokens=list(options.extra_stop_tokens),
             conversations_source=options.conversations_source,
+            datasets=list(options.datasets),
         ),
         template_inputs={item.name: list(item.values) for item in inputs},
         verdict=worst_verdict([r.verdict for r in results]),

@@ -15,6 +15,7 @@ MARKDOWN_COLUMNS = (
     ("family", "family"),
     ("level", "audit_level"),
     ("verdict", "verdict"),
+    ("with real data", "verdict_with_real_data"),
     ("variants", "variant_verdicts"),
     ("tool", "rollout_tool"),
     ("user", "rollout_user"),
@@ -83,8 +84,8 @@ README_END = "<!-- matrix:end -->"
 def readme_summary(rows: Sequence[dict[str, Any]]) -> str:
     """The compact table README shows: audited models only, verdict and stable step kinds."""
     lines = [
-        "| model | level | verdict | tool steps | user steps | main causes |",
-        "|---|---|---|---|---|---|",
+        "| model | level | verdict | with real data | tool steps | user steps | main causes |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         if row.get("status") != "audited":
@@ -92,7 +93,8 @@ def readme_summary(rows: Sequence[dict[str, Any]]) -> str:
         level = "text" if row.get("audit_level") == "text-level only" else "full"
         causes = _cell(row.get("main_causes"), 70)
         lines.append(
-            f"| {row['model_id']} | {level} | **{row['verdict']}** | {row['rollout_tool']} | {row['rollout_user']} "
+            f"| {row['model_id']} | {level} | **{row['verdict']}** | {row.get('verdict_with_real_data') or '–'} "
+            f"| {row['rollout_tool']} | {row['rollout_user']} "
             f"| {causes} |"
         )
     return "\n".join(lines)
@@ -173,6 +175,7 @@ tr.model:hover { background: #f7fbff; cursor: pointer; }
 <script>
 const rows = JSON.parse(document.getElementById("matrix-data").textContent);
 const columns = [["model_id","model"],["family","family"],["audit_level","level"],["verdict","verdict"],
+  ["verdict_with_real_data","with real data"],
   ["rollout_tool","tool"],["rollout_user","user"],["rollout_system","system"],["main_causes","main causes"],
   ["roundtrip_findings","roundtrip"],["refused_shapes","refused shapes"]];
 let sortKey = "model_id", sortDir = 1;

@@ -1,0 +1,125 @@
+"""`tito-audit replay`: a consistent rollout passes; a re-tokenized one is caught at the right turn and token."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from tests import templates
+from tests.helpers import load
+from tests.test_cli import run_cli
+from tito_audit.generate import generate_conversation
+from tito_audit.render import Renderer
+from tito_audit.tokens import TokenCodec
+
+
+@pytest.fixture(scope="module")
+def setup(tiny_model_dir, tmp_path_factory):
+    path = tmp_path_factory.mktemp("replay") / "good.jinja"
+    path.write_text(templates.GOOD, encoding="utf-8")
+    model = load(tiny_model_dir, path)
+    return model, path, TokenCodec(model.tokenizer)
+
+
+def sampled_rollout(model, codec, conversation):
+    """Per assistant turn: the prompt an append-only loop gives and the completion it samples."""
+    renderer = Renderer(model, codec)
+    messages, tools = conversation.messages, conversation.tools
+    stop = codec.id_of("<|im_end|>")
+    turns, buffer, buffer_text = [], None, None
+    for j, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        prompt = renderer.prefixes(messages, tools, [(j, True)])[(j, True)]
+        prompt_ids = prompt.ids if buffer is None else buffer + codec.encode(prompt.text[len(buffer_text) :])
+        full = renderer.text(messages[: j + 1], tools, False)
+        generated = full[len(prompt.text) :]
+        ids = codec.encode(generated)
+        completion = ids[: ids.index(stop) + 1]
+        turns.append({"prompt_ids": prompt_ids, "completion_ids": completion})
+        buffer, buffer_text = prompt_ids + completion, prompt.text + codec.decode(completion)
+    return {"messages": messages, "tools": tools, "turns": turns}
+
+
+def test_consistent_rollouts_pass(setup, tmp_path, tiny_model_dir):
+    model, template, codec = setup
+    records = [sampled_rollout(model, codec, generate_conversation(i, seed=2)) for i in range(4)]
+    path = tmp_path / "ok.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records))
+    result = run_cli(
+        "replay",
+        str(path),
+        "--model",
+        str(tiny_model_dir),
+        "--template",
+        str(template),
+        "--json",
+        str(tmp_path / "r.json"),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["consistent"] and report["consistent_records"] == 4
+    assert not [i for i in report["issues"] if i["kind"] == "not-appended"]
+
+
+def test_retokenized_turn_is_found_at_the_right_token(setup, tmp_path, tiny_model_dir):
+    model, template, codec = setup
+    conversation = next(
+        c
+        for c in (generate_conversation(i, seed=2, max_turns=5) for i in range(50))
+        if c.shape["appended"] == "tool" and sum(m["role"] == "assistant" for m in c.messages) >= 3
+    )
+    record = sampled_rollout(model, codec, conversation)
+    assert len(record["turns"]) >= 3
+    turns = record["turns"]
+    canonical = turns[1]["completion_ids"]
+    split = codec.noncanonical(canonical, random.Random(1))
+    assert split is not None and split != canonical
+    turns[1]["completion_ids"] = split  # the model sampled a non-canonical split ...
+    # ... but the trainer re-tokenized the text for the next prompt (canonical ids again)
+    offset = next(i for i, (a, b) in enumerate(zip(split, canonical, strict=False)) if a != b)
+    expected_index = len(turns[1]["prompt_ids"]) + offset
+    variants = {
+        "verl-like": {
+            "messages": record["messages"],
+            "prompt_ids": [t["prompt_ids"] for t in turns],
+            "response_ids": [t["completion_ids"] for t in turns],
+        },
+        "steps": {
+            "messages": record["messages"],
+            "steps": [{"input_ids": t["prompt_ids"], "output_ids": t["completion_ids"]} for t in turns],
+        },
+    }
+    for name, drifted in variants.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text(json.dumps(drifted))
+        result = run_cli(
+            "replay",
+            str(path),
+            "--model",
+            str(tiny_model_dir),
+            "--template",
+            str(template),
+            "--json",
+            str(tmp_path / f"{name}.json"),
+        )
+        assert result.returncode == 1, result.stdout + result.stderr
+        report = json.loads((tmp_path / f"{name}.json").read_text())
+        issues = [i for i in report["issues"] if i["kind"] == "not-appended"]
+        assert [(i["turn"], i["token_index"]) for i in issues] == [(2, expected_index)]
+        roundtrip = [i for i in report["issues"] if i["kind"] == "roundtrip"]
+        assert [i["turn"] for i in roundtrip] == [1]
+
+
+def test_bad_rollout_files(setup, tmp_path, tiny_model_dir):
+    _, template, _ = setup
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"messages": [], "turns": [{"prompt_ids": [1, "x"], "completion_ids": []}]}\n')
+    result = run_cli("replay", str(bad), "--model", str(tiny_model_dir), "--template", str(template))
+    assert result.returncode == 2 and "no record could be replayed" in result.stderr
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("{nope\n")
+    result = run_cli("replay", str(broken), "--model", str(tiny_model_dir), "--template", str(template))
+    assert result.returncode == 2 and "line 1 is not valid JSON" in result.stderr
