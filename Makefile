@@ -27,7 +27,7 @@ matrix: install
 		--conversations ../shared/conversations/tau-bench/gpt-4o-airline.json \
 		--conversations ../shared/conversations/swe-agent/function_calling_simple.traj \
 		--conversations ../shared/conversations/swe-agent/marshmallow-1867__function_calling.traj \
-		--limit 40 --no-hub --out reports --update-readme README.md
+		--limit 20 --no-hub --out reports --update-readme README.md
 
 bench: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_matrix.py --mirror ../shared/tokenizers

@@ -41,7 +41,8 @@ class MatrixOptions:
     jobs: int = 1
     examples_per_group: int | None = MATRIX_EXAMPLES_PER_GROUP
     conversation_sources: list[str] = field(default_factory=list)
-    """Real trajectories for the combined audit (generated + real), the matrix's own column."""
+    """Real trajectories for the combined audit (generated + real), the matrix's own column; full audits only
+    (template-only rows say n/a: the column is about real token traffic)."""
     conversations_limit: int | None = None
 
 
@@ -56,9 +57,7 @@ def _real_conversations(options: MatrixOptions) -> list:
     if key not in _REAL_CONVERSATIONS:
         loaded = []
         for source in options.conversation_sources:
-            loaded += load_conversations(
-                source, limit=options.conversations_limit, tools_file=options.tools_file
-            ).conversations
+            loaded += load_conversations(source, limit=options.conversations_limit).conversations
         _REAL_CONVERSATIONS[key] = loaded
     return _REAL_CONVERSATIONS[key]
 
@@ -113,7 +112,9 @@ def audit_one(model_id: str, options: MatrixOptions, events: Any = None) -> dict
         write_json(report, options.out_dir / "models" / f"{stem}.json")
         write_markdown(report, options.out_dir / "models" / f"{stem}.md")
         row = row_from_report(report, f"models/{stem}.md", time.monotonic() - started)
-        if options.conversation_sources:
+        if options.conversation_sources and report.text_level_only:
+            row["verdict_with_real_data"] = "n/a (text level)"
+        elif options.conversation_sources:
             from tito_audit.generate import generate
 
             emit("real conversations", 0, 1)
