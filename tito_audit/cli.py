@@ -588,6 +588,172 @@ def replay_command(
     raise typer.Exit(EXIT_OK if report.consistent else EXIT_VERDICT)
 
 
+@app.command("explain")
+def explain_command(
+    model: ModelArg,
+    case: Annotated[
+        int | None, typer.Option("--case", min=1, help="Explain one failing case in full (its number).")
+    ] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the explanations as JSON.")] = None,
+    template: TemplateOpt = None,
+    template_name: TemplateNameOpt = None,
+    kwarg: KwargOpt = [],  # noqa: B006
+    seed: SeedOpt = 0,
+    count: Annotated[int, typer.Option("-n", "--count", min=1, help="Number of generated conversations.")] = 48,
+    max_turns: MaxTurnsOpt = DEFAULT_MAX_TURNS,
+    mirror: MirrorOpt = [],  # noqa: B006
+    cache_dir: CacheOpt = None,
+    revision: RevisionOpt = None,
+    no_hub: NoHubOpt = False,
+    trust_remote_code: RemoteCodeOpt = False,
+) -> None:
+    """Every distinct cause with its evidence and the template lines that produce it (or one case in full)."""
+    import json as json_module
+    from dataclasses import asdict
+
+    from tito_audit.explain import Explainer, numbered_failures
+    from tito_audit.formatters.explain import render_explanations
+    from tito_audit.tokens import TokenCodec
+
+    loaded = _load(
+        model,
+        template=template,
+        template_name=template_name,
+        mirror=mirror,
+        cache_dir=cache_dir,
+        revision=revision,
+        no_hub=no_hub,
+        trust_remote_code=trust_remote_code,
+    )
+    console = Console()
+    options = AuditOptions(seed=seed, count=count, max_turns=max_turns, pinned_kwargs=_parse_kwargs(kwarg))
+    report = _audit_with_progress(loaded, options, console, show=True)
+    cases = numbered_failures(report)
+    if case is not None and not 1 <= case <= len(cases):
+        raise BadInputError(f"--case {case}: there are {len(cases)} failing cases")
+    codec = TokenCodec(
+        loaded.tokenizer, piecewise_control_tokens=loaded.backend != "jinja", template_source=loaded.template_source
+    )
+    explainer = Explainer(loaded, codec, report)
+    if case is not None:
+        chosen = [cases[case - 1]]
+    else:
+        seen: set[str] = set()
+        chosen = []
+        for number, variant, failure in cases:
+            new = [c for c in failure.causes if c not in seen]
+            if new:
+                seen.update(failure.causes)
+                chosen.append((number, variant, failure))
+    explanations = [explainer.explain(n, v, f) for n, v, f in chosen]
+    causes: dict[str, list[int]] = {}
+    for number, _, failure in cases:
+        for cause in failure.causes:
+            causes.setdefault(cause, []).append(number)
+    if json_path is not None:
+        document = {
+            "model_id": report.model.model_id,
+            "template_sha256": report.model.template_sha256,
+            "verdict": report.verdict,
+            "cases": len(cases),
+            "causes": causes,
+            "explanations": [asdict(e) for e in explanations],
+        }
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json_module.dumps(document, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    render_explanations(report, explanations, causes, len(cases), console, full=case is not None)
+    raise typer.Exit(exit_code_for(report))
+
+
+@app.command("patch")
+def patch_command(
+    model: ModelArg,
+    output: Annotated[Path, typer.Option("-o", "--output", help="Write the patched template here.")],
+    diff_path: Annotated[
+        Path | None, typer.Option("--diff", help="Write the unified diff here (default: OUTPUT.diff).")
+    ] = None,
+    template: TemplateOpt = None,
+    template_name: TemplateNameOpt = None,
+    seed: SeedOpt = 0,
+    count: Annotated[int, typer.Option("-n", "--count", min=1, help="Number of generated conversations.")] = 48,
+    max_turns: MaxTurnsOpt = DEFAULT_MAX_TURNS,
+    mirror: MirrorOpt = [],  # noqa: B006
+    cache_dir: CacheOpt = None,
+    revision: RevisionOpt = None,
+    no_hub: NoHubOpt = False,
+    trust_remote_code: RemoteCodeOpt = False,
+) -> None:
+    """Propose a prefix-stable template for the causes with a mechanical fix, audited before it is written."""
+    from dataclasses import replace
+
+    from tito_audit.patching import propose_patch, prove_no_change
+    from tito_audit.render import Renderer, frozen_clock
+    from tito_audit.tokens import TokenCodec
+    from tito_audit.variants import jinja_environment
+
+    loaded = _load(
+        model,
+        template=template,
+        template_name=template_name,
+        mirror=mirror,
+        cache_dir=cache_dir,
+        revision=revision,
+        no_hub=no_hub,
+        trust_remote_code=trust_remote_code,
+    )
+    if loaded.template_source is None:
+        raise BadInputError(
+            f"{loaded.resolved.model_id} renders through {loaded.backend}: there is no template to patch"
+        )
+    console = Console()
+    options = AuditOptions(seed=seed, count=count, max_turns=max_turns)
+    before = _audit_with_progress(loaded, options, console, show=True)
+    causes = sorted(
+        {c for v in before.variants for c in v.checks["rollout"].cause_counts}
+        | {f.cause for v in before.variants for f in v.findings}
+    )
+    patch = propose_patch(loaded.template_source, causes, jinja_environment(), options.clock)
+    for cause, reason in patch.refused.items():
+        console.print(f"[yellow]not fixed[/yellow] {cause}: {reason}", highlight=False)
+    if not patch.changed:
+        console.print(
+            f"no known mechanical fix applies (verdict {before.verdict}; causes: {', '.join(causes) or 'none'})"
+        )
+        raise typer.Exit(EXIT_VERDICT)
+    patched = replace(loaded, template_source=patch.patched, template_origin="patched", template_name=None)
+    after = _audit_with_progress(patched, options, console, show=True)
+    codec = TokenCodec(loaded.tokenizer, template_source=loaded.template_source)
+    original_renderer, patched_renderer = Renderer(loaded, codec), Renderer(patched, codec)
+    conversations = list(generate(count, seed, max_turns))
+    with frozen_clock(loaded.template_source, options.clock), frozen_clock(patch.patched, options.clock):
+        proof = prove_no_change(conversations, original_renderer.text, patched_renderer.text)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(patch.patched, encoding="utf-8")
+    diff_file = diff_path or output.with_name(output.name + ".diff")
+    diff_file.write_text(patch.unified_diff(output.name), encoding="utf-8")
+    for edit in patch.edits:
+        console.print(
+            f"[cyan]{edit.fix}[/cyan] line {edit.line}: {edit.before.strip()}  →  {edit.after.strip()}", highlight=False
+        )
+    table = Table(header_style="bold")
+    for column in ("variant", "before", "after"):
+        table.add_column(column)
+    for old, new in zip(before.variants, after.variants, strict=False):
+        table.add_row(old.name, verdict_text(old.verdict), verdict_text(new.verdict))
+    console.print(table)
+    status = "holds" if proof.holds else "FAILS"
+    console.print(
+        f"no-change proof {status}: {proof.identical} of {proof.compared} renders without an earlier assistant turn "
+        f"are byte-identical; {proof.changed_elsewhere} renders with one changed (where the fix applies)",
+        highlight=False,
+    )
+    for where in proof.differing:
+        console.print(f"  differs: {where}", highlight=False)
+    console.print(f"wrote {output} and {diff_file}")
+    good = after.verdict in (READY, READY_TOOL_ONLY) and proof.holds
+    raise typer.Exit(EXIT_OK if good else EXIT_VERDICT)
+
+
 def main() -> None:
     """Entry point: expected errors become one line on stderr and exit code 2."""
     try:

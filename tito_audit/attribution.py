@@ -1,0 +1,182 @@
+"""Which template source lines wrote which characters of a render.
+
+The template is parsed with the same sandboxed environment transformers uses, and every expression it
+outputs is wrapped in a call that surrounds the value with invisible markers naming its source line.
+Rendering the instrumented copy and reading the markers back gives, for every character of the output,
+the innermost line that produced it (a macro's lines inside the line that calls it). The markers are
+then removed; if the result is not byte-identical to the template's own render (a template that post-
+processes its own output could be confused by them), attribution is reported as unavailable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from jinja2 import nodes
+
+OPEN, SEPARATOR, CLOSE = "\ue000", "\ue001", "\ue002"
+EMIT = "tito_emit_line"
+
+
+@dataclass(frozen=True)
+class SourceLine:
+    number: int
+    text: str
+    reads: tuple[str, ...]
+    """Variables, attributes, filters and functions the line uses (``loop.last``, ``|tojson``, ``strftime_now()``)."""
+
+
+@dataclass
+class AttributedRender:
+    text: str
+    owners: list[int]
+    """Source line of each character (0 where no instrumented expression wrote it)."""
+
+    def lines_at(self, start: int, end: int | None = None) -> list[int]:
+        end = start + 1 if end is None else end
+        return sorted({line for line in self.owners[max(0, start) : max(start + 1, end)] if line})
+
+
+def _dotted(node: nodes.Node) -> str | None:
+    if isinstance(node, nodes.Name):
+        return node.name
+    if isinstance(node, nodes.Getattr):
+        base = _dotted(node.node)
+        return f"{base}.{node.attr}" if base else None
+    if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
+        base = _dotted(node.node)
+        return f"{base}.{node.arg.value}" if base else None
+    return None
+
+
+def _reads_by_line(ast: nodes.Template) -> dict[int, set[str]]:
+    reads: dict[int, set[str]] = {}
+    for node in ast.find_all((nodes.Name, nodes.Getattr, nodes.Getitem, nodes.Filter, nodes.Test, nodes.Call)):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, nodes.Filter):
+            item = f"|{node.name}"
+        elif isinstance(node, nodes.Test):
+            item = f"is {node.name}"
+        elif isinstance(node, nodes.Call):
+            callee = _dotted(node.node)
+            item = f"{callee}()" if callee else None
+        else:
+            item = _dotted(node)
+            if isinstance(node, nodes.Name) and node.ctx != "load":
+                item = None
+        if item and item != EMIT:
+            reads.setdefault(line, set()).add(item)
+    return reads
+
+
+class TemplateAttributor:
+    """Renders a template with source-line attribution of every output character."""
+
+    def __init__(self, source: str) -> None:
+        from transformers.utils.chat_template_utils import _compile_jinja_template
+
+        self.source = source
+        self.environment = _compile_jinja_template(source).environment
+        ast = self.environment.parse(source)
+        self._reads = _reads_by_line(ast)
+        self._conditions: dict[int, list[int]] = {}
+        _collect_conditions(ast, [], self._conditions)
+        for output in ast.find_all(nodes.Output):
+            output.nodes = [
+                nodes.Call(
+                    nodes.Name(EMIT, "load"), [nodes.Const(child.lineno), child], [], None, None, lineno=child.lineno
+                )
+                for child in output.nodes
+            ]
+        code = self.environment.compile(ast)
+        self.template = self.environment.template_class.from_code(
+            self.environment, code, self.environment.make_globals(None)
+        )
+        self.lines = source.splitlines()
+
+    def conditions(self, number: int) -> list[int]:
+        """Lines of the ``if``/``for`` tags that enclose the output on line ``number`` (outermost first)."""
+        return self._conditions.get(number, [])
+
+    def line(self, number: int) -> SourceLine:
+        text = self.lines[number - 1] if 0 < number <= len(self.lines) else ""
+        reads = sorted(item for item in self._reads.get(number, ()) if not item.startswith(("tito_", "is ")) or item)
+        return SourceLine(number, text, tuple(reads))
+
+    def render(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: list[dict] | None,
+        gp: bool,
+        template_kwargs: Mapping[str, Any],
+        expected: str | None = None,
+    ) -> AttributedRender | None:
+        """The render with owners per character; None when it cannot be attributed faithfully."""
+        from transformers.utils.chat_template_utils import _alias_reasoning_fields, _plain_template_data
+
+        def emit(line: int, value: Any) -> str:
+            return f"{OPEN}{line}{SEPARATOR}{value}{CLOSE}"
+
+        chat = _alias_reasoning_fields(
+            _plain_template_data([{k: v for k, v in m.items() if v is not None} for m in messages])
+        )
+        try:
+            raw = self.template.render(
+                messages=chat,
+                tools=_plain_template_data(tools),
+                documents=None,
+                add_generation_prompt=gp,
+                **_plain_template_data(dict(template_kwargs)),
+                **{EMIT: emit},
+            )
+        except Exception:
+            return None
+        text, owners = _strip_markers(raw)
+        if text is None or (expected is not None and text != expected):
+            return None
+        return AttributedRender(text, owners)
+
+
+def _collect_conditions(node: nodes.Node, enclosing: list[int], found: dict[int, list[int]]) -> None:
+    """For each output line, the if/for tags around it (what decides whether and how it is written)."""
+    if isinstance(node, nodes.Output):
+        for child in node.nodes:
+            found.setdefault(child.lineno, list(enclosing))
+        return
+    if isinstance(node, (nodes.If, nodes.For)):
+        for child in node.iter_child_nodes():
+            _collect_conditions(child, [*enclosing, node.lineno], found)
+        return
+    for child in node.iter_child_nodes():
+        _collect_conditions(child, enclosing, found)
+
+
+def _strip_markers(raw: str) -> tuple[str | None, list[int]]:
+    out: list[str] = []
+    owners: list[int] = []
+    stack: list[int] = []
+    position = 0
+    while position < len(raw):
+        char = raw[position]
+        if char == OPEN:
+            end = raw.find(SEPARATOR, position)
+            if end < 0:
+                return None, []
+            try:
+                stack.append(int(raw[position + 1 : end]))
+            except ValueError:
+                return None, []
+            position = end + 1
+            continue
+        if char == CLOSE:
+            if not stack:
+                return None, []
+            stack.pop()
+            position += 1
+            continue
+        out.append(char)
+        owners.append(stack[-1] if stack else 0)
+        position += 1
+    return ("".join(out), owners) if not stack else (None, [])

@@ -1,0 +1,60 @@
+"""Terminal output of ``tito-audit explain``."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.text import Text
+
+from tito_audit.explain import Explanation
+from tito_audit.formatters.common import location, visible
+from tito_audit.formatters.terminal import token_diff, verdict_text
+from tito_audit.results import AuditReport
+
+
+def render_explanations(
+    report: AuditReport,
+    explanations: list[Explanation],
+    causes: dict[str, list[int]],
+    cases: int,
+    console: Console,
+    full: bool = False,
+) -> None:
+    console.print(
+        Text.assemble(f"{report.model.model_id}: ", verdict_text(report.verdict), f" — {cases} failing cases")
+    )
+    for cause, numbers in sorted(causes.items(), key=lambda kv: -len(kv[1])):
+        shown = ", ".join(str(n) for n in numbers[:8]) + (" …" if len(numbers) > 8 else "")
+        console.print(f"  {cause}: {len(numbers)} cases ({shown})", highlight=False)
+    for explanation in explanations:
+        failure = explanation.failure
+        parts: list = [
+            Text(
+                f"{failure.check}/{failure.aspect} at {location(failure)}; variant {explanation.variant}", style="bold"
+            ),
+        ]
+        if explanation.byte_offset is not None:
+            parts.append(
+                Text(f"first differing token at byte {explanation.byte_offset} of the earlier side", style="dim")
+            )
+        for side in explanation.sides:
+            parts.append(Text(f"{side.side}: {side.render}, character {side.char_index}: …{visible(side.excerpt)}…"))
+            for line in side.lines:
+                reads = f"   reads {', '.join(line.reads)}" if line.reads else ""
+                parts.append(Syntax(line.text, "jinja", line_numbers=True, start_line=line.number, word_wrap=True))
+                if reads:
+                    parts.append(Text(reads, style="cyan"))
+            if not side.lines:
+                parts.append(Text("  (no template line could be attributed)", style="dim"))
+        for confirmation in explanation.confirmations:
+            mark = ("✓", "green") if confirmation.confirmed else ("✗", "red")
+            parts.append(Text.assemble((f"{mark[0]} {confirmation.cause}: ", mark[1]), confirmation.evidence))
+        if explanation.note:
+            parts.append(Text(explanation.note, style="yellow"))
+        if full:
+            parts.append(token_diff(failure))
+        from rich.console import Group
+
+        title = f"case {explanation.case}: " + ", ".join(failure.causes)
+        console.print(Panel(Group(*parts), title=title, title_align="left"))
