@@ -106,3 +106,34 @@ TOOL_RESULT_MERGES_WITH_END = build(
 )
 """The assistant turn ends with the plain-text stop token " END"; a tool result starts with "ING", and
 " ENDING" is one token of the tiny vocabulary: the text prefix holds but tokens merge at the join."""
+
+
+MULTILINE_EMPTY_THINK = """{%- for m in messages %}
+{%- if m.role == 'assistant' %}
+{{- '<|im_start|>assistant\\n' }}
+{%- if m.reasoning_content %}
+{{- '<think>' + m.reasoning_content + '</think>' }}
+{%- elif loop.last %}
+{{- '<think>\\n\\n</think>\\n\\n' }}
+{%- endif %}
+{{- m.content if m.content is string else '' }}
+{%- for c in m.tool_calls or [] %}
+{%- set args = c.function.arguments if c.function.arguments is string else c.function.arguments | tojson %}
+{{- '<tool_call>' + c.function.name + ' ' + args + '</tool_call>' }}
+{%- endfor %}
+{{- '<|im_end|>\\n' }}
+{%- elif m.role == 'tool' %}
+{{- '<|im_start|>tool\\n' + m.content + '<|im_end|>\\n' }}
+{%- else %}
+{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+{{- '<|im_start|>assistant\\n' }}
+{%- endif %}"""
+"""EMPTY_THINK_ONLY_WHEN_LAST on several lines: the empty block is written on line 7, gated on line 6."""
+
+MULTILINE_DATED = MULTILINE_EMPTY_THINK.replace(
+    "{%- for m in messages %}", "{{- 'Today: ' + strftime_now('%d %b %Y') + '\\n' }}\n{%- for m in messages %}", 1
+).replace("{%- elif loop.last %}", "{%- elif false %}")
+"""A correct template except for the date on line 1."""

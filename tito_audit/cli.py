@@ -211,6 +211,22 @@ def _apply_conversation_sources(
     options.conversations_source = "; ".join(labels)
 
 
+def _attach_explanations(report: AuditReport, loaded: LoadedModel) -> None:
+    """Template lines and cause confirmations for the first failure of each cause (JSON and terminal)."""
+    from dataclasses import asdict
+
+    from tito_audit.explain import compact, explain_first_per_cause
+    from tito_audit.tokens import TokenCodec
+
+    if loaded.template_source is None:
+        return
+    codec = TokenCodec(loaded.tokenizer, template_source=loaded.template_source)
+    for explanation in explain_first_per_cause(report, loaded, codec):
+        document = asdict(explanation)
+        document["summary"] = compact(explanation)
+        report.explanations.append(document)
+
+
 def _fail_if_refused_everything(report: AuditReport) -> None:
     reason = refused_everything(report)
     if reason is not None:
@@ -302,6 +318,7 @@ def audit_command(
         trust_remote_code=trust_remote_code,
     )
     report = _audit_with_progress(loaded, options, console, show=not quiet)
+    _attach_explanations(report, loaded)
     if json_path is not None:
         write_json(report, json_path)
     if markdown_path is not None:

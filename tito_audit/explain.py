@@ -302,3 +302,31 @@ def explanation_to_dict(explanation: Explanation) -> dict[str, Any]:
     from dataclasses import asdict
 
     return asdict(explanation)
+
+
+def explain_first_per_cause(report: AuditReport, model: LoadedModel, codec: TokenCodec) -> list[Explanation]:
+    """Explanations of the first case that carries each cause (what the reports show as examples)."""
+    explainer = Explainer(model, codec, report)
+    seen: set[str] = set()
+    chosen = []
+    for number, variant, failure in numbered_failures(report):
+        if set(failure.causes) - seen:
+            seen.update(failure.causes)
+            chosen.append(explainer.explain(number, variant, failure))
+    return chosen
+
+
+def compact(explanation: Explanation) -> str:
+    """One line: the causes, where, and the template lines with what they read."""
+    lines = sorted(
+        {line.number: line for side in explanation.sides for line in side.lines}.values(),
+        key=lambda source_line: source_line.number,
+    )
+    reads = sorted({r for line in lines for r in line.reads if "." in r or r.startswith("|") or r.endswith("()")})
+    confirmed = [c.cause for c in explanation.confirmations if c.confirmed]
+    where = f"lines {', '.join(str(line.number) for line in lines)}" if lines else "no template line attributed"
+    return (
+        f"case {explanation.case} ({', '.join(explanation.failure.causes)}): {where}"
+        + (f"; reads {', '.join(reads[:6])}" if reads else "")
+        + (f"; confirmed: {', '.join(confirmed)}" if confirmed else "; not confirmed mechanically")
+    )

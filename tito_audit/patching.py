@@ -79,7 +79,7 @@ class Patch:
 
 
 def _mentions_assistant(test: nodes.Node) -> bool:
-    return any(isinstance(c, nodes.Const) and c.value == "assistant" for c in test.find_all(nodes.Const))
+    return any(isinstance(c, nodes.Const) and c.value == "assistant" for c in [test, *test.find_all(nodes.Const)])
 
 
 def _assistant_position_ifs(ast: nodes.Template) -> set[int]:
@@ -88,8 +88,11 @@ def _assistant_position_ifs(ast: nodes.Template) -> set[int]:
 
     def walk(node: nodes.Node, in_assistant: bool) -> None:
         if isinstance(node, nodes.If):
+            getattrs = [node.test, *node.test.find_all(nodes.Getattr)]
             test_reads = {
-                f"{n.node.name}.{n.attr}" for n in node.test.find_all(nodes.Getattr) if isinstance(n.node, nodes.Name)
+                f"{n.node.name}.{n.attr}"
+                for n in getattrs
+                if isinstance(n, nodes.Getattr) and isinstance(n.node, nodes.Name)
             }
             if in_assistant and test_reads & {"loop.last", "loop.index0", "loop.index"}:
                 lines.add(node.lineno)

@@ -212,5 +212,8 @@ class AuditReport:
     """True when the model has no vocabulary here: a stand-in tokenizer, text-level results only."""
     variants: list[VariantResult]
     notes: list[str]
+    explanations: list[dict[str, object]] = field(default_factory=list)
+    """For the first failure of each cause: the template lines behind it and the confirmation of each label
+    (see ``tito-audit explain``); filled by ``audit`` on the command line."""
     generated_at: str = ""
     duration_seconds: float = 0.0

@@ -131,6 +131,10 @@ def to_markdown(report: AuditReport) -> str:
     lines.append("")
     for variant in report.variants:
         lines += _variant(variant)
+    if report.explanations:
+        lines += ["## Template lines behind each cause", ""]
+        lines += [f"- {_cell(e.get('summary', ''))}" for e in report.explanations]
+        lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
 

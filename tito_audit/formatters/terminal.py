@@ -158,6 +158,10 @@ def render_report(report: AuditReport, console: Console | None = None) -> None:
         console.print(Text(note, style="yellow"))
     for variant in report.variants:
         console.print(_variant_panel(variant))
+    if report.explanations:
+        console.print(Text("template lines behind each cause (tito-audit explain for details):", style="bold"))
+        for explanation in report.explanations:
+            console.print(Text("  " + str(explanation.get("summary", "")), style="cyan"))
     console.print(
         Text.assemble("overall verdict: ", verdict_text(report.verdict), f"  ({report.duration_seconds:.1f}s)")
     )
