@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from tito_audit.attribution import AttributedRender, SourceLine, TemplateAttributor
 from tito_audit.causes import EMPTY_THINK
@@ -296,12 +295,6 @@ def confirm(
         )
         return Confirmation(cause, shown, "token windows differ as the label says (see the diff)")
     return Confirmation(cause, False, "no mechanical confirmation for this label")
-
-
-def explanation_to_dict(explanation: Explanation) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    return asdict(explanation)
 
 
 def explain_first_per_cause(report: AuditReport, model: LoadedModel, codec: TokenCodec) -> list[Explanation]:

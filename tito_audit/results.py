@@ -105,10 +105,6 @@ class CheckResult:
     def failed(self) -> int:
         return sum(r.failed for r in self.rows)
 
-    @property
-    def cases(self) -> int:
-        return sum(r.cases for r in self.rows)
-
 
 @dataclass
 class RefusedShape:

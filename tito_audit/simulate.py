@@ -18,7 +18,6 @@ from tito_audit.conversation import ASSISTANT, TOOL, USER, Conversation, Message
 from tito_audit.diff import (
     common_prefix_length,
     first_difference,
-    is_prefix,
     mismatched_positions,
     text_window,
     token_window,
@@ -109,12 +108,6 @@ class RolloutSimulator:
             if message.get("role") == ASSISTANT:
                 keys += [(j, True), (j + 1, False)]
         return keys
-
-    def render_rollout(self, conversation: Conversation) -> dict[tuple[int, bool], RenderedPrefix]:
-        """The renders the rollout needs; raises :class:`PrefixRenderError` when the template refuses."""
-        return self.renderer.prefixes(
-            conversation.messages, conversation.tools, self.rollout_keys(conversation.messages)
-        )
 
     # -- entry point ----------------------------------------------------------------------------
     def run(self, conversation: Conversation, renders: dict[tuple[int, bool], RenderedPrefix]) -> Outcome:
@@ -637,6 +630,3 @@ class RolloutSimulator:
 
 def render_failure_reason(error: PrefixRenderError) -> str:
     return f"{error.reason} (rendering messages[:{error.k}], add_generation_prompt={error.gp})"
-
-
-__all__ = ["FAILED", "PASSED", "REFUSED", "Outcome", "RolloutSimulator", "is_prefix", "render_failure_reason"]

@@ -122,10 +122,6 @@ class TokenCodec:
             return self._rust.decode(list(ids), skip_special_tokens=False)
         return self.tokenizer.decode(list(ids), skip_special_tokens=False)
 
-    def token_texts(self, ids: Sequence[int]) -> list[str]:
-        """Each id decoded alone (partial UTF-8 shows as U+FFFD)."""
-        return [self.decode([i]) for i in ids]
-
     # -- vocabulary facts ---------------------------------------------------------------------
     @cached_property
     def control_ids_by_text(self) -> dict[str, int]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -55,16 +54,6 @@ def problems_of(conversation: Conversation) -> list[str]:
     if conversation.tools is not None and not isinstance(conversation.tools, list):
         problems.append("tools is not a list")
     return problems
-
-
-def has_non_finite(value: Any) -> bool:
-    if isinstance(value, float):
-        return not math.isfinite(value)
-    if isinstance(value, dict):
-        return any(has_non_finite(v) for v in value.values())
-    if isinstance(value, list):
-        return any(has_non_finite(v) for v in value)
-    return False
 
 
 def validate_conversations(conversations: Sequence[Conversation]) -> None:
