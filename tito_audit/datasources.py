@@ -68,26 +68,36 @@ class SkipRecord(Exception):
     """A record that cannot be adapted; the message is the reason."""
 
 
-def _read_local(path: Path, split: str) -> list[Any]:
-    suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        return _through_datasets("parquet", split, data_files=str(path))
+def read_text(path: Path) -> str:
+    """A UTF-8 file's text, or a one-line :class:`BadInputError`."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise BadInputError(f"{path}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
     except OSError as exc:
         raise BadInputError(f"{path}: {exc.strerror or exc}") from exc
+
+
+def parse_jsonl(path: Path, text: str) -> list[Any]:
+    """One JSON value per non-empty line; the first bad line is named in the error."""
+    records = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except ValueError as exc:
+            raise BadInputError(f"{path}: line {number} is not valid JSON ({exc})") from exc
+    return records
+
+
+def _read_local(path: Path, split: str) -> list[Any]:
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        return _through_datasets("parquet", split, data_files=str(path))
+    text = read_text(path)
     if suffix == ".jsonl":
-        records = []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                records.append(json.loads(line))
-            except ValueError as exc:
-                raise BadInputError(f"{path}: line {number} is not valid JSON ({exc})") from exc
-        return records
+        return parse_jsonl(path, text)
     try:
         document = json.loads(text)
     except ValueError as exc:

@@ -15,7 +15,7 @@ import queue
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -97,17 +97,14 @@ def audit_one(model_id: str, options: MatrixOptions, events: Any = None) -> dict
         return base_row(model_id, FAILED_TO_LOAD, str(exc))
     except Exception as exc:  # a broken tokenizer folder must not stop the matrix
         return base_row(model_id, FAILED_TO_LOAD, f"{type(exc).__name__}: {exc}")
+    settings = AuditOptions(
+        seed=options.seed,
+        count=options.count,
+        max_turns=options.max_turns,
+        max_examples_per_group=options.examples_per_group,
+    )
     try:
-        report = audit(
-            loaded,
-            AuditOptions(
-                seed=options.seed,
-                count=options.count,
-                max_turns=options.max_turns,
-                max_examples_per_group=options.examples_per_group,
-            ),
-            progress=lambda variant, done, total: emit(variant, done, total),
-        )
+        report = audit(loaded, settings, progress=lambda variant, done, total: emit(variant, done, total))
         stem = report_stem(model_id)
         write_json(report, options.out_dir / "models" / f"{stem}.json")
         write_markdown(report, options.out_dir / "models" / f"{stem}.md")
@@ -120,11 +117,8 @@ def audit_one(model_id: str, options: MatrixOptions, events: Any = None) -> dict
             emit("real conversations", 0, 1)
             combined = audit(
                 loaded,
-                AuditOptions(
-                    seed=options.seed,
-                    count=options.count,
-                    max_turns=options.max_turns,
-                    max_examples_per_group=options.examples_per_group,
+                replace(
+                    settings,
                     conversations=[
                         *generate(options.count, options.seed, options.max_turns),
                         *_real_conversations(options),

@@ -17,14 +17,13 @@ prompt ids ``prompt_ids``/``prompt_token_ids``/``input_ids``/``prompt_tokens``; 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tito_audit.conversation import ASSISTANT
-from tito_audit.datasources import SkipRecord, adapt_messages
-from tito_audit.diff import first_difference, mismatched_positions, token_window
+from tito_audit.datasources import SkipRecord, adapt_messages, parse_jsonl, read_text
+from tito_audit.diff import common_prefix_length, first_difference, mismatched_positions, token_window
 from tito_audit.errors import BadInputError
 from tito_audit.render import PrefixRenderError, Renderer
 from tito_audit.results import TokenWindow
@@ -111,32 +110,32 @@ def turns_of(record: dict) -> list[tuple[list[int], list[int]]]:
 
 
 def read_records(path: Path) -> list[Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise BadInputError(f"{path}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
-    except OSError as exc:
-        raise BadInputError(f"{path}: {exc.strerror or exc}") from exc
-    records = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            try:
-                records.append(json.loads(line))
-            except ValueError as exc:
-                raise BadInputError(f"{path}: line {number} is not valid JSON ({exc})") from exc
+    records = parse_jsonl(path, read_text(path))
     if not records:
         raise BadInputError(f"{path}: no records")
     return records
 
 
 def replay(records: list[Any], renderer: Renderer, codec: TokenCodec, model_id: str, source: str) -> ReplayReport:
-    def decode_one(token_id: int) -> str:
-        return codec.decode([token_id])
-
     issues: list[TurnIssue] = []
     results: list[RecordResult] = []
     skipped: dict[str, int] = {}
     total_turns = 0
+
+    def issue(record: int, turn: int, kind: str, expected: list[int], actual: list[int], detail: str) -> None:
+        at = common_prefix_length(expected, actual)
+        issues.append(
+            TurnIssue(
+                record,
+                turn,
+                kind,
+                at,
+                token_window(expected, at, lambda i: codec.decode([i])),
+                token_window(actual, at, lambda i: codec.decode([i])),
+                detail,
+            )
+        )
+
     for index, record in enumerate(records):
         try:
             if not isinstance(record, dict):
@@ -152,69 +151,46 @@ def replay(records: list[Any], renderer: Renderer, codec: TokenCodec, model_id: 
         for turn, (prompt, completion) in enumerate(pairs):
             again = codec.encode(codec.decode(completion))
             if again != completion:
-                at = first_difference(completion, again) or 0
-                issues.append(
-                    TurnIssue(
-                        index,
-                        turn,
-                        "roundtrip",
-                        at,
-                        token_window(completion, at, decode_one),
-                        token_window(again, at, decode_one),
-                        "completion ids do not survive decode -> encode",
-                    )
-                )
+                issue(index, turn, "roundtrip", completion, again, "completion ids do not survive decode -> encode")
             if turn == 0:
                 continue
             previous = pairs[turn - 1][0] + pairs[turn - 1][1]
-            at = first_difference(previous, prompt)
-            if at is None:
+            if first_difference(previous, prompt) is None:
                 result.bridges.append(len(prompt) - len(previous))
                 continue
             result.consistent = False
-            issues.append(
-                TurnIssue(
+            issue(
+                index,
+                turn,
+                "not-appended",
+                previous,
+                prompt,
+                "expected: previous prompt + completion; actual: this turn's prompt",
+            )
+        # the template's own prompts for each turn and its render of the whole conversation, in one batch
+        assistants = [j for j, m in enumerate(messages) if m.get("role") == ASSISTANT][: len(pairs)]
+        keys = [(j, True) for j in assistants] + ([(len(messages), False)] if messages else [])
+        try:
+            renders = renderer.prefixes(messages, tools, keys) if keys else {}
+        except PrefixRenderError:
+            renders = {}
+        for turn, j in enumerate(assistants):
+            if (j, True) in renders and renders[(j, True)].ids != pairs[turn][0]:
+                issue(
                     index,
                     turn,
-                    "not-appended",
-                    at,
-                    token_window(previous, at, decode_one),
-                    token_window(prompt, at, decode_one),
-                    "expected: previous prompt + completion; actual: this turn's prompt",
+                    "template-prompt",
+                    renders[(j, True)].ids,
+                    pairs[turn][0],
+                    "expected: the template's prompt; actual: the saved prompt",
                 )
-            )
-        assistants = [j for j, m in enumerate(messages) if m.get("role") == ASSISTANT]
-        for turn, j in enumerate(assistants[: len(pairs)]):
-            try:
-                rendered = renderer.prefixes(messages, tools, [(j, True)])[(j, True)].ids
-            except PrefixRenderError:
-                break
-            at = first_difference(rendered, pairs[turn][0]) if rendered != pairs[turn][0] else None
-            if at is not None or len(rendered) != len(pairs[turn][0]):
-                at = at if at is not None else min(len(rendered), len(pairs[turn][0]))
-                issues.append(
-                    TurnIssue(
-                        index,
-                        turn,
-                        "template-prompt",
-                        at,
-                        token_window(rendered, at, decode_one),
-                        token_window(pairs[turn][0], at, decode_one),
-                        "expected: the template's prompt; actual: the saved prompt",
-                    )
-                )
-        if pairs and messages:
-            try:
-                full = renderer.prefixes(messages, tools, [(len(messages), False)])[(len(messages), False)].ids
-            except PrefixRenderError:
-                full = None
-            if full is not None:
-                buffer = pairs[-1][0] + pairs[-1][1]
-                result.rerender_first_divergence = first_difference(buffer, full)
-                result.rerender_mismatched = mismatched_positions(
-                    buffer, full[: len(buffer)] if len(full) > len(buffer) else full
-                )
-                result.rerender_total = len(buffer)
+        full = renders.get((len(messages), False))
+        if pairs and full is not None:
+            buffer = pairs[-1][0] + pairs[-1][1]
+            reference = full.ids[: len(buffer)] if len(full.ids) > len(buffer) else full.ids
+            result.rerender_first_divergence = first_difference(buffer, full.ids)
+            result.rerender_mismatched = mismatched_positions(buffer, reference)
+            result.rerender_total = len(buffer)
         results.append(result)
     return ReplayReport(
         model_id=model_id,

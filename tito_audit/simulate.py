@@ -9,6 +9,7 @@ seam stability and re-render drift, and compare the bridge with a history-free s
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -133,6 +134,10 @@ class RolloutSimulator:
         context: TextContext,
     ) -> None:
         messages = conversation.messages
+        missing = [(k, False) for k in range(1, len(messages) + 1) if (k, False) not in renders]
+        # usually every prefix renders: one batch (one tokenizer call); otherwise prefix by prefix below
+        with contextlib.suppress(RenderError):
+            renders.update(self.renderer.prefixes(messages, conversation.tools, missing))
         for k in range(1, len(messages)):
             role = str(messages[k].get("role"))
             category = f"{role} after {messages[k - 1].get('role')}"
