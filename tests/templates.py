@@ -137,3 +137,61 @@ MULTILINE_DATED = MULTILINE_EMPTY_THINK.replace(
     "{%- for m in messages %}", "{{- 'Today: ' + strftime_now('%d %b %Y') + '\\n' }}\n{%- for m in messages %}", 1
 ).replace("{%- elif loop.last %}", "{%- elif false %}")
 """A correct template except for the date on line 1."""
+
+
+# -- realizable turns and attribution (SPEC "Realizable turns", "Attribution") ----------------------------------
+
+THINK_BLOCK = "<think>" + NL + "{{ m.reasoning_content or '' }}" + NL + "</think>" + NL + NL
+CLOSED_THINK_PROMPT = (
+    "{%- if add_generation_prompt -%}<|im_start|>assistant"
+    + NL
+    + "<think>"
+    + NL
+    + NL
+    + "</think>"
+    + NL
+    + NL
+    + "{%- endif -%}"
+)
+
+PROMPT_CLOSES_THINK = build(reasoning=THINK_BLOCK, gen=CLOSED_THINK_PROMPT)
+"""Thinking off: the prompt writes an empty, closed think block, and history renders every assistant turn with
+its (possibly empty) think block. Correct: a model cannot reason in a turn, so reasoning-bearing turns are not
+realizable, and the rest is stable."""
+
+PROMPT_CLOSES_THINK_HISTORY_DROPS_EMPTY = build(
+    reasoning="{%- if loop.last or m.reasoning_content -%}" + THINK_BLOCK + "{%- endif -%}", gen=CLOSED_THINK_PROMPT
+)
+"""As above, but history drops the empty block of earlier turns (Qwen3's non-thinking mode): broken."""
+
+PROMPT_OPENS_THINK_HISTORY_STRIPS = build(
+    reasoning="",
+    gen="{%- if add_generation_prompt -%}<|im_start|>assistant" + NL + "<think>" + NL + "{%- endif -%}",
+)
+"""QwQ-like: the prompt opens a think block that history never renders, in any form of the turn: broken."""
+
+TOOL_CLOSED_DIFFERENTLY_WHEN_LAST = build(
+    tool="<|im_start|>tool" + NL + "{{ m.content }}{{ '<|im_end|>' if loop.last else '\\n<|im_end|>' }}" + NL
+)
+"""Hermes-3-like: a tool result is closed with ``<|im_end|>`` when last and ``\\n<|im_end|>`` once anything
+follows, so the tool message already in the buffer is rewritten (not a generation-prompt mismatch)."""
+
+THINKING_SWITCH = build(
+    reasoning=THINK_BLOCK,
+    gen="{%- if add_generation_prompt -%}<|im_start|>assistant"
+    + NL
+    + "<think>"
+    + NL
+    + "{%- if enable_thinking is false -%}"
+    + NL
+    + "</think>"
+    + NL
+    + NL
+    + "{%- endif -%}{%- endif -%}",
+)
+"""Qwen3.5-like with a switch: ``enable_thinking=false`` closes the block in the prompt, otherwise the prompt
+opens it and the model writes its reasoning; history always renders the block. Ready in every variant."""
+
+PROMPT_CLOSES_THINK_HISTORY_NEVER_SHOWS = build(reasoning="", gen=CLOSED_THINK_PROMPT)
+"""The prompt writes an empty closed think block that no rendered turn ever shows, in any form: a generation-
+prompt mismatch, and the buffer's empty block is dropped (two labels on one failure)."""

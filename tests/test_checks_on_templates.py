@@ -58,7 +58,8 @@ CASES = [
     # (template, expected verdict, check whose causes carry the label, label)
     ("EMPTY_THINK_ONLY_WHEN_LAST", BROKEN, "rollout", "empty-think-dropped"),
     ("REASONING_AFTER_LAST_USER_ONLY", READY_TOOL_ONLY, "rollout", "reasoning-pruned"),
-    ("GEN_PROMPT_OPENS_THINK", BROKEN, "rollout", "gen-prompt-mismatch"),
+    ("PROMPT_OPENS_THINK_HISTORY_STRIPS", BROKEN, "rollout", "gen-prompt-mismatch"),
+    ("TOOL_CLOSED_DIFFERENTLY_WHEN_LAST", BROKEN, "rollout", "closing-rewritten"),
     ("STOP_TOKEN_SWAPPED_IN_HISTORY", BROKEN, "rollout", "stop-token-swap"),
     ("CONTENT_TRIMMED_IN_HISTORY", BROKEN, "rollout", "content-rewritten"),
     ("ARGUMENTS_RESERIALIZED_IN_HISTORY", BROKEN, "rollout", "tool-call-reformatted"),

@@ -115,7 +115,7 @@ def test_qwen3_patch_is_ready_where_it_can_be(tmp_path):
 
     model = load_model(resolve_model("Qwen/Qwen3-4B", mirrors=[SHARED_TOKENIZERS], allow_hub=False), template_file=out)
     verdicts = {v.name: v.verdict for v in audit(model, AuditOptions(count=24)).variants}
-    assert verdicts["default"] == "ready" and verdicts["enable_thinking=true"] == "ready"
-    # enable_thinking=false keeps a generation prompt that history renders differently: refused, not hidden
-    assert verdicts["enable_thinking=false"] == "broken"
-    assert "not fixed gen-prompt-mismatch" in result.stdout and result.returncode == 1
+    # history renders every assistant turn as the last one: the empty think block of enable_thinking=false
+    # (what that prompt writes) stays, and so does reasoning before a later user message
+    assert verdicts == {"default": "ready", "enable_thinking=false": "ready", "enable_thinking=true": "ready"}
+    assert result.returncode == 0 and "not fixed" not in result.stdout

@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SHARED_TOKENIZERS, requires_shared
+from tito_audit.explain import audited_conversation
 from tito_audit.formatters.json_report import VOLATILE_KEYS, report_to_dict
 from tito_audit.generate import generate_conversation
 from tito_audit.model import JINJA, LoadedModel, load_model
+from tito_audit.render import DEFAULT_CLOCK, Renderer, frozen_clock
 from tito_audit.resolve import resolve_model
 from tito_audit.results import BROKEN, READY, AuditReport
 from tito_audit.service import AuditOptions, audit
-from tito_audit.shapes import SHAPE_CHANGES, apply_changes
 from tito_audit.tokens import TokenCodec
 
 pytestmark = [requires_shared, pytest.mark.shared]
@@ -65,11 +66,11 @@ def test_audit_is_deterministic(model_id):
     assert json.dumps(first) == json.dumps(second)
 
 
-def _conversation(failure, report: AuditReport):
-    index = int(failure.conversation_id.lstrip("c"))
-    conversation = generate_conversation(index, report.settings.seed, report.settings.max_turns)
-    by_name = {change.name: change for change in SHAPE_CHANGES}
-    return apply_changes(conversation, tuple(by_name[name] for name in failure.shape_changes))
+def _conversation(failure, report: AuditReport, model, codec, kwargs):
+    """The conversation as the audit rendered it (generated for the variant, reshaped, turns realizable)."""
+    renderer = Renderer(model, codec, kwargs)
+    with frozen_clock(model.template_source, DEFAULT_CLOCK):
+        return audited_conversation(failure, report, None, renderer)
 
 
 @pytest.mark.parametrize("model_id", MODELS)
@@ -84,7 +85,7 @@ def test_every_text_divergence_reproduces(model_id):
         for failure in variant.failures:
             if failure.aspect != "text" or failure.check not in ("append", "rollout"):
                 continue
-            conversation = _conversation(failure, report)
+            conversation = _conversation(failure, report, model, codec, variant.kwargs)
             k = failure.turn + 1 if failure.check == "append" else failure.turn
             later = model.tokenizer.apply_chat_template(
                 conversation.messages[:k],

@@ -13,7 +13,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tito_audit.conversation import Message
+from tito_audit.conversation import ASSISTANT, Message
+from tito_audit.realize import MessageRef
 
 EMPTY_THINK = re.compile(
     r"<(think|thinking|seed:think|reasoning)>\s*</\1>"
@@ -71,6 +72,18 @@ def _control_at(text: str, index: int, controls: Iterable[str], pattern: re.Patt
     return best
 
 
+def token_boundary(text: str, index: int, pattern: re.Pattern[str] | None) -> int:
+    """``index``, moved back to the start of the control token whose text covers it (two renders that part
+    inside a control token's text, as ``<|im_end|>`` and ``<|im_start|>`` do after ``<|im_``, part at the token).
+    """
+    if pattern is None or index <= 0:
+        return index
+    for match in pattern.finditer(text, max(0, index - _MAX_CONTROL), index + _MAX_CONTROL):
+        if match.start() < index < match.end():
+            return match.start()
+    return index
+
+
 def _squash(text: str) -> str:
     return _WS.sub("", text)
 
@@ -91,12 +104,19 @@ def _json_equivalent(a: str, b: str) -> bool:
 
 
 def classify_text_divergence(
-    earlier: str, later: str, index: int, context: TextContext, known: Sequence[str] = ()
+    earlier: str,
+    later: str,
+    index: int,
+    context: TextContext,
+    known: Sequence[str] = (),
+    owner: MessageRef | None = None,
 ) -> list[str]:
     """Labels for ``earlier`` not being a prefix of ``later``; ``index`` is their first differing character.
 
     ``known`` are labels the caller established (``gen-prompt-mismatch``); they come first and the
-    content/tool-call fallback is only used when no rule explains the divergence.
+    content/tool-call fallback is only used when no rule explains the divergence. ``owner`` is the message
+    whose rendering changed (see :func:`tito_audit.realize.owner_of`): a tool, user or system message is
+    either rewritten in its text or closed differently once something follows it.
     """
     labels: list[str] = list(known)
     controls = list(context.controls)
@@ -105,12 +125,19 @@ def classify_text_divergence(
 
     for reasoning in _reasoning_strings(context.messages):
         found = earlier.find(reasoning, max(0, index - len(reasoning)))
-        if 0 <= found <= index + _LOOKAHEAD and reasoning not in later[found : found + len(reasoning) + _LOOKAHEAD]:
+        near_later = later[max(0, found - _LOOKAHEAD) : found + len(reasoning) + _LOOKAHEAD]
+        if 0 <= found <= index + _LOOKAHEAD and reasoning not in near_later:
             labels.append("reasoning-pruned")
             break
     think = EMPTY_THINK.search(earlier, max(0, index - 16))
     if think is not None and think.start() <= index + 2 and not later.startswith(think.group(0), think.start()):
         labels.append("empty-think-dropped")
+    if owner is not None and owner.role != ASSISTANT:
+        # a tool, user or system message: rewritten in its text, or closed differently once followed
+        if len(labels) == len(known):
+            moved = _moved_in(earlier, later, index, context.messages)
+            labels.append("content-rewritten" if moved else _non_assistant_label(index, owner))
+        return labels
 
     control_earlier = _control_at(earlier, index, controls, context.control_pattern)
     control_later = _control_at(later, index, controls, context.control_pattern)
@@ -129,6 +156,24 @@ def classify_text_divergence(
     if not labels:
         labels.append(_fallback(earlier, later, index, context))
     return labels
+
+
+def _moved_in(earlier: str, later: str, index: int, messages: Sequence[Message]) -> bool:
+    """Whether ``later`` has, right at ``index``, the text of a message that ``earlier`` does not have there
+    (a later system message merged into the system prompt, a system prompt moved to the last user turn)."""
+    for text in _message_texts(messages):
+        window = index + len(text) + 40
+        if later.find(text, index, window) >= 0 and earlier.find(text, index, window) < 0:
+            return True
+    return False
+
+
+def _non_assistant_label(index: int, owner: MessageRef) -> str:
+    """``closing-rewritten`` when the divergence lies after the message's own text (its end token or separator
+    changed once another message followed it), else ``content-rewritten`` (its text, or what precedes it)."""
+    if owner.content_end is not None:
+        return "closing-rewritten" if owner.content_end <= index else "content-rewritten"
+    return "closing-rewritten" if owner.was_last else "content-rewritten"
 
 
 def _message_texts(messages: Sequence[Message]) -> list[str]:

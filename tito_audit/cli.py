@@ -189,8 +189,8 @@ def _apply_conversation_sources(
     """Load real trajectories and scenario packs into ``options`` (generated ones stay only if asked)."""
     if not sources and not scenarios:
         return
-    conversations = list(generate(options.count, options.seed, options.max_turns)) if with_generated else []
-    labels = [f"generated ({len(conversations)})"] if with_generated else []
+    conversations: list = []
+    labels = [f"generated ({options.count})"] if with_generated else []
     for source in sources:
         dataset = load_conversations(source, split=split, limit=limit, tools_file=tools)
         options.datasets.append(dataset.summary())
@@ -208,6 +208,7 @@ def _apply_conversation_sources(
     if not conversations:
         raise BadInputError("no conversation could be loaded from --conversations (see the skipped reasons)")
     options.conversations = conversations
+    options.with_generated = with_generated
     options.conversations_source = "; ".join(labels)
 
 
@@ -753,10 +754,11 @@ def patch_command(
             f"[cyan]{edit.fix}[/cyan] line {edit.line}: {edit.before.strip()}  →  {edit.after.strip()}", highlight=False
         )
     table = Table(header_style="bold")
-    for column in ("variant", "before", "after"):
-        table.add_column(column)
+    for column in ("variant", "before", "after", "why not ready after the patch"):
+        table.add_column(column, overflow="fold")
     for old, new in zip(before.variants, after.variants, strict=False):
-        table.add_row(old.name, verdict_text(old.verdict), verdict_text(new.verdict))
+        why = "" if new.verdict == READY else new.verdict_reason
+        table.add_row(old.name, verdict_text(old.verdict), verdict_text(new.verdict), why)
     console.print(table)
     status = "holds" if proof.holds else "FAILS"
     console.print(

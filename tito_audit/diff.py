@@ -96,7 +96,12 @@ def _realign(
     buffer: Sequence[int], reference: Sequence[int], i: int, j: int, anchor: int, reach: int
 ) -> tuple[int, int] | None:
     """Skips (a, b) after which ``anchor`` tokens agree (or both sequences end): the fewest skipped positions,
-    then the one that leaves the two remainders closest in length (a substitution over a shift)."""
+    then the one that leaves the two remainders closest in length (a substitution over a shift).
+
+    A skip that shifts the shorter remainder further behind is never taken: counting ``max(a, b)`` for it and
+    then at least the remainders' difference could exceed the positions there are. With that rule the count
+    never exceeds ``max(len(buffer), len(reference))``.
+    """
     n, m = len(buffer), len(reference)
     grams: dict[tuple[int, ...], list[int]] = {}
     for b in range(min(reach, m - j) + 1):
@@ -105,9 +110,10 @@ def _realign(
     best_key: tuple[int, int, int] | None = None
     for a in range(min(reach, n - i) + 1):
         for b in grams.get(tuple(buffer[i + a : i + a + anchor]), ()):
-            if (a, b) == (0, 0):
+            rest_buffer, rest_reference = n - i - a, m - j - b
+            if (a, b) == (0, 0) or (a - b) * (rest_buffer - rest_reference) < 0:
                 continue
-            key = (max(a, b), abs((n - i - a) - (m - j - b)), a + b)
+            key = (max(a, b), abs(rest_buffer - rest_reference), a + b)
             if best_key is None or key < best_key:
                 best, best_key = (a, b), key
     return best

@@ -16,8 +16,9 @@ from tito_audit.attribution import AttributedRender, SourceLine, TemplateAttribu
 from tito_audit.causes import EMPTY_THINK
 from tito_audit.conversation import ASSISTANT, Conversation
 from tito_audit.diff import first_difference, is_prefix
-from tito_audit.generate import generate_conversation
+from tito_audit.generate import generate_conversation, tool_schemas
 from tito_audit.model import JINJA, LoadedModel
+from tito_audit.realize import realizable_reasoning, realize, turn_keys
 from tito_audit.render import ALTERNATE_CLOCK, Renderer, RenderError, frozen_clock
 from tito_audit.results import AuditReport, Failure
 from tito_audit.shapes import SHAPE_CHANGES, apply_changes
@@ -74,18 +75,28 @@ def numbered_failures(report: AuditReport) -> list[tuple[int, str, Failure]]:
     return cases
 
 
-def _conversation(failure: Failure, report: AuditReport, given: Sequence[Conversation] | None) -> Conversation | None:
+def audited_conversation(
+    failure: Failure, report: AuditReport, given: Sequence[Conversation] | None, renderer: Renderer
+) -> Conversation | None:
+    """The conversation as the audit saw it: rebuilt (generated for the variant's reasoning kinds, or found
+    among ``given``), in the shape it was accepted in, with every turn in its realizable form."""
     if given is not None:
         found = next((c for c in given if c.id == failure.conversation_id), None)
     elif failure.conversation_id.startswith("c") and failure.conversation_id[1:].isdigit():
         settings = report.settings
-        found = generate_conversation(int(failure.conversation_id[1:]), settings.seed, settings.max_turns)
+        allowed = realizable_reasoning(renderer.prefixes, tool_schemas())
+        found = generate_conversation(int(failure.conversation_id[1:]), settings.seed, settings.max_turns, allowed)
     else:
         found = None
     if found is None:
         return None
     by_name = {change.name: change for change in SHAPE_CHANGES}
-    return apply_changes(found, tuple(by_name[n] for n in failure.shape_changes if n in by_name))
+    shaped = apply_changes(found, tuple(by_name[n] for n in failure.shape_changes if n in by_name))
+    try:
+        renders = renderer.prefixes(shaped.messages, shaped.tools, turn_keys(shaped.messages))
+    except RenderError:
+        return shaped
+    return realize(shaped, renders, renderer.prefixes).conversation
 
 
 def _renders_compared(failure: Failure, conversation: Conversation) -> tuple[tuple[int, bool], tuple[int, bool]] | None:
@@ -114,7 +125,8 @@ class Explainer:
     ) -> Explanation:
         variant = next(v for v in self.report.variants if v.name == variant_name)
         renderer = Renderer(self.model, self.codec, variant.kwargs)
-        conversation = _conversation(failure, self.report, conversations)
+        with frozen_clock(self.model.template_source, _clock(self.report)):
+            conversation = audited_conversation(failure, self.report, conversations, renderer)
         explanation = Explanation(case, variant_name, failure, [], [])
         if failure.token_index is not None and failure.expected is not None:
             offset = failure.token_index - failure.expected.start
@@ -247,6 +259,8 @@ def confirm(
         return Confirmation(
             cause, text_ok and not ids_ok, f"text prefix holds: {text_ok}; token prefix holds: {ids_ok}"
         )
+    if cause == "closing-rewritten":
+        return _confirm_closing(failure, messages, tools, renderer)
     if cause == "content-rewritten":
         changed = [
             m["content"].strip()[:60]
@@ -295,6 +309,28 @@ def confirm(
         )
         return Confirmation(cause, shown, "token windows differ as the label says (see the diff)")
     return Confirmation(cause, False, "no mechanical confirmation for this label")
+
+
+def _confirm_closing(failure: Failure, messages: list, tools: list | None, renderer: Renderer) -> Confirmation:
+    """The attributed message renders one closing when it is last and another once a message follows it."""
+    cause, index = "closing-rewritten", failure.message_index
+    if index is None or index + 1 >= len(messages):
+        return Confirmation(cause, False, "no rewritten message was attributed")
+    last = renderer.text(messages[: index + 1], tools, False)
+    followed = renderer.text(messages[: index + 2], tools, False)
+    at = first_difference(last, followed)
+    content = messages[index].get("content")
+    text = content.strip() if isinstance(content, str) else ""
+    ends = last.rfind(text) + len(text) if text and text in last else None
+    shown = at is not None and (ends is None or ends <= at)
+    role = messages[index].get("role")
+    evidence = (
+        f"message {index} ({role}) closes with {last[at : at + 24]!r} when last and with {followed[at : at + 24]!r} "
+        f"once message {index + 1} follows"
+        if at is not None
+        else f"message {index} ({role}) renders the same whether or not message {index + 1} follows"
+    )
+    return Confirmation(cause, shown, evidence)
 
 
 def explain_first_per_cause(report: AuditReport, model: LoadedModel, codec: TokenCodec) -> list[Explanation]:

@@ -122,12 +122,39 @@ def _assistant_text(rng: random.Random) -> str:
     return base
 
 
-def _reasoning(kind: str, rng: random.Random) -> str | None:
-    if kind == "absent":
+NEAREST_REASONING = {
+    "present": ("present", "empty", "absent"),
+    "empty": ("empty", "absent", "present"),
+    "absent": ("absent", "empty", "present"),
+}
+"""For each reasoning kind of the grid, the kinds to use instead when a variant does not allow it, nearest first."""
+
+
+def realizable_kind(kind: str, allowed: tuple[str, ...] | None) -> str:
+    """``kind``, or the nearest kind in ``allowed`` (None allows every kind).
+
+    >>> realizable_kind("present", ("absent", "empty")), realizable_kind("present", None)
+    ('empty', 'present')
+    """
+    if allowed is None:
+        return kind
+    return next((k for k in NEAREST_REASONING[kind] if k in allowed), kind)
+
+
+def _reasoning(kind: str, rng: random.Random, allowed: tuple[str, ...] | None = None) -> str | None:
+    """The reasoning of one assistant turn. The random draws depend only on ``kind``, so a conversation whose
+    reasoning a variant does not allow differs from the unrestricted one in its reasoning alone."""
+    text = (
+        decorate(rng.choice(["The user wants data; call the tool.", "I should verify the result first."]), rng)
+        if kind == "present"
+        else None
+    )
+    realized = realizable_kind(kind, allowed)
+    if realized == "absent":
         return None
-    if kind == "empty":
+    if realized == "empty":
         return ""
-    return decorate(rng.choice(["The user wants data; call the tool.", "I should verify the result first."]), rng)
+    return text if text is not None else "Let me think about which tool to use."
 
 
 def _user_text(rng: random.Random) -> str:
@@ -158,9 +185,10 @@ def _tool_result(name: str, rng: random.Random, phrase: str) -> str:
 
 
 class _Builder:
-    def __init__(self, shape: dict[str, str], rng: random.Random) -> None:
+    def __init__(self, shape: dict[str, str], rng: random.Random, allowed: tuple[str, ...] | None) -> None:
         self.shape = shape
         self.rng = rng
+        self.allowed = allowed
         self.messages: list[Message] = []
         self.must_appear: list[str] = []
 
@@ -188,7 +216,7 @@ class _Builder:
             )
         content: str | None = {"empty": "", "none": None, "text": _assistant_text(rng)}[shape["content"]]
         message: Message = {"role": ASSISTANT, "content": content, "tool_calls": calls}
-        reasoning = _reasoning(shape["reasoning"], rng)
+        reasoning = _reasoning(shape["reasoning"], rng, self.allowed)
         if reasoning is not None:
             message["reasoning_content"] = reasoning
         self.add(message)
@@ -207,19 +235,26 @@ class _Builder:
 
     def final_turn(self) -> None:
         message: Message = {"role": ASSISTANT, "content": _assistant_text(self.rng)}
-        reasoning = _reasoning(self.shape["reasoning"], self.rng)
+        reasoning = _reasoning(self.shape["reasoning"], self.rng, self.allowed)
         if reasoning is not None:
             message["reasoning_content"] = reasoning
         self.add(message)
 
 
-def generate_conversation(index: int, seed: int, max_turns: int = DEFAULT_MAX_TURNS) -> Conversation:
-    """Conversation ``index`` of the seeded sequence (independent of how many are generated)."""
+def generate_conversation(
+    index: int, seed: int, max_turns: int = DEFAULT_MAX_TURNS, reasoning: tuple[str, ...] | None = None
+) -> Conversation:
+    """Conversation ``index`` of the seeded sequence (independent of how many are generated).
+
+    ``reasoning`` lists the reasoning kinds (``absent``, ``empty``, ``present``) a model can produce under
+    the variant being audited (see :func:`tito_audit.realize.realizable_reasoning`); a grid cell asking for
+    another kind gets the nearest allowed one, recorded in the conversation's shape. None allows all.
+    """
     order = list(range(len(SHAPE_GRID)))
     random.Random(f"grid:{seed}:{index // len(SHAPE_GRID)}").shuffle(order)
     shape = dict(SHAPE_GRID[order[index % len(SHAPE_GRID)]])
     rng = random.Random(f"conversation:{seed}:{index}")
-    build = _Builder(shape, rng)
+    build = _Builder(shape, rng, reasoning)
     if rng.random() < 0.7:
         build.add({"role": SYSTEM, "content": decorate("You are a helpful agent with tools.", rng, 0.3)})
     build.add({"role": USER, "content": _user_text(rng)})
@@ -241,6 +276,7 @@ def generate_conversation(index: int, seed: int, max_turns: int = DEFAULT_MAX_TU
             build.add({"role": USER, "content": _user_text(rng)})
         elif shape["appended"] == SYSTEM and rng.random() < 0.7:
             build.add({"role": SYSTEM, "content": decorate("Note: the tool budget is 3 calls.", rng, 0.3)})
+    shape["reasoning"] = realizable_kind(shape["reasoning"], reasoning)
     return Conversation(
         id=f"c{index:04d}",
         messages=build.messages,
@@ -250,7 +286,9 @@ def generate_conversation(index: int, seed: int, max_turns: int = DEFAULT_MAX_TU
     )
 
 
-def generate(count: int, seed: int = 0, max_turns: int = DEFAULT_MAX_TURNS) -> Iterator[Conversation]:
-    """``count`` conversations for ``seed``; the same seed always gives the same conversations."""
+def generate(
+    count: int, seed: int = 0, max_turns: int = DEFAULT_MAX_TURNS, reasoning: tuple[str, ...] | None = None
+) -> Iterator[Conversation]:
+    """``count`` conversations for ``seed``; the same seed (and ``reasoning``) always gives the same ones."""
     for index in range(count):
-        yield generate_conversation(index, seed, max_turns)
+        yield generate_conversation(index, seed, max_turns, reasoning)

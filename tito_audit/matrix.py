@@ -112,17 +112,13 @@ def audit_one(model_id: str, options: MatrixOptions, events: Any = None) -> dict
         if options.conversation_sources and report.text_level_only:
             row["verdict_with_real_data"] = "n/a (text level)"
         elif options.conversation_sources:
-            from tito_audit.generate import generate
-
             emit("real conversations", 0, 1)
             combined = audit(
                 loaded,
                 replace(
                     settings,
-                    conversations=[
-                        *generate(options.count, options.seed, options.max_turns),
-                        *_real_conversations(options),
-                    ],
+                    conversations=_real_conversations(options),
+                    with_generated=True,
                     conversations_source="generated + " + ", ".join(Path(s).name for s in options.conversation_sources),
                 ),
             )

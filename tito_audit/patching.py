@@ -42,6 +42,8 @@ UNFIXABLE = {
     "to keep is the template authors' choice (no mechanical fix)",
     "bpe-seam": "tokens merge across the join: only the tokenizer or a separator in the template can change that",
     "content-rewritten": "the template rewrites message text (trim, moves a system message): no mechanical fix",
+    "closing-rewritten": "the template closes a message one way when it is last and another way once a message "
+    "follows: no mechanical fix here",
     "tool-call-reformatted": "the template re-serializes tool calls: no mechanical fix",
     "history-dependent-suffix": "the stand-in suffix depends on history: use the real bridge instead",
 }

@@ -23,6 +23,7 @@ CAUSES = (
     "gen-prompt-mismatch",
     "stop-token-swap",
     "tail-after-stop",
+    "closing-rewritten",
     "bpe-seam",
     "content-rewritten",
     "tool-call-reformatted",
@@ -75,6 +76,13 @@ class Failure:
     detail: str = ""
     shape_changes: list[str] = field(default_factory=list)
     """Shape changes applied to the conversation before it was audited (see refused shapes); empty if none."""
+    message_index: int | None = None
+    """Text divergences: the message whose rendering changed (None: the divergence lies in a generation
+    prompt or after every message)."""
+    message_role: str | None = None
+    message_was_last: bool | None = None
+    """Whether that message was the last one of the render that first wrote it (into the buffer, for the
+    rollout; into ``render(M[:k])``, for append)."""
 
 
 @dataclass
@@ -116,6 +124,24 @@ class RefusedShape:
     example_conversation: str
     accepted_after: list[str] | None
     """The shape changes after which the template accepted them; None when nothing was accepted."""
+
+
+@dataclass
+class UnrealizableTurns:
+    """Assistant turns whose original form no model could produce after this variant's generation prompt,
+    grouped by (original form, form audited instead); counted beside refused shapes, never as failures or
+    passes."""
+
+    original: str
+    audited_as: str
+    reason: str
+    count: int
+    conversations: int
+    shapes: list[str]
+    example_conversation: str
+    example_turn: int
+    prompt: str
+    """The generation prompt's text (evidence)."""
 
 
 @dataclass
@@ -163,6 +189,9 @@ class VariantResult:
     findings: list[Finding]
     conversations: int
     conversations_audited: int
+    unrealizable: list[UnrealizableTurns] = field(default_factory=list)
+    assistant_turns: int = 0
+    """Assistant turns audited (each in a form a model could produce, where one exists)."""
 
 
 @dataclass

@@ -7,6 +7,7 @@ simulated rollout and its checks, aggregation into per-check tables, the verdict
 from __future__ import annotations
 
 import importlib.metadata
+import re
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -15,11 +16,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 from tito_audit import __version__
+from tito_audit.causes import EMPTY_THINK
 from tito_audit.conversation import TOOL, Conversation, steps_of
 from tito_audit.diff import first_difference, text_window
 from tito_audit.errors import BadInputError
-from tito_audit.generate import DEFAULT_MAX_TURNS, generate
+from tito_audit.generate import DEFAULT_MAX_TURNS, generate, tool_schemas
 from tito_audit.model import JINJA, LoadedModel
+from tito_audit.realize import RealizedConversation, UnrealizedTurn, realizable_reasoning, realize, turn_keys
 from tito_audit.render import (
     ALTERNATE_CLOCK,
     DEFAULT_CLOCK,
@@ -44,6 +47,7 @@ from tito_audit.results import (
     ModelInfo,
     RefusedShape,
     Settings,
+    UnrealizableTurns,
     VariantResult,
     worst_verdict,
 )
@@ -67,6 +71,8 @@ DEFAULT_COUNT = 96
 NONDETERMINISM_SAMPLE = 6
 
 ProgressCallback = Callable[[str, int, int], None]
+ConversationSource = Callable[[tuple[str, ...] | None], list[Conversation]]
+"""The conversations to audit for a variant, given the reasoning kinds a model can produce under it."""
 
 
 @dataclass
@@ -81,6 +87,8 @@ class AuditOptions:
     """Keep only this many failures per (check, aspect, category, causes) group; None keeps all."""
     conversations: Sequence[Conversation] | None = None
     """Conversations to audit instead of generated ones (the seam for real trajectories)."""
+    with_generated: bool = False
+    """With ``conversations``: audit the generated conversations too (first)."""
     conversations_source: str = "generated"
     datasets: list[dict[str, Any]] = field(default_factory=list)
     limits: RenderLimits = field(default_factory=RenderLimits)
@@ -143,7 +151,7 @@ class VariantAudit:
         self._ablation: dict[tuple, str | None] = {}
         """Whether a template drops tool calls, by the shape of the calls (see :func:`_call_signature`)."""
 
-    def _try(self, simulator: RolloutSimulator, conversation: Conversation) -> tuple[dict | None, str | None]:
+    def _try(self, conversation: Conversation) -> tuple[dict | None, str | None]:
         """The rollout renders of ``conversation``, or why the template refuses it.
 
         The whole conversation is rendered first: most refusals show there, and are found at the cost of
@@ -162,7 +170,7 @@ class VariantAudit:
         if dropped:
             return None, dropped
         try:
-            rest = [key for key in simulator.rollout_keys(messages) if key != last]
+            rest = [key for key in turn_keys(messages) if key != last]
             renders.update(self.renderer.prefixes(messages, tools, rest))
         except PrefixRenderError as exc:
             return None, render_failure_reason(exc)
@@ -190,9 +198,11 @@ class VariantAudit:
         return None
 
     def accept(
-        self, simulator: RolloutSimulator, conversation: Conversation
+        self, conversation: Conversation
     ) -> tuple[Conversation | None, dict[tuple[int, bool], RenderedPrefix] | None, _Refusal | None]:
-        renders, reason = self._try(simulator, conversation)
+        """The conversation in the first shape the template renders faithfully (itself when it does), with the
+        renders every assistant turn needs; the refusal, when there was one."""
+        renders, reason = self._try(conversation)
         if reason is None:
             return conversation, renders, None
         assert reason is not None
@@ -203,7 +213,7 @@ class VariantAudit:
             return None, None, _Refusal(key, describe_shape(conversation), conversation.id, None)
         for changes in candidate_change_sets(conversation, self._preferred[key]):
             retried = apply_changes(conversation, changes)
-            renders, retry_reason = self._try(simulator, retried)
+            renders, retry_reason = self._try(retried)
             if retry_reason is None:
                 names = tuple(change.name for change in changes)
                 if names not in self._preferred[key]:
@@ -212,9 +222,16 @@ class VariantAudit:
         self._hopeless[structure] = True
         return None, None, _Refusal(key, describe_shape(conversation), conversation.id, None)
 
-    def run(self, conversations: Sequence[Conversation], progress: ProgressCallback | None) -> VariantResult:
+    def realize(self, conversation: Conversation, renders: dict) -> RealizedConversation:
+        """``conversation`` with every assistant turn in a form a model could produce after its prompt."""
+        return realize(conversation, renders, self.renderer.prefixes)
+
+    def run(self, conversations_for: ConversationSource, progress: ProgressCallback | None) -> VariantResult:
+        """Audit the conversations ``conversations_for`` gives for the reasoning kinds this variant allows."""
         options = self.options
         with frozen_clock(self.model.template_source, options.clock):
+            allowed = realizable_reasoning(self.renderer.prefixes, tool_schemas())
+            conversations = conversations_for(allowed)
             stop_tokens = collect_stop_tokens(
                 self.renderer, self.codec, self.model.generation_eos_ids, options.extra_stop_tokens
             )
@@ -228,13 +245,14 @@ class VariantAudit:
             checks = {name: CheckResult(name) for name in CHECKS}
             failures: list[Failure] = []
             refusals: list[_Refusal] = []
+            unrealized: list[UnrealizedTurn] = []
             drift = DriftSummary()
             accepted: list[tuple[Conversation, str]] = []
             native_tool_conversations = 0
             notes: list[str] = []
             totals = Outcome()
             for number, conversation in enumerate(conversations, start=1):
-                audited, renders, refusal = self.accept(simulator, conversation)
+                audited, renders, refusal = self.accept(conversation)
                 if refusal is not None:
                     refusals.append(refusal)
                 if audited is None or renders is None:
@@ -243,11 +261,14 @@ class VariantAudit:
                     changes = list(refusal.accepted_after or ()) if refusal is not None else []
                     if audited.has_tool_traffic() and not set(changes) & NOT_NATIVE_TOOLS:
                         native_tool_conversations += 1
-                    outcome = simulator.run(audited, renders)
+                    realized = self.realize(audited, renders)
+                    unrealized += realized.unrealized
+                    audited = realized.conversation
+                    outcome = simulator.run(audited, realized.renders, realized.alignments)
                     for failure in outcome.failures:
                         failure.shape_changes = changes
                     self._merge(outcome, checks, failures, drift, totals)
-                    accepted.append((audited, renders[(len(audited.messages), False)].text))
+                    accepted.append((audited, realized.renders[(len(audited.messages), False)].text))
                 if progress is not None:
                     progress(self.variant.name, number, len(conversations))
             findings = self._nondeterminism(accepted)
@@ -257,7 +278,7 @@ class VariantAudit:
                 Finding(
                     "gen-prompt-mismatch",
                     f"{totals.gen_prompt_mismatches} of {totals.completions} assistant turns: the generation prompt "
-                    "is not a prefix of the turn as the template renders it",
+                    "is not a prefix of the turn as the template renders it, in any form a model could produce",
                 )
             )
         if totals.completions_without_stop:
@@ -268,6 +289,11 @@ class VariantAudit:
         verdict, reason = self._verdict(checks, native_tool_conversations)
         for check in checks.values():
             check.rows.sort(key=lambda row: row.category)
+        if allowed is not None and (options.conversations is None or options.with_generated):
+            notes.append(
+                "generated assistant turns carry reasoning only as a model can produce it after this variant's "
+                f"generation prompt: {', '.join(allowed)} (other kinds of the grid take the nearest of these)"
+            )
         checks["rollout"].notes.extend(notes)
         if self.model.text_level_only:
             checks["roundtrip"].notes.append("not applicable: text-level audit (no vocabulary)")
@@ -285,6 +311,8 @@ class VariantAudit:
             findings=findings,
             conversations=len(conversations),
             conversations_audited=len(accepted),
+            unrealizable=group_unrealized(unrealized),
+            assistant_turns=totals.completions,
         )
 
     # -- aggregation ------------------------------------------------------------------------------
@@ -447,6 +475,66 @@ class VariantAudit:
         return []
 
 
+OPEN_REASONING_AT_END = re.compile(r"<(think|thinking|seed:think|reasoning)>\s*$")
+
+
+def unrealizable_reason(original: str, audited_as: str, prompt: str) -> str:
+    """Why a turn's original form cannot follow ``prompt`` (the generation prompt), read from the prompt."""
+    closed = EMPTY_THINK.search(prompt)
+    if closed is not None:
+        block = closed.group(0)
+        return f"the generation prompt already closes the reasoning block ({block!r}): {original} cannot follow it"
+    opened = OPEN_REASONING_AT_END.search(prompt)
+    if opened is not None:
+        return (
+            f"the generation prompt opens a reasoning block ({opened.group(0).strip()!r}): {original} cannot follow it"
+        )
+    return f"only {audited_as} aligns with the generation prompt"
+
+
+def group_unrealized(turns: Sequence[UnrealizedTurn]) -> list[UnrealizableTurns]:
+    """Unrealizable turns grouped by (original form, form audited instead), largest group first."""
+    groups: dict[tuple[str, str], list[UnrealizedTurn]] = defaultdict(list)
+    for turn in turns:
+        groups[(turn.original, turn.audited_as)].append(turn)
+    out = []
+    for (original, audited_as), members in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0])):
+        first = members[0]
+        out.append(
+            UnrealizableTurns(
+                original=original,
+                audited_as=audited_as,
+                reason=unrealizable_reason(original, audited_as, first.prompt),
+                count=len(members),
+                conversations=len({m.conversation_id for m in members}),
+                shapes=sorted({m.shape for m in members})[:5],
+                example_conversation=first.conversation_id,
+                example_turn=first.turn,
+                prompt=first.prompt,
+            )
+        )
+    return out
+
+
+def conversation_source(options: AuditOptions) -> ConversationSource:
+    """The conversations to audit for a variant, given the reasoning kinds it allows: the given ones as they
+    are, or the generated ones drawn for those kinds (generated once per distinct set of kinds)."""
+    given = list(options.conversations) if options.conversations is not None else None
+    if given is not None:
+        validate_conversations(given)
+    generated: dict[tuple[str, ...] | None, list[Conversation]] = {}
+
+    def for_kinds(allowed: tuple[str, ...] | None) -> list[Conversation]:
+        if given is not None and not options.with_generated:
+            return given
+        if allowed not in generated:
+            drawn = list(generate(options.count, options.seed, options.max_turns, allowed))
+            generated[allowed] = drawn + (given or [])
+        return generated[allowed]
+
+    return for_kinds
+
+
 def refused_everything(report: AuditReport) -> str | None:
     """Why no conversation could be audited in any variant (the template refuses every shape), else None."""
     if any(variant.conversations_audited for variant in report.variants):
@@ -479,12 +567,8 @@ def audit(
             "there are no template variants to detect"
         )
     variants = variants_for(inputs, options.pinned_kwargs)
-    if options.conversations is not None:
-        conversations = list(options.conversations)
-        validate_conversations(conversations)
-    else:
-        conversations = list(generate(options.count, options.seed, options.max_turns))
-    results = [VariantAudit(loaded, codec, variant, options).run(conversations, progress) for variant in variants]
+    conversations_for = conversation_source(options)
+    results = [VariantAudit(loaded, codec, variant, options).run(conversations_for, progress) for variant in variants]
     resolved = loaded.resolved
     return AuditReport(
         schema_version=SCHEMA_VERSION,
@@ -506,7 +590,7 @@ def audit(
         ),
         settings=Settings(
             seed=options.seed,
-            count=len(conversations),
+            count=results[0].conversations if results else 0,
             max_turns=options.max_turns,
             pinned_kwargs=dict(options.pinned_kwargs),
             clock=options.clock.isoformat(),

@@ -14,7 +14,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tito_audit.causes import TextContext, classify_text_divergence
+from tito_audit.causes import TextContext, classify_text_divergence, token_boundary
 from tito_audit.conversation import ASSISTANT, TOOL, USER, Conversation, Message, steps_of
 from tito_audit.diff import (
     common_prefix_length,
@@ -22,6 +22,13 @@ from tito_audit.diff import (
     mismatched_positions,
     text_window,
     token_window,
+)
+from tito_audit.realize import (
+    GEN_PROMPT_MISMATCH,
+    MessageRef,
+    TurnAlignment,
+    owner_of,
+    was_last_in_rollout,
 )
 from tito_audit.render import PrefixRenderError, RenderedPrefix, Renderer, RenderError
 from tito_audit.results import Failure
@@ -58,6 +65,8 @@ class Outcome:
     gen_prompt_mismatches: int = 0
     completions: int = 0
     completions_without_stop: int = 0
+    turn_status: dict[int, str] = field(default_factory=dict)
+    """How each assistant turn was aligned with its generation prompt (see :mod:`tito_audit.realize`)."""
 
     def count(self, check: str, category: str, status: str) -> None:
         self.tallies.append(Tally(check, category, status))
@@ -101,17 +110,15 @@ class RolloutSimulator:
         self.seed = seed
         self._decode_one = lambda token_id: codec.decode([token_id])
 
-    # -- rendering ------------------------------------------------------------------------------
-    @staticmethod
-    def rollout_keys(messages: Sequence[Message]) -> list[tuple[int, bool]]:
-        keys: list[tuple[int, bool]] = []
-        for j, message in enumerate(messages):
-            if message.get("role") == ASSISTANT:
-                keys += [(j, True), (j + 1, False)]
-        return keys
-
     # -- entry point ----------------------------------------------------------------------------
-    def run(self, conversation: Conversation, renders: dict[tuple[int, bool], RenderedPrefix]) -> Outcome:
+    def run(
+        self,
+        conversation: Conversation,
+        renders: dict[tuple[int, bool], RenderedPrefix],
+        alignments: dict[int, TurnAlignment],
+    ) -> Outcome:
+        """The checks on one accepted conversation whose assistant turns were aligned by
+        :func:`tito_audit.realize.realize` (``renders`` holds its turn renders)."""
         outcome = Outcome()
         context = TextContext(
             conversation.messages,
@@ -120,7 +127,7 @@ class RolloutSimulator:
             self.codec.written_control_pattern,
         )
         self._append_check(conversation, renders, outcome, context)
-        self._rollout(conversation, renders, outcome, context)
+        self._rollout(conversation, renders, alignments, outcome, context)
         if not self.text_only:
             self._literal_specials(conversation, outcome)
         return outcome
@@ -159,8 +166,18 @@ class RolloutSimulator:
                 outcome.count("append", category, PASSED)
                 continue
             outcome.count("append", category, FAILED)
+            owner = None
             if char_diff is not None:
-                causes = classify_text_divergence(before.text, after.text, char_diff, context)
+                owner = owner_of(
+                    before.text,
+                    char_diff,
+                    lambda n: renders[(n, False)].text if (n, False) in renders else None,
+                    k,
+                    lambda m, last=k - 1: m == last,
+                    messages,
+                    after.text,
+                )
+                causes = classify_text_divergence(before.text, after.text, char_diff, context, owner=owner)
                 aspect = "text"
             else:
                 causes, aspect = ["bpe-seam"], "tokens"
@@ -178,15 +195,20 @@ class RolloutSimulator:
                     after,
                     char_diff,
                     token_index,
+                    owner,
                 )
             )
 
     # -- check 3: rollout (and 1: roundtrip of completions, 4: bridge) ---------------------------
-    def _completion(self, j: int, renders: dict[tuple[int, bool], RenderedPrefix], rng: random.Random) -> Completion:
-        prompt, full = renders[(j, True)].text, renders[(j + 1, False)].text
-        mismatch = not full.startswith(prompt)
-        split = common_prefix_length(prompt, full) if mismatch else len(prompt)
-        generated = full[split:]
+    def _completion(
+        self, j: int, renders: dict[tuple[int, bool], RenderedPrefix], alignment: TurnAlignment, rng: random.Random
+    ) -> Completion:
+        full = renders[(j + 1, False)].text
+        mismatch = alignment.status == GEN_PROMPT_MISMATCH
+        start = alignment.completion_start
+        if mismatch:  # the model's text begins where the two renders part, at a whole control token
+            start = token_boundary(full, start, self.codec.written_added_pattern)
+        generated = full[start:]
         ids = self.codec.encode(generated)
         cut = next((n + 1 for n, token_id in enumerate(ids) if token_id in self.stop_ids), None)
         sampled = ids[:cut] if cut is not None else ids
@@ -203,13 +225,14 @@ class RolloutSimulator:
             tail=generated[end:],
             stopped=cut is not None,
             gen_prompt_mismatch=mismatch,
-            mismatch_from=split,
+            mismatch_from=start if mismatch else 0,
         )
 
     def _rollout(
         self,
         conversation: Conversation,
         renders: dict[tuple[int, bool], RenderedPrefix],
+        alignments: dict[int, TurnAlignment],
         outcome: Outcome,
         context: TextContext,
     ) -> None:
@@ -237,6 +260,7 @@ class RolloutSimulator:
                     buffer_nc,
                     buffer_text,
                     prompt,
+                    renders,
                     outcome,
                     context,
                     segments,
@@ -250,7 +274,8 @@ class RolloutSimulator:
                     buffer += synced
                     buffer_nc += synced
                     buffer_text = prompt.text
-            completion = self._completion(j, renders, rng)
+            completion = self._completion(j, renders, alignments[j], rng)
+            outcome.turn_status[j] = alignments[j].status
             if not self.text_only:
                 self._roundtrip(conversation, completion, outcome)
             outcome.completions += 1
@@ -285,6 +310,7 @@ class RolloutSimulator:
         buffer_nc: list[int],
         buffer_text: str,
         prompt: RenderedPrefix,
+        renders: dict[tuple[int, bool], RenderedPrefix],
         outcome: Outcome,
         context: TextContext,
         segments: list[Segment],
@@ -298,9 +324,27 @@ class RolloutSimulator:
         text_index = first_difference(normalized_buffer, normalized_prompt)
         if text_index is not None:
             outcome.count("rollout", kind, FAILED)
-            at_prompt = previous.gen_prompt_mismatch and text_index >= previous.mismatch_from
+            messages = conversation.messages
+            owner = owner_of(
+                normalized_buffer,
+                text_index,
+                lambda n: self.codec.normalize(renders[(n, False)].text) if (n, False) in renders else None,
+                j,
+                lambda m: was_last_in_rollout(messages, m),
+                messages,
+                normalized_prompt,
+            )
+            # where the raw texts part (the normalizer may change lengths; mismatch_from is a raw index)
+            raw_index = first_difference(buffer_text, prompt.text)
+            at_prompt = (
+                owner is None
+                and previous.gen_prompt_mismatch
+                and (raw_index if raw_index is not None else text_index) >= previous.mismatch_from
+            )
             known = ["gen-prompt-mismatch"] if at_prompt else []
-            causes = classify_text_divergence(normalized_buffer, normalized_prompt, text_index, context, known)
+            causes = classify_text_divergence(
+                normalized_buffer, normalized_prompt, text_index, context, known, owner=owner
+            )
             token_index = first_difference(buffer, prompt.ids)
             outcome.failures.append(
                 self._failure(
@@ -315,6 +359,7 @@ class RolloutSimulator:
                     RenderedPrefix(normalized_prompt, prompt.ids),
                     text_index,
                     token_index if token_index is not None else len(buffer),
+                    owner,
                 )
             )
             return None
@@ -587,6 +632,7 @@ class RolloutSimulator:
         after: RenderedPrefix,
         char_index: int | None,
         token_index: int,
+        owner: MessageRef | None = None,
     ) -> Failure:
         return Failure(
             check=check,
@@ -602,6 +648,9 @@ class RolloutSimulator:
             actual=token_window(after.ids, token_index, self._decode_one),
             expected_text=text_window(before.text, char_index) if char_index is not None else "",
             actual_text=text_window(after.text, char_index) if char_index is not None else "",
+            message_index=owner.index if owner is not None else None,
+            message_role=owner.role if owner is not None else None,
+            message_was_last=owner.was_last if owner is not None else None,
         )
 
     def _token_failure(

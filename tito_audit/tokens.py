@@ -165,6 +165,18 @@ class TokenCodec:
         return re.compile("|".join(re.escape(t) for t in texts)) if texts else None
 
     @cached_property
+    def written_added_pattern(self) -> re.Pattern[str] | None:
+        """Every added token the template writes (``<think>``, ``<tool_call>``, control tokens), longest first:
+        where two renders may part inside one token's text."""
+        source = self._template_source
+        texts = sorted(
+            (t for t in self.added_texts if t and not t.isspace() and (source is None or t in source)),
+            key=len,
+            reverse=True,
+        )
+        return re.compile("|".join(re.escape(t) for t in texts)) if texts else None
+
+    @cached_property
     def _control_pattern(self) -> re.Pattern[str] | None:
         texts = sorted(self.control_ids_by_text, key=len, reverse=True)
         return re.compile("|".join(re.escape(t) for t in texts)) if texts else None

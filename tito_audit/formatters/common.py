@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tito_audit.results import Failure, TokenWindow, VariantResult
+from tito_audit.results import Failure, TokenWindow, UnrealizableTurns, VariantResult
 
 CHECK_ORDER = ("rollout", "append", "bridge", "roundtrip")
 _QUIET_CAUSES = frozenset({"noncanonical-split"})
@@ -30,6 +30,25 @@ def location(failure: Failure) -> str:
     if failure.char_index is not None:
         where += f", char {failure.char_index}"
     return where
+
+
+def rewritten_message(failure: Failure) -> str:
+    """Which message's rendering changed, in words (empty when the divergence belongs to no message)."""
+    if failure.message_index is None:
+        if "gen-prompt-mismatch" in failure.causes:
+            return "the divergence lies in a generation prompt"
+        return ""
+    when = "the last message" if failure.message_was_last else "not the last message"
+    return f"message {failure.message_index} ({failure.message_role}) is rewritten; it was {when} when first rendered"
+
+
+def unrealizable_line(group: UnrealizableTurns) -> str:
+    """One line per group of turns no model could produce in their original form under this variant."""
+    return (
+        f"not realizable ×{group.count} turns in {group.conversations} conversations: {group.original} "
+        f"({group.reason}; prompt ends {visible(group.prompt[-40:])!r}) — audited with {group.audited_as} "
+        f"(e.g. {group.example_conversation} message {group.example_turn})"
+    )
 
 
 def drift_line(variant: VariantResult) -> str:

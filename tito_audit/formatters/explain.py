@@ -8,7 +8,7 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from tito_audit.explain import Explanation
-from tito_audit.formatters.common import location, visible
+from tito_audit.formatters.common import location, rewritten_message, visible
 from tito_audit.formatters.terminal import token_diff, verdict_text
 from tito_audit.results import AuditReport
 
@@ -34,6 +34,8 @@ def render_explanations(
                 f"{failure.check}/{failure.aspect} at {location(failure)}; variant {explanation.variant}", style="bold"
             ),
         ]
+        if rewritten_message(failure):
+            parts.append(Text(rewritten_message(failure), style="bold yellow"))
         if explanation.byte_offset is not None:
             parts.append(
                 Text(f"first differing token at byte {explanation.byte_offset} of the earlier side", style="dim")

@@ -8,7 +8,9 @@ from tito_audit.formatters.common import (
     drift_line,
     first_example_per_cause,
     location,
+    rewritten_message,
     side_labels,
+    unrealizable_line,
     visible,
     window_tokens,
 )
@@ -22,6 +24,8 @@ def _cell(text: object) -> str:
 def _example(cause: str, failure: Failure) -> list[str]:
     left, right = side_labels(failure)
     lines = [f"- **{cause}** — {failure.check}/{failure.aspect}, {_cell(location(failure))}"]
+    if rewritten_message(failure):
+        lines.append(f"  {rewritten_message(failure)}")
     if failure.detail:
         lines.append(f"  {failure.detail}")
     if failure.expected_text or failure.actual_text:
@@ -86,6 +90,7 @@ def _variant(variant: VariantResult) -> list[str]:
             f"- refused ×{refused.count}: {_cell(refused.reason)} — retried as: {after}"
             f" (e.g. {refused.example_conversation})"
         )
+    lines += [f"- {_cell(unrealizable_line(group))}" for group in variant.unrealizable]
     for check in variant.checks.values():
         lines += [f"- note: {note}" for note in check.notes]
     examples = first_example_per_cause(variant)

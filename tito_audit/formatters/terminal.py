@@ -12,7 +12,9 @@ from tito_audit.formatters.common import (
     drift_line,
     first_example_per_cause,
     location,
+    rewritten_message,
     side_labels,
+    unrealizable_line,
     visible,
     window_tokens,
 )
@@ -118,12 +120,16 @@ def _variant_panel(variant: VariantResult) -> Panel:
     for refused in variant.refused:
         after = ", ".join(refused.accepted_after) if refused.accepted_after else "nothing accepted"
         parts.append(Text(f"refused ×{refused.count}: {refused.reason} → retried as: {after}", style="magenta"))
+    for group in variant.unrealizable:
+        parts.append(Text(unrealizable_line(group), style="magenta"))
     for check in variant.checks.values():
         parts += [Text(f"note: {note}", style="dim") for note in check.notes]
     for cause, failure in first_example_per_cause(variant):
         parts.append(
             Text.assemble((f"\n{cause}", "bold red"), f"  {failure.check}/{failure.aspect} at {location(failure)}")
         )
+        if rewritten_message(failure):
+            parts.append(Text(rewritten_message(failure), style="bold"))
         if failure.detail:
             parts.append(Text(failure.detail, style="dim"))
         parts.append(token_diff(failure))
