@@ -117,3 +117,25 @@ def test_real_tokenizers_segment_exactly(model_id):
                 continue
     assert texts
     assert codec.encode_many(texts) == codec._full_encode(texts)
+
+
+@pytest.fixture(scope="module")
+def overlapping_codec(tiny_model_dir):
+    """A vocabulary whose added tokens overlap the ones the template writes: one contains a written token
+    ("\\n\\n\\n" around "\\n\\n"), one starts inside it ("d>x" after "<|d")."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    tokenizer.add_tokens(["\n\n", "\n\n\n", "<|d", "d>x"])
+    return TokenCodec(tokenizer, template_source="{{ '<|im_start|>' }}\n\n{{ '<|d' }}")
+
+
+overlapping_pieces = st.sampled_from(["\n", "\n\n", "<|d", "d>", "x", "<|im_start|>", " END", "a"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=st.lists(st.lists(overlapping_pieces, max_size=20).map("".join), min_size=1, max_size=4))
+def test_segmented_encoding_is_exact_when_added_tokens_overlap(overlapping_codec, texts):
+    full = overlapping_codec._full_encode(list(texts))
+    assert overlapping_codec.encode_many(texts) == full
+    assert overlapping_codec._segments.enabled, "the cache met a difference and had to switch itself off"

@@ -54,13 +54,23 @@ class TokenCodec:
         """Cached, self-verifying encoding by the pieces between added tokens (see :mod:`tito_audit.segments`)."""
         if self._segmented is None:
             # Cut only at added tokens that strip no neighbouring whitespace; the others stay inside the
-            # pieces, where the full tokenizer handles them.
-            added = {
+            # pieces, where the full tokenizer handles them. The template's own added tokens are cut, and so is
+            # every added token whose text overlaps one of them: the tokenizer matches added tokens leftmost
+            # and longest, so with "\n" and "\n\n" cut, "\n\n\n" (Gemma has all three) must be cut too, or
+            # the split would part text the tokenizer keeps whole.
+            candidates = {
                 getattr(t, "content", str(t)): int(i)
                 for i, t in self._added_tokens().items()
                 if not getattr(self.tokenizer, "split_special_tokens", False)
-                and (self._template_source is None or getattr(t, "content", str(t)) in self._template_source)
                 and not (getattr(t, "lstrip", False) or getattr(t, "rstrip", False) or getattr(t, "single_word", False))
+            }
+            source = self._template_source
+            written = [text for text in candidates if source is None or text in source]
+            written_set = set(written)
+            added = {
+                text: i
+                for text, i in candidates.items()
+                if text in written_set or any(_overlap(text, w) for w in written)
             }
             self._segmented = SegmentedEncoder(added, self._full_encode)
             self._segmented.enabled = bool(added)
@@ -231,3 +241,12 @@ class TokenCodec:
             split = self.split_of(token_id) if index in chosen else None
             out.extend(split if split else (token_id,))
         return out
+
+
+def _overlap(text: str, other: str) -> bool:
+    """Whether two added-token texts can share characters in a string: one contains the other, or a suffix of
+    one is a prefix of the other."""
+    if other in text or text in other:
+        return True
+    longest = min(len(text), len(other)) - 1
+    return any(text.endswith(other[:n]) or other.endswith(text[:n]) for n in range(1, longest + 1))
