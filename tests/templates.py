@@ -176,6 +176,27 @@ TOOL_CLOSED_DIFFERENTLY_WHEN_LAST = build(
 """Hermes-3-like: a tool result is closed with ``<|im_end|>`` when last and ``\\n<|im_end|>`` once anything
 follows, so the tool message already in the buffer is rewritten (not a generation-prompt mismatch)."""
 
+TOOL_RESULTS_JOINED_IN_ONE_BLOCK = build(
+    tool="{%- if loop.first or loop.previtem.role != 'tool' -%}<|im_start|>user{%- endif -%}"
+    + NL
+    + "<tool_response>"
+    + NL
+    + "{{ m.content }}"
+    + NL
+    + "</tool_response>"
+    + "{%- if loop.last -%}<|im_end|>"
+    + NL
+    + "{%- elif loop.nextitem.role != 'tool' -%}"
+    + NL
+    + "<|im_end|>"
+    + NL
+    + "{%- endif -%}"
+)
+"""Hermes-3-like grouping: consecutive tool results share one block; the block is closed with ``<|im_end|>``
+right after the last result when the tool message is last, with a newline first when another message follows,
+and not at all when the next result joins the block. The tool message in the buffer is rewritten at its
+closing, whatever is appended after it."""
+
 THINKING_SWITCH = build(
     reasoning=THINK_BLOCK,
     gen="{%- if add_generation_prompt -%}<|im_start|>assistant"

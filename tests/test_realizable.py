@@ -88,6 +88,20 @@ def test_tool_result_closed_differently_when_last_is_a_rewrite_of_the_tool_messa
     assert not any(f.cause == "gen-prompt-mismatch" for f in variant.findings)
 
 
+def test_tool_results_joined_in_one_block_are_closing_rewrites_in_every_check(tiny_model_dir, write_template):
+    """A tool result followed by another tool result is re-closed (the next result joins its block): the
+    divergence lies after the earlier result's own text, so it is ``closing-rewritten`` of that tool message,
+    in the append check as in the rollout, never ``content-rewritten`` (no message text changed)."""
+    path = write_template("joined", templates.TOOL_RESULTS_JOINED_IN_ONE_BLOCK)
+    variant = default_variant(run_audit(tiny_model_dir, path, count=48))
+    text_failures = [f for f in variant.failures if f.aspect == "text" and f.check in ("append", "rollout")]
+    tool_after_tool = [f for f in text_failures if f.check == "append" and f.category == "tool after tool"]
+    assert tool_after_tool, "consecutive tool results are generated, and each re-closes the one before"
+    for failure in text_failures:
+        assert failure.causes == ["closing-rewritten"], failure
+        assert failure.message_role == "tool" and failure.message_was_last, failure
+
+
 def test_correct_template_has_no_unrealizable_turn_and_no_attributed_rewrite(tiny_model_dir, write_template):
     path = write_template("good", templates.GOOD)
     variant = default_variant(run_audit(tiny_model_dir, path, conversations=_with_every_reasoning_kind()))

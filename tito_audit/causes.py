@@ -135,7 +135,7 @@ def classify_text_divergence(
     if owner is not None and owner.role != ASSISTANT:
         # a tool, user or system message: rewritten in its text, or closed differently once followed
         if len(labels) == len(known):
-            moved = _moved_in(earlier, later, index, context.messages)
+            moved = _moved_in(earlier, later, index, context.messages, next_message=owner.index + 1)
             labels.append("content-rewritten" if moved else _non_assistant_label(index, owner))
         return labels
 
@@ -158,12 +158,24 @@ def classify_text_divergence(
     return labels
 
 
-def _moved_in(earlier: str, later: str, index: int, messages: Sequence[Message]) -> bool:
+def _moved_in(earlier: str, later: str, index: int, messages: Sequence[Message], next_message: int) -> bool:
     """Whether ``later`` has, right at ``index``, the text of a message that ``earlier`` does not have there
-    (a later system message merged into the system prompt, a system prompt moved to the last user turn)."""
+    (a later system message merged into the system prompt, a system prompt moved to the last user turn).
+
+    The text of the message right after the rewritten one (``next_message``) does not count, nor any text
+    inside it: it comes next in any render, so finding it there means the rewritten message was closed
+    differently once it was followed (Hermes 3 joins consecutive tool results in one block), not that text
+    moved in.
+    """
+    following = _message_text(messages[next_message]) if next_message < len(messages) else None
     for text in _message_texts(messages):
+        if text == following:
+            continue
         window = index + len(text) + 40
-        if later.find(text, index, window) >= 0 and earlier.find(text, index, window) < 0:
+        region = later[index : window + len(following or "")]
+        if following:
+            region = region.replace(following, "\0")
+        if text in region[: len(text) + 40] and earlier.find(text, index, window) < 0:
             return True
     return False
 
@@ -176,10 +188,14 @@ def _non_assistant_label(index: int, owner: MessageRef) -> str:
     return "closing-rewritten" if owner.was_last else "content-rewritten"
 
 
+def _message_text(message: Message) -> str | None:
+    """A message's text when it is long enough to be found again without false matches."""
+    content = message.get("content")
+    return content.strip() if isinstance(content, str) and len(content.strip()) >= 6 else None
+
+
 def _message_texts(messages: Sequence[Message]) -> list[str]:
-    return [
-        m["content"].strip() for m in messages if isinstance(m.get("content"), str) and len(m["content"].strip()) >= 6
-    ]
+    return [text for text in map(_message_text, messages) if text is not None]
 
 
 def _fallback(earlier: str, later: str, index: int, context: TextContext) -> str:
