@@ -7,10 +7,13 @@ import random
 from tests import templates
 from tests.conftest import build_tiny_tokenizer
 from tests.helpers import causes, default_variant, failed, load, run_audit
+from tito_audit.checks.context import CheckSetup, RolloutContext
+from tito_audit.checks.outcome import Outcome
+from tito_audit.checks.roundtrip import completion_roundtrip
+from tito_audit.checks.trace import Completion
 from tito_audit.conversation import Conversation
 from tito_audit.render import Renderer
 from tito_audit.results import READY
-from tito_audit.simulate import Completion, Outcome, RolloutSimulator
 from tito_audit.tokens import TokenCodec
 
 
@@ -39,12 +42,12 @@ def test_partial_utf8_completion_is_labelled(tiny_model_dir, write_template):
     codec = TokenCodec(model.tokenizer)
     emoji = codec.encode_plain("👍")
     assert len(emoji) > 1, "the tiny vocabulary spells this emoji in byte tokens"
-    simulator = RolloutSimulator(Renderer(model, codec), codec, [codec.id_of("<|im_end|>")], seed=0)
+    setup = CheckSetup.create(Renderer(model, codec), codec, [codec.id_of("<|im_end|>")], seed=0)
     completion = Completion(
         turn=1, text="", ids=emoji[:1], noncanonical=None, tail="", stopped=False, gen_prompt_mismatch=False
     )
     outcome = Outcome()
-    simulator._roundtrip(Conversation(id="c0000", messages=[]), completion, outcome)
+    completion_roundtrip(RolloutContext(setup, Conversation(id="c0000", messages=[]), {}, {}), completion, outcome)
     assert outcome.failures and all(f.causes == ["utf8-split"] for f in outcome.failures)
     assert {f.category for f in outcome.failures} == {"completion (canonical)", "completion text"}
 

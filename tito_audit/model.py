@@ -15,6 +15,7 @@ from typing import Any
 from tito_audit.errors import ModelLoadError, TemplateMissingError
 from tito_audit.resolve import ResolvedModel, staged_folder
 from tito_audit.standin import build_standin_tokenizer, has_vocabulary
+from tito_audit.tokens import TokenCodec
 from tito_audit.variants import check_syntax
 
 JINJA = "jinja"
@@ -48,6 +49,14 @@ class LoadedModel:
         if self.template_source is None:
             return None
         return hashlib.sha256(self.template_source.encode("utf-8")).hexdigest()
+
+
+def codec_for(loaded: LoadedModel) -> TokenCodec:
+    """The token view of a loaded model the way the audit uses it: backends without Jinja (mistral-common)
+    tokenize message by message; the template's own added tokens cut the tokenization cache."""
+    return TokenCodec(
+        loaded.tokenizer, piecewise_control_tokens=loaded.backend != JINJA, template_source=loaded.template_source
+    )
 
 
 def _remote_code_files(folder: Path) -> list[str]:

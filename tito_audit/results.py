@@ -15,8 +15,6 @@ UNSUPPORTED = "unsupported"
 VERDICT_ORDER = (READY, READY_TOOL_ONLY, BROKEN, UNSUPPORTED)
 """Best to worst; a model's verdict is its worst variant's."""
 
-CHECKS = ("roundtrip", "append", "rollout", "bridge")
-
 CAUSES = (
     "reasoning-pruned",
     "empty-think-dropped",

@@ -1,0 +1,156 @@
+"""Aggregation of one variant: the outcomes of its conversations summed into check tables, drift, the kept
+failure examples, and the refused and not-realizable shapes grouped for the report."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tito_audit.acceptance import Refusal
+from tito_audit.causes import EMPTY_THINK
+from tito_audit.checks import CHECK_NAMES
+from tito_audit.checks.outcome import FAILED, REFUSED, Outcome
+from tito_audit.conversation import TOOL, Conversation, steps_of
+from tito_audit.realize import UnrealizedTurn
+from tito_audit.results import CheckResult, DriftSummary, Failure, RefusedShape, UnrealizableTurns
+
+
+@dataclass
+class VariantTotals:
+    """Running totals of one variant's audit."""
+
+    checks: dict[str, CheckResult] = field(default_factory=lambda: {name: CheckResult(name) for name in CHECK_NAMES})
+    failures: list[Failure] = field(default_factory=list)
+    drift: DriftSummary = field(default_factory=DriftSummary)
+    refusals: list[Refusal] = field(default_factory=list)
+    unrealized: list[UnrealizedTurn] = field(default_factory=list)
+    gen_prompt_mismatches: int = 0
+    completions: int = 0
+    completions_without_stop: int = 0
+
+    def add_refused(self, conversation: Conversation) -> None:
+        """A conversation no shape rescued: every case it would have had counts as refused."""
+        messages, checks = conversation.messages, self.checks
+        for k in range(1, len(messages)):
+            self._refuse(checks["append"].row(f"{messages[k].get('role')} after {messages[k - 1].get('role')}"))
+        for step in steps_of(messages):
+            for name in ("rollout", "bridge") if step.kind == TOOL else ("rollout",):
+                self._refuse(checks[name].row(step.kind))
+        for _ in conversation.assistant_indices():
+            self._refuse(checks["roundtrip"].row("completion (canonical)"))
+
+    @staticmethod
+    def _refuse(row) -> None:
+        row.refused += 1
+        row.cases += 1
+
+    def add(self, outcome: Outcome, shape_changes: list[str]) -> None:
+        failures = outcome.failures
+        for failure in failures:
+            failure.shape_changes = shape_changes
+        for tally in outcome.tallies:
+            row = self.checks[tally.check].row(tally.category)
+            row.cases += 1
+            if tally.status == FAILED:
+                row.failed += 1
+            elif tally.status == REFUSED:
+                row.refused += 1
+            else:
+                row.passed += 1
+        for failure in failures:
+            if failure.aspect.startswith("drift"):
+                continue  # drift is reported beside the verdict, in the drift summary
+            counts = self.checks[failure.check].cause_counts
+            for cause in failure.causes:
+                counts[cause] = counts.get(cause, 0) + 1
+        self.failures.extend(failures)
+        tally, drift = outcome.drift, self.drift
+        drift.steps += tally.steps
+        drift.canonical_drift_steps += tally.canonical
+        drift.noncanonical_drift_steps += tally.noncanonical
+        drift.rollouts += 1
+        drift.rollouts_with_mismatch += tally.mismatched_tokens > 0
+        drift.mismatched_tokens += tally.mismatched_tokens
+        drift.mismatched_tokens_noncanonical += tally.mismatched_tokens_noncanonical
+        drift.total_tokens += tally.total_tokens
+        for cause, count in tally.causes.items():
+            drift.causes[cause] = drift.causes.get(cause, 0) + count
+        self.gen_prompt_mismatches += outcome.gen_prompt_mismatches
+        self.completions += outcome.completions
+        self.completions_without_stop += outcome.completions_without_stop
+
+
+def keep_examples(failures: list[Failure], per_group: int | None) -> list[Failure]:
+    """The first few failures of each (check, aspect, category, causes) group; counts stay complete."""
+    if per_group is None:
+        return failures
+    kept: list[Failure] = []
+    seen: dict[tuple, int] = defaultdict(int)
+    for failure in failures:
+        key = (failure.check, failure.aspect, failure.category, tuple(failure.causes))
+        if seen[key] < per_group:
+            kept.append(failure)
+        seen[key] += 1
+    return kept
+
+
+def group_refusals(refusals: Sequence[Refusal]) -> list[RefusedShape]:
+    groups: dict[tuple[str, tuple[str, ...] | None], list[Refusal]] = defaultdict(list)
+    for refusal in refusals:
+        groups[(refusal.reason, refusal.accepted_after)].append(refusal)
+    out = []
+    for (reason, after), members in sorted(
+        groups.items(), key=lambda item: (-len(item[1]), item[0][0], str(item[0][1]))
+    ):
+        out.append(
+            RefusedShape(
+                reason=reason,
+                shapes=sorted({m.shape for m in members})[:5],
+                count=len(members),
+                example_conversation=members[0].conversation_id,
+                accepted_after=list(after) if after is not None else None,
+            )
+        )
+    return out
+
+
+OPEN_REASONING_AT_END = re.compile(r"<(think|thinking|seed:think|reasoning)>\s*$")
+
+
+def unrealizable_reason(original: str, audited_as: str, prompt: str) -> str:
+    """Why a turn's original form cannot follow ``prompt`` (the generation prompt), read from the prompt."""
+    closed = EMPTY_THINK.search(prompt)
+    if closed is not None:
+        block = closed.group(0)
+        return f"the generation prompt already closes the reasoning block ({block!r}): {original} cannot follow it"
+    opened = OPEN_REASONING_AT_END.search(prompt)
+    if opened is not None:
+        tag = opened.group(0).strip()
+        return f"the generation prompt opens a reasoning block ({tag!r}): {original} cannot follow it"
+    return f"only {audited_as} aligns with the generation prompt"
+
+
+def group_unrealized(turns: Sequence[UnrealizedTurn]) -> list[UnrealizableTurns]:
+    """Unrealizable turns grouped by (original form, form audited instead), largest group first."""
+    groups: dict[tuple[str, str], list[UnrealizedTurn]] = defaultdict(list)
+    for turn in turns:
+        groups[(turn.original, turn.audited_as)].append(turn)
+    out = []
+    for (original, audited_as), members in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0])):
+        first = members[0]
+        out.append(
+            UnrealizableTurns(
+                original=original,
+                audited_as=audited_as,
+                reason=unrealizable_reason(original, audited_as, first.prompt),
+                count=len(members),
+                conversations=len({m.conversation_id for m in members}),
+                shapes=sorted({m.shape for m in members})[:5],
+                example_conversation=first.conversation_id,
+                example_turn=first.turn,
+                prompt=first.prompt,
+            )
+        )
+    return out

@@ -1,0 +1,182 @@
+"""Check 3, rollout (SPEC "The simulated rollout"): can one append-only token buffer follow the template?
+
+At every appended step (the messages between two assistant turns, classified as tool-only, with user, with
+system, or none) three things are measured on the rollout trace (:mod:`tito_audit.checks.trace`):
+
+- **text stability**: the buffer's text is a prefix of the next prompt ``R``; when not, the template rewrote
+  what was already rendered or sampled, and the divergence is labelled and attributed to the message whose
+  rendering changed;
+- **seam stability**: ``encode(decode(buffer))`` is a token prefix of ``ids(R)`` (else ``bpe-seam``);
+- **re-render drift**, beside the verdict: the buffer as sampled (canonical and non-canonical) is a prefix of
+  ``ids(R)``, and at the end, how many positions a re-rendering trainer would train on that were never sampled.
+
+Example: Qwen3's non-thinking prompt writes ``<think>\\n\\n</think>\\n\\n``, which history drops once a tool
+result follows the turn::
+
+    buffer = "...<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n<tool_call>..."
+    R      = "...<|im_start|>assistant\\n<tool_call>..."          # empty-think-dropped, message j
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tito_audit.causes import classify_text_divergence
+from tito_audit.checks.context import RolloutContext
+from tito_audit.checks.outcome import FAILED, PASSED, Outcome
+from tito_audit.checks.records import text_failure, token_failure
+from tito_audit.checks.trace import Segment, StepTrace
+from tito_audit.diff import first_difference, mismatched_positions
+from tito_audit.realize import owner_of, was_last_in_rollout
+from tito_audit.render import RenderedPrefix
+from tito_audit.tokens import REPLACEMENT_CHAR
+
+NAME = "rollout"
+
+
+def check(context: RolloutContext, outcome: Outcome) -> None:
+    trace = context.trace
+    for step in trace.steps:
+        if step.text_index is not None:
+            outcome.count(NAME, step.kind, FAILED)
+            outcome.fail((1, step.turn, 0, 0), _text_failure(context, step))
+        elif step.seam_index is not None:
+            assert step.canonical is not None
+            outcome.count(NAME, step.kind, FAILED)
+            failure = token_failure(
+                context.setup.decode_one,
+                NAME,
+                "seam",
+                step.kind,
+                context.conversation,
+                step.turn,
+                step.roles,
+                ["bpe-seam"],
+                step.canonical,
+                step.prompt.ids,
+                step.seam_index,
+            )
+            outcome.fail((1, step.turn, 0, 0), failure)
+        else:
+            outcome.count(NAME, step.kind, PASSED)
+            if not context.setup.text_only:
+                _drift(context, step, outcome)
+    for completion in trace.completions:
+        outcome.turn_status[completion.turn] = context.alignments[completion.turn].status
+        outcome.completions += 1
+        outcome.gen_prompt_mismatches += completion.gen_prompt_mismatch
+        outcome.completions_without_stop += not completion.stopped
+    if not context.setup.text_only:
+        _final_drift(context, outcome)
+
+
+def _text_failure(context: RolloutContext, step: StepTrace):
+    """The divergence, attributed to the message whose rendering changed; ``gen-prompt-mismatch`` only when it
+    lies in the generation prompt of a turn no realizable form aligned."""
+    assert step.text_index is not None
+    codec, messages = context.setup.codec, context.conversation.messages
+
+    def history(n: int) -> str | None:
+        rendered = context.history(n)
+        return codec.normalize(rendered.text) if rendered is not None else None
+
+    owner = owner_of(
+        step.normalized_buffer,
+        step.text_index,
+        history,
+        step.turn,
+        lambda m: was_last_in_rollout(messages, m),
+        messages,
+        step.normalized_prompt,
+    )
+    # where the raw texts part (the normalizer may change lengths; mismatch_from is a raw index)
+    raw_index = first_difference(step.buffer_text, step.prompt.text)
+    previous = step.previous
+    at_prompt = (
+        owner is None
+        and previous.gen_prompt_mismatch
+        and (raw_index if raw_index is not None else step.text_index) >= previous.mismatch_from
+    )
+    known = ["gen-prompt-mismatch"] if at_prompt else []
+    causes = classify_text_divergence(
+        step.normalized_buffer, step.normalized_prompt, step.text_index, context.text, known, owner=owner
+    )
+    token_index = first_difference(step.buffer, step.prompt.ids)
+    return text_failure(
+        context.setup.decode_one,
+        NAME,
+        "text",
+        step.kind,
+        context.conversation,
+        step.turn,
+        step.roles,
+        causes,
+        RenderedPrefix(step.normalized_buffer, step.buffer),
+        RenderedPrefix(step.normalized_prompt, step.prompt.ids),
+        step.text_index,
+        token_index if token_index is not None else len(step.buffer),
+        owner,
+    )
+
+
+def _drift(context: RolloutContext, step: StepTrace, outcome: Outcome) -> None:
+    """Re-render drift on a step the buffer can follow: is the buffer, as sampled, a prefix of ids(R)?"""
+    drift = outcome.drift
+    drift.steps += 1
+    for part, (aspect, candidate) in enumerate(
+        (("drift", step.buffer), ("drift-noncanonical", step.buffer_noncanonical)), start=1
+    ):
+        index = first_difference(candidate, step.prompt.ids)
+        if index is None:
+            continue
+        if aspect == "drift":
+            drift.canonical += 1
+            cause = _drift_cause(context, index, step.segments, candidate, step.prompt.ids)
+        else:
+            drift.noncanonical += 1
+            cause = "noncanonical-split"
+        drift.causes[cause] = drift.causes.get(cause, 0) + 1
+        if aspect == "drift" or candidate != step.buffer:
+            failure = token_failure(
+                context.setup.decode_one,
+                NAME,
+                aspect,
+                step.kind,
+                context.conversation,
+                step.turn,
+                step.roles,
+                [cause],
+                candidate,
+                step.prompt.ids,
+                index,
+            )
+            outcome.fail((1, step.turn, 0, part), failure)
+
+
+def _drift_cause(
+    context: RolloutContext, index: int, segments: Sequence[Segment], buffer: list[int], reference: Sequence[int]
+) -> str:
+    for segment in segments:
+        if segment.kind == "completion" and segment.start <= index < segment.end:
+            decoded = context.setup.codec.decode(buffer[segment.start : segment.end])
+            if REPLACEMENT_CHAR in decoded:
+                return "utf8-split"
+            return "bpe-seam"
+    return "bpe-seam" if index > 0 else "bos-duplication" if buffer[:1] != list(reference[:1]) else "bpe-seam"
+
+
+def _final_drift(context: RolloutContext, outcome: Outcome) -> None:
+    """At the end of the rollout: buffer positions that differ from ``encode(render(M))``."""
+    messages, trace = context.conversation.messages, context.trace
+    turns = context.conversation.assistant_indices()
+    final = context.renders.get((len(messages), False))
+    if final is None or not trace.completions or turns[-1] != len(messages) - 1:
+        return
+    reference = list(final.ids)
+    last = trace.completions[-1]
+    tail_ids = context.setup.codec.encode(last.tail) if last.tail else []
+    if tail_ids and reference[-len(tail_ids) :] == tail_ids:
+        reference = reference[: -len(tail_ids)]  # never sampled, never trained on
+    outcome.drift.total_tokens += len(reference)
+    outcome.drift.mismatched_tokens += mismatched_positions(trace.buffer, reference)
+    outcome.drift.mismatched_tokens_noncanonical += mismatched_positions(trace.buffer_noncanonical, reference)

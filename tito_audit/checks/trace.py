@@ -1,0 +1,183 @@
+"""The simulated rollout of one conversation (SPEC, "The simulated rollout"): one token buffer that only grows.
+
+For every assistant turn ``j`` the model's text is ``F`` after its generation prompt (where
+:mod:`tito_audit.realize` found it), and the sampled completion is its canonical encoding cut right after the
+first stop token. The buffer starts at ``ids(M[:j1], gp=True)``; before each later turn it is compared with
+the template's next prompt ``R``: when the text holds (compared after the tokenizer's normalizer) and the
+canonical tokens hold at the join, the bridge ``R`` after the buffer is appended; otherwise the buffer cannot
+follow and starts again from ``R``. The checks read the trace; they do not walk the rollout themselves.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from tito_audit.causes import token_boundary
+from tito_audit.checks.context import RolloutContext
+from tito_audit.conversation import steps_of
+from tito_audit.diff import first_difference
+from tito_audit.realize import GEN_PROMPT_MISMATCH
+from tito_audit.render import RenderedPrefix
+
+
+@dataclass
+class Completion:
+    turn: int
+    text: str
+    """What the engine returns as text: the model's text cut after the first stop token."""
+    ids: list[int]
+    noncanonical: list[int] | None
+    tail: str
+    """Text the template writes after the stop token; it belongs to the bridge."""
+    stopped: bool
+    gen_prompt_mismatch: bool
+    mismatch_from: int = 0
+    """Where (in the prompt's text) the generation prompt and the rendered turn part ways."""
+
+
+@dataclass
+class Segment:
+    kind: str
+    turn: int
+    start: int
+    end: int
+
+
+@dataclass
+class StepTrace:
+    """The appended step before assistant turn ``turn``: the buffer as it was, the next prompt, the verdicts."""
+
+    turn: int
+    kind: str
+    roles: list[str]
+    buffer: list[int]
+    buffer_noncanonical: list[int]
+    buffer_text: str
+    prompt: RenderedPrefix
+    previous: Completion
+    segments: list[Segment]
+    normalized_buffer: str
+    normalized_prompt: str
+    text_index: int | None
+    """First character where the buffer's text is not a prefix of ``R`` (None: text-stable)."""
+    canonical: list[int] | None = None
+    """``encode(decode(buffer))`` when the text holds."""
+    seam_index: int | None = None
+    """First token where the canonical buffer is not a prefix of ``ids(R)`` (None: seam-stable)."""
+
+    @property
+    def followed(self) -> bool:
+        return self.text_index is None and self.seam_index is None
+
+    @property
+    def bridge(self) -> list[int] | None:
+        """The ids a TITO loop appends for this step, when the buffer can follow the template."""
+        if not self.followed or self.canonical is None:
+            return None
+        return list(self.prompt.ids[len(self.canonical) :])
+
+
+@dataclass
+class RolloutTrace:
+    completions: list[Completion] = field(default_factory=list)
+    steps: list[StepTrace] = field(default_factory=list)
+    buffer: list[int] = field(default_factory=list)
+    buffer_noncanonical: list[int] = field(default_factory=list)
+    buffer_text: str = ""
+    segments: list[Segment] = field(default_factory=list)
+
+
+def completion_for(context: RolloutContext, j: int, rng: random.Random) -> Completion:
+    """What the engine returns for turn ``j``: the model's text, encoded, cut after the first stop token."""
+    setup, alignment = context.setup, context.alignments[j]
+    full = context.renders[(j + 1, False)].text
+    mismatch = alignment.status == GEN_PROMPT_MISMATCH
+    start = alignment.completion_start
+    if mismatch:  # the model's text begins where the two renders part, at a whole token
+        start = token_boundary(full, start, setup.codec.written_added_pattern)
+    generated = full[start:]
+    ids = setup.codec.encode(generated)
+    cut = next((n + 1 for n, token_id in enumerate(ids) if token_id in setup.stop_ids), None)
+    sampled = ids[:cut] if cut is not None else ids
+    end = len(generated)
+    if cut is not None:
+        stop_text = setup.codec.decode([sampled[-1]])
+        position = generated.find(stop_text)
+        end = position + len(stop_text) if position >= 0 else len(generated)
+    return Completion(
+        turn=j,
+        text=generated[:end],
+        ids=sampled,
+        noncanonical=setup.codec.noncanonical(sampled, rng),
+        tail=generated[end:],
+        stopped=cut is not None,
+        gen_prompt_mismatch=mismatch,
+        mismatch_from=start if mismatch else 0,
+    )
+
+
+def _step(context: RolloutContext, step, trace: RolloutTrace, prompt: RenderedPrefix, previous) -> StepTrace:
+    codec, setup = context.setup.codec, context.setup
+    record = StepTrace(
+        turn=step.after,
+        kind=step.kind,
+        roles=list(step.roles),
+        buffer=list(trace.buffer),
+        buffer_noncanonical=list(trace.buffer_noncanonical),
+        buffer_text=trace.buffer_text,
+        prompt=prompt,
+        previous=previous,
+        segments=list(trace.segments),
+        normalized_buffer=codec.normalize(trace.buffer_text),
+        normalized_prompt=codec.normalize(prompt.text),
+        text_index=None,
+    )
+    record.text_index = first_difference(record.normalized_buffer, record.normalized_prompt)
+    if record.text_index is not None:
+        return record
+    # Backends that tokenize message by message (mistral-common) have no single-string encoding: their
+    # canonical buffer is the pieces they produced, which is the buffer itself.
+    record.canonical = list(trace.buffer) if codec.piecewise or setup.text_only else codec.encode(trace.buffer_text)
+    record.seam_index = None if setup.text_only else first_difference(record.canonical, prompt.ids)
+    return record
+
+
+def build_trace(context: RolloutContext) -> RolloutTrace:
+    """Walk the rollout of ``context.conversation`` (see the module docstring)."""
+    messages = context.conversation.messages
+    turns = context.conversation.assistant_indices()
+    trace = RolloutTrace()
+    if not turns:
+        return trace
+    rng = random.Random(f"noncanonical:{context.setup.seed}:{context.conversation.id}")
+    steps = {step.after: step for step in steps_of(messages)}
+    first = context.renders[(turns[0], True)]
+    trace.buffer, trace.buffer_noncanonical, trace.buffer_text = list(first.ids), list(first.ids), first.text
+    trace.segments = [Segment("prompt", turns[0], 0, len(trace.buffer))]
+    previous: Completion | None = None
+    for j in turns:
+        if previous is not None:
+            prompt = context.renders[(j, True)]
+            record = _step(context, steps[j], trace, prompt, previous)
+            trace.steps.append(record)
+            bridge = record.bridge
+            if bridge is None:  # the buffer cannot follow: start again from the template's prompt
+                trace.buffer, trace.buffer_noncanonical = list(prompt.ids), list(prompt.ids)
+                trace.buffer_text = prompt.text
+                trace.segments.append(Segment("resync", j, 0, len(trace.buffer)))
+            else:
+                size = len(trace.buffer)
+                trace.segments.append(Segment("bridge", j, size, size + len(bridge)))
+                trace.buffer += bridge
+                trace.buffer_noncanonical += bridge
+                trace.buffer_text = prompt.text
+        completion = completion_for(context, j, rng)
+        trace.completions.append(completion)
+        previous = completion
+        size = len(trace.buffer)
+        trace.segments.append(Segment("completion", j, size, size + len(completion.ids)))
+        trace.buffer += completion.ids
+        trace.buffer_noncanonical += completion.noncanonical or completion.ids
+        trace.buffer_text += completion.text
+    return trace
