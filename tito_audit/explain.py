@@ -16,6 +16,7 @@ from tito_audit.attribution import AttributedRender, SourceLine, TemplateAttribu
 from tito_audit.causes import EMPTY_THINK
 from tito_audit.conversation import ASSISTANT, Conversation
 from tito_audit.diff import first_difference, is_prefix
+from tito_audit.errors import BadInputError
 from tito_audit.generate import generate_conversation, tool_schemas
 from tito_audit.model import JINJA, LoadedModel
 from tito_audit.realize import realizable_reasoning, realize, turn_keys
@@ -333,16 +334,43 @@ def _confirm_closing(failure: Failure, messages: list, tools: list | None, rende
     return Confirmation(cause, shown, evidence)
 
 
-def explain_first_per_cause(report: AuditReport, model: LoadedModel, codec: TokenCodec) -> list[Explanation]:
-    """Explanations of the first case that carries each cause (what the reports show as examples)."""
-    explainer = Explainer(model, codec, report)
+def first_case_per_cause(cases: Sequence[tuple[int, str, Failure]]) -> list[tuple[int, str, Failure]]:
+    """The first case that brings a cause not seen in an earlier case (what the reports show as examples)."""
     seen: set[str] = set()
     chosen = []
-    for number, variant, failure in numbered_failures(report):
+    for number, variant, failure in cases:
         if set(failure.causes) - seen:
             seen.update(failure.causes)
-            chosen.append(explainer.explain(number, variant, failure))
+            chosen.append((number, variant, failure))
     return chosen
+
+
+def explain_first_per_cause(report: AuditReport, model: LoadedModel, codec: TokenCodec) -> list[Explanation]:
+    """Explanations of the first case that carries each cause."""
+    explainer = Explainer(model, codec, report)
+    return [explainer.explain(n, v, f) for n, v, f in first_case_per_cause(numbered_failures(report))]
+
+
+def explain_report(
+    report: AuditReport, model: LoadedModel, codec: TokenCodec, case: int | None = None
+) -> ExplainReport:
+    """Every distinct cause of ``report`` with its first case explained, or case number ``case`` alone."""
+    cases = numbered_failures(report)
+    if case is not None and not 1 <= case <= len(cases):
+        raise BadInputError(f"--case {case}: there are {len(cases)} failing cases")
+    chosen = [cases[case - 1]] if case is not None else first_case_per_cause(cases)
+    explainer = Explainer(model, codec, report)
+    causes: dict[str, list[int]] = {}
+    for number, _, failure in cases:
+        for cause in failure.causes:
+            causes.setdefault(cause, []).append(number)
+    return ExplainReport(
+        model_id=report.model.model_id,
+        template_sha256=report.model.template_sha256,
+        cases=len(cases),
+        causes=causes,
+        explanations=[explainer.explain(n, v, f) for n, v, f in chosen],
+    )
 
 
 def compact(explanation: Explanation) -> str:

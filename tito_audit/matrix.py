@@ -45,6 +45,20 @@ class MatrixOptions:
     (template-only rows say n/a: the column is about real token traffic)."""
     conversations_limit: int | None = None
 
+    def settings_record(self, models: str | list[str]) -> dict[str, Any]:
+        """What ``reports/matrix_settings.json`` records, so that the matrix can be regenerated as it was
+        (``models``: ``"registry"`` or the ids given)."""
+        return {
+            "models": models,
+            "mirrors": [str(m) for m in self.mirrors],
+            "hub": self.allow_hub,
+            "seed": self.seed,
+            "count": self.count,
+            "max_turns": self.max_turns,
+            "conversations": list(self.conversation_sources),
+            "conversations_limit": self.conversations_limit,
+        }
+
 
 _REAL_CONVERSATIONS: dict[tuple, list] = {}
 

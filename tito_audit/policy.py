@@ -116,6 +116,22 @@ def read_pyproject_policy(path: Path) -> dict[str, Any]:
     return table
 
 
+def build_policy(
+    table: dict[str, Any], require: Sequence[str], allow_cause: Sequence[str], baseline: Path | None
+) -> Policy:
+    """The policy from the command line, completed by a ``[tool.tito-audit]`` table: the command line's
+    requirements and baseline win; allowed causes add up."""
+    requirements = [parse_requirement(r) for r in (require or table.get("require") or DEFAULT_REQUIREMENTS)]
+    allowed = check_causes([*allow_cause, *table.get("allow-causes", [])])
+    baseline_path = baseline or (Path(table["baseline"]) if table.get("baseline") else None)
+    return Policy(
+        requirements=requirements,
+        allowed_causes=allowed,
+        baseline=load_baseline(baseline_path) if baseline_path else None,
+        baseline_path=str(baseline_path) if baseline_path else None,
+    )
+
+
 def _failure_key(variant: str, failure: Failure | dict[str, Any]) -> tuple:
     get = failure.get if isinstance(failure, dict) else lambda k: getattr(failure, k)
     return (

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from rich.console import Console, Group
 from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.text import Text
 
-from tito_audit.explain import Explanation
+from tito_audit.explain import ExplainReport, Explanation
 from tito_audit.formatters.common import location, rewritten_message, visible
 from tito_audit.formatters.terminal import token_diff, verdict_text
 from tito_audit.results import AuditReport
@@ -56,7 +60,19 @@ def render_explanations(
             parts.append(Text(explanation.note, style="yellow"))
         if full:
             parts.append(token_diff(failure))
-        from rich.console import Group
-
         title = f"case {explanation.case}: " + ", ".join(failure.causes)
         console.print(Panel(Group(*parts), title=title, title_align="left"))
+
+
+def write_json(explained: ExplainReport, verdict: str, path: Path) -> None:
+    """The explanations as JSON: the model, its verdict, the cases per cause and each explanation in full."""
+    document = {
+        "model_id": explained.model_id,
+        "template_sha256": explained.template_sha256,
+        "verdict": verdict,
+        "cases": explained.cases,
+        "causes": explained.causes,
+        "explanations": [asdict(e) for e in explained.explanations],
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")

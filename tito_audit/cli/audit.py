@@ -1,0 +1,70 @@
+"""``tito-audit audit MODEL``: simulated TITO rollouts, the four checks, a verdict per template variant."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from tito_audit.cli.app import app
+from tito_audit.cli.options import (
+    ConversationInputs,
+    JsonOutOpt,
+    MarkdownOutOpt,
+    ModelArg,
+    ModelSource,
+    Sampling,
+    TemplateSettings,
+    with_option_groups,
+)
+from tito_audit.cli.outcomes import exit_code_for
+from tito_audit.cli.wiring import (
+    add_conversation_inputs,
+    attach_explanations,
+    audit_options,
+    audit_with_progress,
+    fail_if_refused_everything,
+    load,
+)
+from tito_audit.formatters.json_report import write_json
+from tito_audit.formatters.markdown import write_markdown
+from tito_audit.formatters.terminal import render_report, verdict_text
+
+ExamplesOpt = Annotated[
+    int | None,
+    typer.Option("--examples", min=1, help="Keep only N failures per (check, category, causes) group (default: all)."),
+]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print only the verdict line.")]
+
+
+@app.command("audit")
+@with_option_groups
+def audit_command(
+    model: ModelArg,
+    source: ModelSource,
+    sampling: Sampling,
+    settings: TemplateSettings,
+    inputs: ConversationInputs,
+    json_path: JsonOutOpt = None,
+    markdown_path: MarkdownOutOpt = None,
+    examples: ExamplesOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Audit one model: simulated TITO rollouts, the four checks, a verdict per template variant."""
+    console = Console()
+    options = audit_options(sampling, settings, max_examples_per_group=examples)
+    add_conversation_inputs(options, inputs)
+    loaded = load(model, source)
+    report = audit_with_progress(loaded, options, console, show=not quiet)
+    attach_explanations(report, loaded)
+    if json_path is not None:
+        write_json(report, json_path)
+    if markdown_path is not None:
+        write_markdown(report, markdown_path)
+    fail_if_refused_everything(report)
+    if quiet:
+        console.print(verdict_text(report.verdict), f"{report.model.model_id}")
+    else:
+        render_report(report, console)
+    raise typer.Exit(exit_code_for(report))

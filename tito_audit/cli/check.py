@@ -1,0 +1,100 @@
+"""``tito-audit check MODEL``: the CI gate. Audit, then check the required properties (see README, 'CI gate')."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from tito_audit.cli.app import app
+from tito_audit.cli.options import (
+    ConversationInputs,
+    GroupDefaults,
+    ModelArg,
+    ModelSource,
+    Sampling,
+    TemplateSettings,
+    with_option_groups,
+)
+from tito_audit.cli.outcomes import finish
+from tito_audit.cli.wiring import (
+    add_conversation_inputs,
+    audit_options,
+    audit_with_progress,
+    fail_if_refused_everything,
+    load,
+)
+from tito_audit.formatters import ci
+from tito_audit.formatters.json_report import write_json
+from tito_audit.policy import build_policy, evaluate, read_pyproject_policy
+
+RequireOpt = Annotated[
+    list[str],
+    typer.Option("--require", help="A required property (see README, 'CI gate'). Repeatable; default rollout:tool."),
+]
+AllowCauseOpt = Annotated[
+    list[str], typer.Option("--allow-cause", help="A cause label whose failures do not count. Repeatable.")
+]
+BaselineOpt = Annotated[
+    Path | None, typer.Option("--baseline", help="A JSON report to compare with: only new failures count.")
+]
+JunitOpt = Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here.")]
+GithubOpt = Annotated[bool, typer.Option("--github", help="Print GitHub Actions ::error annotations.")]
+CheckJsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the check result as JSON here.")]
+ReportOpt = Annotated[
+    Path | None, typer.Option("--report", help="Also write the full audit report (JSON) here, e.g. a new baseline.")
+]
+ConfigOpt = Annotated[Path, typer.Option("--config", help="pyproject.toml whose [tool.tito-audit] holds a policy.")]
+PolicySampling = Annotated[Sampling, GroupDefaults(seed=None, count=None)]
+"""Seed and count default to the policy's (else 0 and 96)."""
+
+
+@app.command("check")
+@with_option_groups
+def check_command(
+    model: ModelArg,
+    source: ModelSource,
+    sampling: PolicySampling,
+    settings: TemplateSettings,
+    inputs: ConversationInputs,
+    require: RequireOpt = [],  # noqa: B006
+    allow_cause: AllowCauseOpt = [],  # noqa: B006
+    baseline: BaselineOpt = None,
+    junit: JunitOpt = None,
+    github: GithubOpt = False,
+    json_path: CheckJsonOpt = None,
+    report_path: ReportOpt = None,
+    config: ConfigOpt = Path("pyproject.toml"),
+) -> None:
+    """Gate a model or template in CI: audit it and check the required properties (exit 0 pass, 1 fail)."""
+    started = time.monotonic()
+    table = read_pyproject_policy(config)
+    policy = build_policy(table, require, allow_cause, baseline)
+    if source.template is None and table.get("template"):
+        source = replace(source, template=Path(table["template"]))
+    options = audit_options(sampling, settings, defaults=table)
+    add_conversation_inputs(options, inputs)
+    loaded = load(model, source)
+    console = Console()
+    report = audit_with_progress(loaded, options, console, show=True)
+    if report_path is not None:
+        write_json(report, report_path)
+    fail_if_refused_everything(report)
+    results = evaluate(report, policy)
+    model_id = report.model.model_id
+    for result in results:
+        mark = "[bold green]PASS[/bold green]" if result.passed else "[bold red]FAIL[/bold red]"
+        console.print(f"{mark} {result.requirement}: {result.reason}", highlight=False, soft_wrap=True)
+    if junit is not None:
+        ci.write(junit, ci.to_junit(model_id, results, time.monotonic() - started))
+    if json_path is not None:
+        ci.write(json_path, ci.to_json(model_id, results, report.verdict, policy.baseline_path))
+    if github:
+        template = str(source.template) if source.template else None
+        sys.stdout.write(ci.to_github_annotations(model_id, results, template))
+    raise finish(all(r.passed for r in results))

@@ -1,0 +1,51 @@
+"""``tito-audit explain MODEL``: every distinct cause with its evidence and the template lines behind it."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from tito_audit.cli.app import app
+from tito_audit.cli.options import (
+    GroupDefaults,
+    JsonOutOpt,
+    ModelArg,
+    ModelSource,
+    Sampling,
+    TemplateSettings,
+    with_option_groups,
+)
+from tito_audit.cli.outcomes import exit_code_for
+from tito_audit.cli.wiring import audit_options, audit_with_progress, load
+from tito_audit.explain import explain_report
+from tito_audit.formatters import explain as explain_format
+from tito_audit.model import codec_for
+
+CaseOpt = Annotated[int | None, typer.Option("--case", min=1, help="Explain one failing case in full (its number).")]
+QuickSampling = Annotated[Sampling, GroupDefaults(count=48)]
+"""Half the audit's conversations by default: enough to meet every cause, twice as fast."""
+
+
+@app.command("explain")
+@with_option_groups
+def explain_command(
+    model: ModelArg,
+    source: ModelSource,
+    sampling: QuickSampling,
+    settings: TemplateSettings,
+    case: CaseOpt = None,
+    json_path: JsonOutOpt = None,
+) -> None:
+    """Every distinct cause with its evidence and the template lines that produce it (or one case in full)."""
+    loaded = load(model, source)
+    console = Console()
+    report = audit_with_progress(loaded, audit_options(sampling, settings), console, show=True)
+    explained = explain_report(report, loaded, codec_for(loaded), case)
+    if json_path is not None:
+        explain_format.write_json(explained, report.verdict, json_path)
+    explain_format.render_explanations(
+        report, explained.explanations, explained.causes, explained.cases, console, full=case is not None
+    )
+    raise typer.Exit(exit_code_for(report))

@@ -1,0 +1,130 @@
+"""``tito-audit matrix [MODELS]...``: audit many models in parallel and write the compatibility matrix."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from tito_audit.cli.app import app
+from tito_audit.cli.options import CacheOpt, LimitOpt, MirrorOpt, NoHubOpt, Sampling, with_option_groups
+from tito_audit.errors import EXIT_OK, BadInputError
+from tito_audit.formatters.matrix import update_readme, write_matrix
+from tito_audit.formatters.terminal import verdict_text
+from tito_audit.matrix import MatrixOptions, ProgressEvent, run_matrix
+from tito_audit.registry import registry_model_ids
+
+ModelsArg = Annotated[
+    list[str] | None, typer.Argument(help="Model ids or folders (default: every model of the family registry).")
+]
+ModelsFileOpt = Annotated[
+    Path | None, typer.Option("--models-file", help="A file with one model id per line (# comments).")
+]
+OutOpt = Annotated[Path, typer.Option("--out", help="Output folder.")]
+JobsOpt = Annotated[int, typer.Option("--jobs", "-j", min=1, help="Worker processes (default: the number of cores).")]
+RealConversationsOpt = Annotated[
+    list[str], typer.Option("--conversations", help="Real trajectories for the combined-audit column (repeatable).")
+]
+DEFAULT_JOBS = os.cpu_count() or 1
+ReadmeOpt = Annotated[Path | None, typer.Option("--update-readme", help="Rewrite the matrix block of this README.")]
+
+
+def read_models_file(path: Path) -> list[str]:
+    """Model ids, one per line; ``#`` starts a comment."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInputError(f"--models-file {path}: {exc}") from exc
+    return [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
+
+
+@app.command("matrix")
+@with_option_groups
+def matrix_command(
+    sampling: Sampling,
+    models: ModelsArg = None,
+    models_file: ModelsFileOpt = None,
+    out: OutOpt = Path("reports"),
+    jobs: JobsOpt = DEFAULT_JOBS,
+    mirror: MirrorOpt = [],  # noqa: B006
+    cache_dir: CacheOpt = None,
+    no_hub: NoHubOpt = False,
+    conversations: RealConversationsOpt = [],  # noqa: B006
+    limit: LimitOpt = None,
+    readme: ReadmeOpt = None,
+) -> None:
+    """Audit many models in parallel and write the compatibility matrix (md, csv, json, parquet, html)."""
+    console = Console()
+    chosen = list(models or [])
+    if models_file is not None:
+        chosen += read_models_file(models_file)
+    given = bool(chosen)
+    if not chosen:
+        chosen = registry_model_ids()
+    options = MatrixOptions(
+        out_dir=out,
+        mirrors=list(mirror),
+        cache_dir=cache_dir,
+        allow_hub=not no_hub,
+        seed=sampling.seed if sampling.seed is not None else 0,
+        count=sampling.count if sampling.count is not None else MatrixOptions.count,
+        max_turns=sampling.max_turns,
+        jobs=jobs,
+        conversation_sources=list(conversations),
+        conversations_limit=limit,
+    )
+    rows = _run_with_progress(chosen, options, console)
+    written = write_matrix(rows, out, options.settings_record(sorted(set(chosen)) if given else "registry"))
+    if readme is not None:
+        try:
+            update_readme(readme, rows)
+        except (OSError, ValueError) as exc:
+            raise BadInputError(f"--update-readme: {exc}") from exc
+    _print_summary(rows, written, console)
+    raise typer.Exit(EXIT_OK)
+
+
+def _run_with_progress(models: list[str], options: MatrixOptions, console: Console) -> list[dict[str, Any]]:
+    """The matrix rows, with an overall bar and one bar per model being audited (on a terminal)."""
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    ) as progress:
+        overall = progress.add_task(f"[bold]{len(models)} models", total=len(set(models)))
+        tasks: dict[str, Any] = {}
+
+        def on_event(event: ProgressEvent) -> None:
+            model_id, stage, done, total = event
+            if stage == "done":
+                progress.advance(overall)
+                if model_id in tasks:
+                    progress.remove_task(tasks.pop(model_id))
+                return
+            if model_id not in tasks:
+                tasks[model_id] = progress.add_task(model_id, total=total)
+            progress.update(tasks[model_id], description=f"{model_id} [dim]{stage}[/dim]", completed=done, total=total)
+
+        return run_matrix(models, options, on_event)
+
+
+def _print_summary(rows: list[dict[str, Any]], written: list[Path], console: Console) -> None:
+    table = Table(header_style="bold")
+    for column in ("model", "verdict", "level", "main causes"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(
+            row["model_id"], verdict_text(row["verdict"] or row["status"]), row["audit_level"], row["main_causes"]
+        )
+    console.print(table)
+    audited = sum(1 for row in rows if row["status"] == "audited")
+    console.print(f"{audited} of {len(rows)} models audited; wrote " + ", ".join(str(p) for p in written))

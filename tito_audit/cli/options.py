@@ -1,0 +1,237 @@
+"""Command-line options, declared once: the option types every command shares, and option groups.
+
+An option group is a dataclass whose fields are typer options. A command takes the whole group as one
+parameter (``source: ModelSource``); :func:`with_option_groups` spreads the group's fields into the command's
+signature for typer, and gathers them back into the dataclass before the command runs. A command that needs
+other defaults for a group says so in the annotation: ``Annotated[Sampling, GroupDefaults(count=48)]``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, TypeVar, get_args, get_origin, get_type_hints
+
+import typer
+
+from tito_audit.errors import BadInputError
+from tito_audit.generate import DEFAULT_MAX_TURNS
+from tito_audit.render import DEFAULT_CLOCK, RenderLimits
+from tito_audit.scenarios import scenario_names
+from tito_audit.service import DEFAULT_COUNT
+from tito_audit.variants import parse_kwarg
+
+# -- option types ------------------------------------------------------------------------------------
+ModelArg = Annotated[str, typer.Argument(help="Hub model id (org/name) or a local folder with tokenizer files.")]
+TemplateOpt = Annotated[
+    Path | None, typer.Option("--template", help="Audit this Jinja template file instead of the model's.")
+]
+TemplateNameOpt = Annotated[
+    str | None, typer.Option("--template-name", help="Pick a named template of the tokenizer (e.g. tool_use).")
+]
+KwargOpt = Annotated[
+    list[str],
+    typer.Option("--kwarg", help="Pin a template keyword argument, name=value (JSON value or string). Repeatable."),
+]
+MirrorOpt = Annotated[
+    list[Path],
+    typer.Option("--mirror", help="Folder of <org>--<name>/ model folders. Repeatable; also TITO_AUDIT_MIRROR."),
+]
+CacheOpt = Annotated[
+    Path | None,
+    typer.Option("--cache-dir", help="Cache of downloaded files (default templates_cache/; also TITO_AUDIT_CACHE)."),
+]
+RevisionOpt = Annotated[str | None, typer.Option("--revision", help="Hub revision (branch, tag or commit).")]
+NoHubOpt = Annotated[bool, typer.Option("--no-hub", help="Never contact the Hugging Face Hub.")]
+RemoteCodeOpt = Annotated[
+    bool, typer.Option("--trust-remote-code", help="Allow the model's own tokenizer code to run.")
+]
+SeedOpt = Annotated[
+    int | None, typer.Option("--seed", help="Seed of the conversation generator and of non-canonical sampling.")
+]
+CountOpt = Annotated[int | None, typer.Option("-n", "--count", min=1, help="Number of generated conversations.")]
+MaxTurnsOpt = Annotated[int, typer.Option("--max-turns", min=2, help="Maximum assistant turns per conversation.")]
+StopTokenOpt = Annotated[list[str], typer.Option("--stop-token", help="An extra stop token (its text). Repeatable.")]
+ClockOpt = Annotated[
+    str | None,
+    typer.Option("--clock", help="Date templates see through strftime_now (ISO; default 2026-01-15T09:30)."),
+]
+MaxCharsOpt = Annotated[
+    int, typer.Option("--max-render-chars", min=1000, help="Refuse renders longer than this (characters).")
+]
+MaxSecondsOpt = Annotated[
+    float, typer.Option("--max-render-seconds", min=0.0, help="Refuse renders slower than this (0: no limit).")
+]
+ConversationsOpt = Annotated[
+    list[str],
+    typer.Option("--conversations", help="Real trajectories: a JSON/JSONL/Parquet/.traj file or a hub data set id."),
+]
+SplitOpt = Annotated[str, typer.Option("--split", help="Split of a hub data set.")]
+LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="Read at most N records per source.")]
+ToolsOpt = Annotated[
+    Path | None, typer.Option("--tools", help="A JSON list of tool schemas for records that carry none.")
+]
+ScenarioOpt = Annotated[
+    list[str],
+    typer.Option("--scenario", help="An RL-environment scenario pack (repeatable): " + ", ".join(scenario_names())),
+]
+WithGeneratedOpt = Annotated[
+    bool,
+    typer.Option("--with-generated", help="With --conversations/--scenario: audit the generated conversations too."),
+]
+JsonOutOpt = Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")]
+MarkdownOutOpt = Annotated[Path | None, typer.Option("--markdown", help="Write the report as Markdown here.")]
+
+
+# -- option groups -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a model's files come from and which template of it is audited."""
+
+    template: TemplateOpt = None
+    template_name: TemplateNameOpt = None
+    mirror: MirrorOpt = field(default_factory=list)
+    cache_dir: CacheOpt = None
+    revision: RevisionOpt = None
+    no_hub: NoHubOpt = False
+    trust_remote_code: RemoteCodeOpt = False
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How many conversations are generated, and from which seed (``None``: the command's default)."""
+
+    seed: SeedOpt = 0
+    count: CountOpt = DEFAULT_COUNT
+    max_turns: MaxTurnsOpt = DEFAULT_MAX_TURNS
+
+
+@dataclass(frozen=True)
+class TemplateSettings:
+    """What the template is rendered with: pinned keyword arguments, extra stop tokens, its clock and limits."""
+
+    kwarg: KwargOpt = field(default_factory=list)
+    stop_token: StopTokenOpt = field(default_factory=list)
+    clock: ClockOpt = None
+    max_render_chars: MaxCharsOpt = RenderLimits.max_chars
+    max_render_seconds: MaxSecondsOpt = RenderLimits.max_seconds
+
+    def pinned_kwargs(self, before: list[str] | None = None) -> dict[str, Any]:
+        """``--kwarg`` pairs as a mapping (``before``: pairs that the command line overrides)."""
+        return parse_kwargs([*(before or []), *self.kwarg])
+
+    def parsed_clock(self) -> datetime:
+        if self.clock is None:
+            return DEFAULT_CLOCK
+        try:
+            return datetime.fromisoformat(self.clock)
+        except ValueError as exc:
+            raise BadInputError(
+                f"--clock expects an ISO date like 2026-01-15 or 2026-01-15T09:30, got '{self.clock}'"
+            ) from exc
+
+    def limits(self) -> RenderLimits:
+        return RenderLimits(self.max_render_chars, self.max_render_seconds)
+
+
+@dataclass(frozen=True)
+class ConversationInputs:
+    """Real trajectories and scenario packs to audit instead of (or beside) generated conversations."""
+
+    conversations: ConversationsOpt = field(default_factory=list)
+    split: SplitOpt = "train"
+    limit: LimitOpt = None
+    tools: ToolsOpt = None
+    scenario: ScenarioOpt = field(default_factory=list)
+    with_generated: WithGeneratedOpt = False
+
+
+def parse_kwargs(pairs: list[str]) -> dict[str, Any]:
+    """``name=value`` pairs as a mapping; a malformed pair is bad input."""
+    pinned: dict[str, Any] = {}
+    for pair in pairs:
+        try:
+            name, value = parse_kwarg(pair)
+        except ValueError as exc:
+            raise BadInputError(str(exc)) from exc
+        pinned[name] = value
+    return pinned
+
+
+# -- spreading groups into a command's signature ------------------------------------------------------
+@dataclass(frozen=True)
+class GroupDefaults:
+    """Other defaults for some fields of an option group, for one command."""
+
+    values: dict[str, Any]
+
+    def __init__(self, **values: Any) -> None:
+        object.__setattr__(self, "values", values)
+
+
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+def with_option_groups(command: Command) -> Command:
+    """Let typer see each option-group parameter of ``command`` as the group's own options.
+
+    Example: ``def audit(model: ModelArg, source: ModelSource)`` gets ``--template``, ``--mirror``, ... on the
+    command line, and ``source`` is a :class:`ModelSource` when ``audit`` runs.
+    """
+    hints = get_type_hints(command, include_extras=True)
+    parameters: list[inspect.Parameter] = []
+    groups: dict[str, tuple[type, list[str]]] = {}
+    for parameter in inspect.signature(command).parameters.values():
+        annotation = hints.get(parameter.name, parameter.annotation)
+        group, defaults = _group_of(annotation)
+        if group is None:
+            parameters.append(parameter.replace(annotation=annotation, kind=inspect.Parameter.KEYWORD_ONLY))
+            continue
+        group_hints = get_type_hints(group, include_extras=True)
+        names = []
+        for item in fields(group):
+            default = defaults.get(item.name, _field_default(item))
+            parameters.append(
+                inspect.Parameter(
+                    item.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=group_hints[item.name]
+                )
+            )
+            names.append(item.name)
+        groups[parameter.name] = (group, names)
+
+    @functools.wraps(command)
+    def run(**values: Any) -> Any:
+        for name, (group, names) in groups.items():
+            values[name] = group(**{n: values.pop(n) for n in names})
+        return command(**values)
+
+    run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    run.__annotations__ = {p.name: p.annotation for p in parameters}
+    return run  # type: ignore[return-value]
+
+
+def _group_of(annotation: Any) -> tuple[type | None, dict[str, Any]]:
+    defaults: dict[str, Any] = {}
+    if get_origin(annotation) is Annotated:
+        annotation, *extras = get_args(annotation)
+        for extra in extras:
+            if isinstance(extra, GroupDefaults):
+                defaults.update(extra.values)
+    if isinstance(annotation, type) and is_dataclass(annotation) and annotation in OPTION_GROUPS:
+        return annotation, defaults
+    return None, {}
+
+
+def _field_default(item: Any) -> Any:
+    if item.default is not MISSING:
+        return item.default
+    if item.default_factory is not MISSING:
+        return item.default_factory()
+    raise TypeError(f"option {item.name} has no default")
+
+
+OPTION_GROUPS = (ModelSource, Sampling, TemplateSettings, ConversationInputs)

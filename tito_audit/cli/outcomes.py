@@ -1,0 +1,65 @@
+"""The one place where outcomes and errors become exit codes.
+
+0: the command ran and the result is good (``audit``/``explain``: the verdict is ``ready`` or
+``ready-tool-only``; ``check``: every requirement holds; ``replay``: the rollouts are consistent; ``patch``:
+the patched template reaches a good verdict and changes nothing else; ``matrix``: the matrix was written).
+1: the command ran and the result is bad (a worse verdict, a failed requirement, an inconsistent rollout,
+a patch that does not reach a good verdict).
+2: the command could not run (bad input, model not found, template missing); one line on stderr, never a
+traceback (``TITO_AUDIT_DEBUG=1`` shows one for unexpected errors).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+from rich.console import Console
+
+from tito_audit.errors import EXIT_CANNOT_RUN, EXIT_OK, EXIT_VERDICT, AuditError
+from tito_audit.results import READY, READY_TOOL_ONLY, AuditReport
+
+err = Console(stderr=True)
+
+
+def good_verdict(verdict: str) -> bool:
+    return verdict in (READY, READY_TOOL_ONLY)
+
+
+def exit_code_for(report: AuditReport) -> int:
+    """An audit's exit code: 0 for ``ready`` and ``ready-tool-only``, else 1."""
+    return EXIT_OK if good_verdict(report.verdict) else EXIT_VERDICT
+
+
+def finish(good: bool) -> typer.Exit:
+    """The exit of a command that ran: 0 when its result is good, else 1 (raise what this returns)."""
+    return typer.Exit(EXIT_OK if good else EXIT_VERDICT)
+
+
+def run(app: typer.Typer) -> None:
+    """Run ``app``: expected errors become one line on stderr and exit code 2."""
+    try:
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else EXIT_OK)
+    except typer.Exit as done:
+        sys.exit(done.exit_code)
+    except AuditError as exc:
+        err.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err.print("error: aborted", highlight=False)
+        sys.exit(EXIT_CANNOT_RUN)
+    except Exception as exc:  # click usage errors and anything unexpected: one line, never a traceback
+        usage = getattr(exc, "format_message", None)
+        if usage is not None:
+            err.print(f"error: {usage()}", highlight=False, soft_wrap=True)
+            sys.exit(EXIT_CANNOT_RUN)
+        if os.environ.get("TITO_AUDIT_DEBUG"):
+            raise
+        err.print(
+            f"error: unexpected {type(exc).__name__}: {exc} (set TITO_AUDIT_DEBUG=1 for a traceback)",
+            highlight=False,
+            soft_wrap=True,
+        )
+        sys.exit(EXIT_CANNOT_RUN)

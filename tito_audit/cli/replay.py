@@ -1,0 +1,56 @@
+"""``tito-audit replay ROLLOUTS --model MODEL``: verify saved rollouts token by token."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from tito_audit.cli.app import app
+from tito_audit.cli.options import (
+    JsonOutOpt,
+    KwargOpt,
+    MarkdownOutOpt,
+    ModelSource,
+    parse_kwargs,
+    with_option_groups,
+)
+from tito_audit.cli.outcomes import finish
+from tito_audit.cli.wiring import load
+from tito_audit.errors import BadInputError
+from tito_audit.formatters import replay as replay_format
+from tito_audit.model import codec_for
+from tito_audit.render import DEFAULT_CLOCK, Renderer, frozen_clock
+from tito_audit.replay import read_records, replay
+
+RolloutsArg = Annotated[Path, typer.Argument(help="A JSONL file of saved rollouts (see README, 'Replay').")]
+ReplayModelOpt = Annotated[str, typer.Option("--model", help="The model whose tokenizer and template produced them.")]
+
+
+@app.command("replay")
+@with_option_groups
+def replay_command(
+    rollouts: RolloutsArg,
+    model: ReplayModelOpt,
+    source: ModelSource,
+    kwarg: KwargOpt = [],  # noqa: B006
+    json_path: JsonOutOpt = None,
+    markdown_path: MarkdownOutOpt = None,
+) -> None:
+    """Verify saved rollouts token by token: were the trained tokens the sampled ones? (exit 1 if not)"""
+    records = read_records(rollouts)
+    loaded = load(model, source)
+    codec = codec_for(loaded)
+    renderer = Renderer(loaded, codec, parse_kwargs(kwarg))
+    with frozen_clock(loaded.template_source, DEFAULT_CLOCK):
+        report = replay(records, renderer, codec, loaded.resolved.model_id, rollouts.name)
+    if json_path is not None:
+        replay_format.write(json_path, replay_format.to_json(report))
+    if markdown_path is not None:
+        replay_format.write(markdown_path, replay_format.to_markdown(report))
+    if not report.results:
+        raise BadInputError(f"{rollouts}: no record could be replayed (" + "; ".join(report.skipped) + ")")
+    replay_format.render_replay(report, Console())
+    raise finish(report.consistent)
