@@ -28,7 +28,7 @@ model could produce after that prompt. Without its reasoning the turn aligns, so
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tito_audit.conversation import ASSISTANT, TOOL, USER, Conversation, Message
 from tito_audit.diff import common_prefix_length
@@ -264,8 +264,11 @@ def _try_forms(
     for form in REASONING_FORMS:
         if form == original_form:
             continue
-        candidate = conversation.copy()
-        candidate.messages[j] = with_reasoning_form(original, form)
+        # the other messages are shared, never changed: their rendering inputs are prepared once
+        candidate = replace(
+            conversation,
+            messages=[*conversation.messages[:j], with_reasoning_form(original, form), *conversation.messages[j + 1 :]],
+        )
         try:
             rendered = render_prefixes(candidate.messages, candidate.tools, [(j + 1, False)])[(j + 1, False)]
         except Exception:  # the template refuses this form: not a realizable one

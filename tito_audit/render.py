@@ -116,12 +116,17 @@ class _FastJinja:
     VERIFY_FIRST = 24
     VERIFY_EVERY = 50
 
+    MAX_PREPARED = 4096
+    """Prepared messages kept (with the messages themselves, so that an id is never reused while kept)."""
+
     def __init__(self, compiled: Any, plain: Any, alias: Any, kwargs: dict[str, Any]) -> None:
         self.compiled = compiled
         self.plain = plain
         self.alias = alias
         self.kwargs = kwargs
         self.calls = 0
+        self._prepared: dict[int, tuple[Message, Any]] = {}
+        self._prepared_tools: tuple[list[dict], Any] | None = None
 
     @classmethod
     def create(cls, model: LoadedModel, kwargs: Mapping[str, Any]) -> _FastJinja | None:
@@ -139,8 +144,29 @@ class _FastJinja:
         return cls(compiled, _plain_template_data, _alias_reasoning_fields, template_kwargs)
 
     def prepare(self, messages: Sequence[Message], tools: list[dict] | None) -> tuple[list, Any]:
-        without_none = [{k: v for k, v in m.items() if v is not None} for m in messages]
-        return self.alias(self.plain(without_none)), self.plain(tools)
+        """The template's view of ``messages`` and ``tools``: ``None`` values left out, plain JSON types, reasoning
+        fields aliased, as ``render_jinja_template`` makes it. Each message is prepared on its own (both steps
+        work message by message) and kept: conversations that differ in one message (the reasoning forms of a
+        turn) share the preparation of the others."""
+        return [self._prepare_message(m) for m in messages], self._prepare_tools(tools)
+
+    def _prepare_tools(self, tools: list[dict] | None) -> Any:
+        if tools is None:
+            return None
+        kept = self._prepared_tools
+        if kept is None or kept[0] is not tools:
+            kept = self._prepared_tools = (tools, self.plain(tools))
+        return kept[1]
+
+    def _prepare_message(self, message: Message) -> Any:
+        kept = self._prepared.get(id(message))
+        if kept is not None and kept[0] is message:
+            return kept[1]
+        if len(self._prepared) >= self.MAX_PREPARED:
+            self._prepared.clear()
+        prepared = self.alias(self.plain([{k: v for k, v in message.items() if v is not None}]))[0]
+        self._prepared[id(message)] = (message, prepared)
+        return prepared
 
     def render(self, prepared: tuple[list, Any], k: int, gp: bool) -> str:
         chat, tools = prepared
