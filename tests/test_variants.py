@@ -72,3 +72,10 @@ def test_parse_kwarg(text, expected):
 def test_parse_kwarg_rejects(text):
     with pytest.raises(ValueError):
         parse_kwarg(text)
+
+
+def test_switch_read_through_a_default_filter_is_a_variant():
+    """``not (clear_thinking | default(true))`` tests ``clear_thinking``: both values are audited."""
+    source = "{% if not (clear_thinking | default(true)) or x %}a{% endif %}{{ messages }}"
+    found = {i.name: i.values for i in template_inputs(source)}
+    assert found["clear_thinking"] == (False, True)

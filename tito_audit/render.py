@@ -250,6 +250,27 @@ class Renderer:
             all_ids = [self._backend_ids(list(messages[:k]), tools, gp) for k, gp in keys]
         return {key: RenderedPrefix(text, ids) for key, text, ids in zip(keys, texts, all_ids, strict=True)}
 
+    def texts(
+        self, messages: Sequence[Message], tools: list[dict] | None, needed: Sequence[tuple[int, bool]]
+    ) -> dict[tuple[int, bool], str | None]:
+        """Render ``messages[:k]`` for each ``(k, gp)`` as text only (no tokenization); None where the template
+        refuses. Batched through the direct path when it is on, one by one otherwise."""
+        keys = list(dict.fromkeys(needed))
+        if self._fast is not None:
+            try:
+                texts = self._fast_texts(messages, tools, keys)
+            except PrefixRenderError:
+                texts = None
+            if texts is not None:
+                return dict(zip(keys, texts, strict=True))
+        out: dict[tuple[int, bool], str | None] = {}
+        for k, gp in keys:
+            try:
+                out[(k, gp)] = self.text(messages[:k], tools, gp)
+            except RenderError:
+                out[(k, gp)] = None
+        return out
+
     def _bounded(self, text: str) -> str:
         if len(text) > self.limits.max_chars:
             raise RenderError(

@@ -83,6 +83,9 @@ def parse_template(source: str) -> nodes.Template:
 
 
 def _name_of(node: nodes.Node) -> str | None:
+    """The keyword argument an expression tests: ``name``, or ``name | default(...)`` (its default applied)."""
+    if isinstance(node, nodes.Filter) and node.name in {"default", "d"} and node.node is not None:
+        node = node.node
     return node.name if isinstance(node, nodes.Name) else None
 
 
