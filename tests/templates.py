@@ -216,3 +216,91 @@ opens it and the model writes its reasoning; history always renders the block. R
 PROMPT_CLOSES_THINK_HISTORY_NEVER_SHOWS = build(reasoning="", gen=CLOSED_THINK_PROMPT)
 """The prompt writes an empty closed think block that no rendered turn ever shows, in any form: a generation-
 prompt mismatch, and the buffer's empty block is dropped (two labels on one failure)."""
+
+
+# -- fixes (tito_audit.fixes): one template per fix, and ones a fix must leave alone ----------------------------
+
+QWQ_LIKE = build(
+    reasoning="",
+    content="{%- set text = (m.content if m.content is string else '').split('</think>')[-1] -%}{{- text -}}",
+    gen="{%- if add_generation_prompt -%}<|im_start|>assistant" + NL + "<think>" + NL + "{%- endif -%}",
+)
+"""QwQ-like: the prompt opens ``<think>``, history strips ``</think>`` from the content and reads no reasoning
+field (``reasoning-kept`` renders the reasoning in the block the prompt opened)."""
+
+LAST_FINAL = (
+    "{%- set ns = namespace(boundary=-1) -%}"
+    "{%- for i in range(messages|length - 1, -1, -1) -%}"
+    "{%- if messages[i].role == 'assistant' and not messages[i].tool_calls and ns.boundary == -1 -%}"
+    "{%- set ns.boundary = i -%}{%- endif -%}{%- endfor -%}"
+)
+HISTORY_SPLIT_AT_LAST_ANSWER = (
+    LAST_FINAL
+    + "{%- for m in messages -%}"
+    + "{%- if m.role == 'assistant' -%}<|im_start|>assistant"
+    + NL
+    + "{%- if loop.index0 > ns.boundary and m.reasoning_content -%}<think>{{ m.reasoning_content }}</think>"
+    + "{%- endif -%}"
+    + CONTENT
+    + CALLS
+    + END
+    + "{%- elif m.role == 'tool' -%}"
+    + TOOL
+    + "{%- else -%}<|im_start|>{{ m.role }}"
+    + NL
+    + "{{ m.content }}<|im_end|>"
+    + NL
+    + "{%- endif -%}{%- endfor -%}"
+    + GEN
+)
+"""Kimi-K2-Thinking-like: a backward scan finds the last final answer; reasoning renders only after it, so each
+new final answer prunes the reasoning of the tool-call turns before it."""
+
+HISTORY_SLICED_AT_LAST_ANSWER = (
+    LAST_FINAL
+    + "{%- for m in messages[:ns.boundary + 1] -%}"
+    + "{%- if m.role == 'assistant' -%}<|im_start|>assistant"
+    + NL
+    + CONTENT
+    + CALLS
+    + END
+    + "{%- elif m.role == 'tool' -%}"
+    + TOOL
+    + "{%- else -%}<|im_start|>{{ m.role }}"
+    + NL
+    + "{{ m.content }}<|im_end|>"
+    + NL
+    + "{%- endif -%}{%- endfor -%}"
+    + "{%- for m in messages[ns.boundary + 1:] -%}"
+    + "{%- if m.role == 'assistant' -%}<|im_start|>assistant"
+    + NL
+    + REASONING
+    + CONTENT
+    + CALLS
+    + END
+    + "{%- elif m.role == 'tool' -%}"
+    + TOOL
+    + "{%- else -%}<|im_start|>{{ m.role }}"
+    + NL
+    + "{{ m.content }}<|im_end|>"
+    + NL
+    + "{%- endif -%}{%- endfor -%}"
+    + GEN
+)
+"""Kimi-K2-Thinking's own structure: history up to the last final answer in one loop (no reasoning), the rest in
+another (with reasoning)."""
+
+PRESERVE_THINKING_SWITCH = build(
+    preamble=LAST_USER,
+    reasoning="{%- if m.reasoning_content and (preserve_thinking is true or loop.index0 > ns.last_user) -%}"
+    "<think>{{ m.reasoning_content }}</think>{%- endif -%}",
+)
+"""Qwen3.6-like: reasoning after the last user message only, unless ``preserve_thinking=true`` keeps it all (a
+setting suffices: no patch)."""
+
+PARALLEL_CALLS_JOINED = build(
+    calls="{%- for c in m.tool_calls or [] -%}<tool_call>{{ c.function.name }} "
+    + ARGS
+    + "</tool_call>{{ '' if loop.last else ',' }}{%- endfor -%}"
+)
+"""Correct: ``loop.last`` inside the tool-call loop separates parallel calls; no fix may touch it."""

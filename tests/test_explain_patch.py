@@ -83,7 +83,7 @@ def test_patch_freezes_the_date(tiny_model_dir, write_template, tmp_path):
     assert not run_audit(tiny_model_dir, out, count=6).variants[0].findings
 
 
-@pytest.mark.parametrize("name", ["GOOD", "CONTENT_TRIMMED_IN_HISTORY"])
+@pytest.mark.parametrize("name", ["GOOD", "PROMPT_CLOSES_THINK_HISTORY_NEVER_SHOWS"])
 def test_patch_refuses_without_a_known_fix(tiny_model_dir, write_template, tmp_path, name):
     result = run_cli(
         "patch",
@@ -99,7 +99,7 @@ def test_patch_refuses_without_a_known_fix(tiny_model_dir, write_template, tmp_p
     assert "no known mechanical fix applies" in result.stdout
     assert not (tmp_path / "x.jinja").exists()
     if name != "GOOD":
-        assert "not fixed content-rewritten" in result.stdout
+        assert "not fixed empty-think-dropped" in result.stdout
 
 
 @requires_shared

@@ -14,13 +14,17 @@ from tito_audit.formatters.matrix import write_matrix
 from tito_audit.matrix import MatrixOptions, run_matrix
 from tito_audit.matrix_row import AUDITED, FAILED_TO_LOAD, NOT_REACHABLE, VOLATILE_COLUMNS
 
-MODELS = ["acme/ready", "acme/broken", "acme/corrupt", "acme/template-only", "acme/missing"]
+MODELS = ["acme/ready", "acme/broken", "acme/oneline", "acme/corrupt", "acme/template-only", "acme/missing"]
 
 
 @pytest.fixture(scope="module")
 def mirror(tmp_path_factory, tiny_model_dir) -> Path:
     root = tmp_path_factory.mktemp("mirror")
-    for name, source in (("ready", templates.GOOD), ("broken", templates.EMPTY_THINK_ONLY_WHEN_LAST)):
+    for name, source in (
+        ("ready", templates.GOOD),
+        ("broken", templates.MULTILINE_EMPTY_THINK),
+        ("oneline", templates.EMPTY_THINK_ONLY_WHEN_LAST),
+    ):
         folder = root / f"acme--{name}"
         shutil.copytree(tiny_model_dir, folder)
         (folder / "chat_template.jinja").write_text(source, encoding="utf-8")
@@ -149,7 +153,7 @@ def test_html_page_renders_sorts_and_filters(matrix):
         assert models() == sorted(MODELS, key=str.lower, reverse=True)
         assert header.get_attribute("aria-sort") == "descending"
         browser.find_element(By.ID, "filter").send_keys("empty-think")
-        assert models() == ["acme/broken"]
+        assert models() == ["acme/oneline", "acme/broken"]  # both broken templates, still sorted descending
         browser.execute_script(
             "const f = document.getElementById('filter'); f.value = '';f.dispatchEvent(new Event('input'));"
         )
@@ -165,3 +169,34 @@ def test_html_page_renders_sorts_and_filters(matrix):
         assert any(link.endswith("models/acme--ready.md") for link in links)
     finally:
         browser.quit()
+
+
+def test_broken_rows_get_a_verified_way_out_page(matrix):
+    out, rows = matrix
+    rows = by_model(rows)
+    broken = rows["acme/broken"]
+    # MULTILINE_EMPTY_THINK renders the empty think block only for the last turn: as-sampled fixes it
+    assert broken["way_out"].startswith("fix (1 line): keep the empty think block") and broken["way_out"].endswith(
+        "→ ready"
+    )
+    assert broken["fix_report"] == "fixes/acme--broken.md"
+    page = (out / broken["fix_report"]).read_text()
+    assert "no-change proof holds" in page and "| `default` | broken | ready |" in page
+    diff = (out / "fixes" / "acme--broken.diff").read_text()
+    assert "-" in diff and "+" in diff and "true" in diff
+    assert rows["acme/ready"]["way_out"] == "" and not (out / "fixes" / "acme--ready.md").exists()
+    assert "[fix (1 line)" in (out / "matrix.md").read_text()
+    # a template written on one line: the fix is offered, its diff (the whole template) is not published
+    assert rows["acme/oneline"]["way_out"].startswith("fix (1 line)")
+    assert not (out / "fixes" / "acme--oneline.diff").exists()
+    assert "The diff is not published" in (out / "fixes" / "acme--oneline.md").read_text()
+
+
+def test_way_out_pages_of_models_no_longer_in_the_matrix_are_removed(matrix, tmp_path):
+    _, rows = matrix
+    folder = tmp_path / "fixes"
+    folder.mkdir()
+    (folder / "gone--model.md").write_text("old", encoding="utf-8")
+    (folder / "gone--model.diff").write_text("old", encoding="utf-8")
+    write_matrix(rows, tmp_path, {"seed": 0, "count": 8})
+    assert not (folder / "gone--model.md").exists() and not (folder / "gone--model.diff").exists()

@@ -48,3 +48,9 @@ def test_published_matrix_is_current(tmp_path, monkeypatch):
     assert readme.split(README_START, 1)[1].split(README_END, 1)[0].strip() == readme_summary(rows)
     for report in sorted((tmp_path / "models").glob("*.md")):
         assert report.read_text() == (REPORTS / "models" / report.name).read_text(), report.name
+    # the way out of every broken and ready-tool-only row: its page and, for a fix, its diff
+    fresh = sorted(p.name for p in (tmp_path / "fixes").iterdir()) if (tmp_path / "fixes").is_dir() else []
+    published = sorted(p.name for p in (REPORTS / "fixes").iterdir()) if (REPORTS / "fixes").is_dir() else []
+    assert fresh == published, "reports/fixes/ is stale: run `make matrix` and commit reports/"
+    for name in fresh:
+        assert (tmp_path / "fixes" / name).read_text() == (REPORTS / "fixes" / name).read_text(), name

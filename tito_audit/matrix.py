@@ -86,11 +86,13 @@ def report_stem(model_id: str) -> str:
 
 def audit_one(model_id: str, options: MatrixOptions, events: Any = None) -> dict[str, Any]:
     """Resolve, load and audit one model; write its reports; return its row. Never raises."""
+    from tito_audit.formatters import fix_report
     from tito_audit.formatters.json_report import write_json
     from tito_audit.formatters.markdown import write_markdown
     from tito_audit.model import load_model
     from tito_audit.resolve import resolve_model
     from tito_audit.service import AuditOptions, audit
+    from tito_audit.way_out import find_way_out, needs_way_out
 
     def emit(stage: str, done: int, total: int) -> None:
         if events is not None:
@@ -123,6 +125,11 @@ def audit_one(model_id: str, options: MatrixOptions, events: Any = None) -> dict
         write_json(report, options.out_dir / "models" / f"{stem}.json")
         write_markdown(report, options.out_dir / "models" / f"{stem}.md")
         row = row_from_report(report, f"models/{stem}.md", time.monotonic() - started)
+        if needs_way_out(report):
+            emit("way out", 0, 1)
+            way = find_way_out(loaded, report, settings, audit)
+            fix_report.write(report, fix_report.page_of(way, report), options.out_dir / "fixes", stem)
+            row.update(way_out=way.summary, fix_report=f"fixes/{stem}.md")
         if options.conversation_sources and report.text_level_only:
             row["verdict_with_real_data"] = "n/a (text level)"
         elif options.conversation_sources:

@@ -26,6 +26,8 @@ COLUMNS = (
     *(f"rollout_{kind}" for kind in STEP_KINDS),
     *(f"append_{kind}" for kind in STEP_KINDS),
     "main_causes",
+    "way_out",
+    "fix_report",
     "verdict_with_real_data",
     "real_data_causes",
     "roundtrip_findings",

@@ -193,6 +193,41 @@ class VariantResult:
 
 
 @dataclass
+class Recommendation:
+    """A setting of the template's keyword arguments that earns a better verdict than the model's (its worst
+    variant): the way out that needs no patch."""
+
+    setting: str
+    """The variant's name (``preserve_thinking=true``), or ``default`` when the defaults are better than some
+    other setting."""
+    kwargs: dict[str, object]
+    verdict: str
+    """The verdict that setting earned in this audit."""
+    evidence: str
+    """The steps behind it, e.g. ``0 of 312 appended steps fail``."""
+    changes_generation_prompt: bool
+    """Whether the setting also changes what the generation prompt writes (thinking off, for example), so the
+    model runs differently, not only its history."""
+    avoid: list[str] = field(default_factory=list)
+    """Settings whose verdict is worse (the reason the model's verdict is what it is)."""
+
+    @property
+    def suffices(self) -> bool:
+        """It earns ``ready`` and leaves the generation prompt as it is (switching thinking off earns ready in
+        many templates, but it changes how the model runs, so a fix is still worth looking for)."""
+        return self.verdict == READY and not self.changes_generation_prompt
+
+    def line(self) -> str:
+        what = "the default settings" if self.setting == "default" else f"{self.setting}"
+        line = f"recommended: {what} → {self.verdict} (verified: {self.evidence})"
+        if self.changes_generation_prompt:
+            line += "; note: it also changes the generation prompt"
+        if self.avoid:
+            line += "; avoid " + ", ".join(self.avoid)
+        return line
+
+
+@dataclass
 class ModelInfo:
     model_id: str
     source: str
@@ -238,5 +273,7 @@ class AuditReport:
     explanations: list[dict[str, object]] = field(default_factory=list)
     """For the first failure of each cause: the template lines behind it and the confirmation of each label
     (see ``tito-audit explain``); filled by ``audit`` on the command line."""
+    recommendation: Recommendation | None = None
+    """A setting that earns a better verdict than the model's, when there is one."""
     generated_at: str = ""
     duration_seconds: float = 0.0

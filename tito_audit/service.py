@@ -21,6 +21,7 @@ from tito_audit.audit_options import (
 )
 from tito_audit.errors import BadInputError
 from tito_audit.model import LoadedModel, codec_for
+from tito_audit.recommend import recommend
 from tito_audit.results import AuditReport, ModelInfo, Settings, worst_verdict
 from tito_audit.variant_audit import VariantAudit
 from tito_audit.variants import template_inputs, variants_for
@@ -99,7 +100,9 @@ def audit(
         )
     variants = variants_for(inputs, options.pinned_kwargs)
     conversations_for = conversation_source(options)
-    results = [VariantAudit(loaded, codec, variant, options).run(conversations_for, progress) for variant in variants]
+    audits = [VariantAudit(loaded, codec, variant, options) for variant in variants]
+    results = [variant_audit.run(conversations_for, progress) for variant_audit in audits]
+    prompts = {a.variant.name: a.probe_prompt() for a in audits} if len(audits) > 1 else {}
     return AuditReport(
         schema_version=SCHEMA_VERSION,
         tool_version=__version__,
@@ -120,6 +123,7 @@ def audit(
         text_level_only=loaded.text_level_only,
         variants=results,
         notes=notes,
+        recommendation=recommend(results, prompts),
         generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         duration_seconds=round(time.monotonic() - started, 3),
     )

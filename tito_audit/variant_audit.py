@@ -14,12 +14,12 @@ from tito_audit.aggregate import VariantTotals, group_refusals, group_unrealized
 from tito_audit.audit_options import AuditOptions, ConversationSource, ProgressCallback
 from tito_audit.checks import run_checks
 from tito_audit.checks.context import CheckSetup, RolloutContext
-from tito_audit.conversation import Conversation
+from tito_audit.conversation import USER, Conversation
 from tito_audit.findings import FindingContext, run_findings
 from tito_audit.generate import tool_schemas
 from tito_audit.model import LoadedModel
 from tito_audit.realize import RealizedConversation, realizable_reasoning, realize
-from tito_audit.render import Renderer, frozen_clock
+from tito_audit.render import Renderer, RenderError, frozen_clock
 from tito_audit.results import VariantResult
 from tito_audit.shapes import NOT_NATIVE_TOOLS
 from tito_audit.stops import collect_stop_tokens
@@ -46,6 +46,14 @@ class VariantAudit:
     def realize(self, conversation: Conversation, renders: Renders) -> RealizedConversation:
         """``conversation`` with every assistant turn in a form a model could produce after its prompt."""
         return realize(conversation, renders, self.renderer.prefixes)
+
+    def probe_prompt(self) -> str | None:
+        """The generation prompt this variant writes after one user message (None when it refuses)."""
+        with frozen_clock(self.model.template_source, self.options.clock):
+            try:
+                return self.renderer.text([{"role": USER, "content": "Hello there."}], None, True)
+            except RenderError:
+                return None
 
     def run(self, conversations_for: ConversationSource, progress: ProgressCallback | None) -> VariantResult:
         """Audit the conversations ``conversations_for`` gives for the reasoning kinds this variant allows."""

@@ -1,5 +1,5 @@
-"""``tito-audit patch MODEL -o FILE``: a prefix-stable template for the causes with a mechanical fix, audited
-before it is written."""
+"""``tito-audit patch MODEL -o FILE``: a verified fix of the model's own template (or the setting that makes one
+unnecessary), audited before it is written."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from tito_audit.cli.app import app
 from tito_audit.cli.options import GroupDefaults, ModelArg, ModelSource, Sampling, with_option_groups
 from tito_audit.cli.outcomes import finish
 from tito_audit.cli.wiring import audit_options, audit_with_progress, load
-from tito_audit.formatters.patch import render_patch, render_refusals
-from tito_audit.repair import patch_and_verify
+from tito_audit.errors import BadInputError
+from tito_audit.formatters.patch import render_fix, render_no_fix, render_setting
+from tito_audit.way_out import FIX, SETTING, find_way_out
 
 OutputOpt = Annotated[Path, typer.Option("-o", "--output", help="Write the patched template here.")]
 DiffOpt = Annotated[Path | None, typer.Option("--diff", help="Write the unified diff here (default: OUTPUT.diff).")]
@@ -30,18 +31,30 @@ def patch_command(
     sampling: QuickSampling,
     diff_path: DiffOpt = None,
 ) -> None:
-    """Propose a prefix-stable template for the causes with a mechanical fix, audited before it is written."""
+    """Propose a prefix-stable template (a small, verified edit of the model's own) or the setting that makes
+    one unnecessary."""
     loaded = load(model, source)
+    if loaded.template_source is None:
+        raise BadInputError(
+            f"{loaded.resolved.model_id} renders through {loaded.backend}: there is no template to patch"
+        )
     console = Console()
-    outcome = patch_and_verify(
-        loaded, audit_options(sampling), lambda model, options: audit_with_progress(model, options, console, True)
-    )
-    render_refusals(outcome, console)
-    if not outcome.patch.changed:
+    options = audit_options(sampling)
+
+    def run_audit(model_to_audit, audit_settings):
+        return audit_with_progress(model_to_audit, audit_settings, console, True)
+
+    before = run_audit(loaded, options)
+    way = find_way_out(loaded, before, options, run_audit)
+    if way.kind == SETTING and way.recommendation is not None and way.fix is None:
+        render_setting(way, console)
+        raise finish(True)
+    if way.kind != FIX or way.fix is None or way.fix.patched_source is None:
+        render_no_fix(way, console)
         raise finish(False)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(outcome.patch.patched, encoding="utf-8")
+    output.write_text(way.fix.patched_source, encoding="utf-8")
     diff_file = diff_path or output.with_name(output.name + ".diff")
-    diff_file.write_text(outcome.patch.unified_diff(output.name), encoding="utf-8")
-    render_patch(outcome, [output, diff_file], console)
-    raise finish(outcome.good)
+    diff_file.write_text(way.fix.diff(output.name), encoding="utf-8")
+    render_fix(way.fix, [output, diff_file], console)
+    raise finish(True)

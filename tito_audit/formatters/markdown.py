@@ -107,6 +107,7 @@ def to_markdown(report: AuditReport) -> str:
     lines = [
         f"# tito-audit: {model.model_id} — **{report.verdict}**",
         "",
+        *([f"**{report.recommendation.line()}**", ""] if report.recommendation is not None else []),
         "| | |",
         "|---|---|",
         f"| source | {model.source} ({_cell(model.path)}) |",

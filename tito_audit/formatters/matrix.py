@@ -21,6 +21,7 @@ MARKDOWN_COLUMNS = (
     ("user", "rollout_user"),
     ("system", "rollout_system"),
     ("main causes", "main_causes"),
+    ("way out", "way_out"),
     ("roundtrip beyond non-canonical", "roundtrip_findings"),
     ("refused shapes", "refused_shapes"),
     ("report", "report"),
@@ -70,7 +71,10 @@ def to_markdown(rows: Sequence[dict[str, Any]], settings: dict[str, Any]) -> str
                 value = f"[report]({value})"
             if key == "variant_verdicts" and row.get("reason"):
                 value = short_reason(row["reason"])
-            cells.append(_cell(value, 220 if key in ("variant_verdicts", "refused_shapes") else 160))
+            cell = _cell(value, 220 if key in ("variant_verdicts", "refused_shapes") else 160)
+            if key == "way_out" and value and row.get("fix_report"):
+                cell = f"[{cell}]({row['fix_report']})"
+            cells.append(cell)
         lines.append("| " + " | ".join(cells) + " |")
     audited = [r for r in rows if r.get("status") == "audited"]
     lines += ["", f"{len(audited)} of {len(rows)} models audited; the others are listed with the reason."]
@@ -84,8 +88,8 @@ README_END = "<!-- matrix:end -->"
 def readme_summary(rows: Sequence[dict[str, Any]]) -> str:
     """The compact table README shows: audited models only, verdict and stable step kinds."""
     lines = [
-        "| model | level | verdict | with real data | tool steps | user steps | main causes |",
-        "|---|---|---|---|---|---|---|",
+        "| model | level | verdict | with real data | tool steps | user steps | main causes | way out |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         if row.get("status") != "audited":
@@ -95,7 +99,7 @@ def readme_summary(rows: Sequence[dict[str, Any]]) -> str:
         lines.append(
             f"| {row['model_id']} | {level} | **{row['verdict']}** | {row.get('verdict_with_real_data') or '–'} "
             f"| {row['rollout_tool']} | {row['rollout_user']} "
-            f"| {causes} |"
+            f"| {causes} | {_cell(row.get('way_out'), 90)} |"
         )
     return "\n".join(lines)
 
@@ -127,8 +131,20 @@ def write_tables(rows: Sequence[dict[str, Any]], out_dir: Path) -> None:
     Dataset.from_pandas(table, preserve_index=False).to_parquet(str(out_dir / "matrix.parquet"))
 
 
+def prune_fixes(rows: Sequence[dict[str, Any]], out_dir: Path) -> None:
+    """Remove pages and diffs of ``fixes/`` that no row of this matrix refers to (a way out that changed)."""
+    folder = out_dir / "fixes"
+    if not folder.is_dir():
+        return
+    kept = {Path(row["fix_report"]).stem for row in rows if row.get("fix_report")}
+    for path in folder.iterdir():
+        if path.suffix in (".md", ".diff") and path.stem not in kept:
+            path.unlink()
+
+
 def write_matrix(rows: Sequence[dict[str, Any]], out_dir: Path, settings: dict[str, Any]) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
+    prune_fixes(rows, out_dir)
     write_tables(rows, out_dir)
     (out_dir / "matrix.md").write_text(to_markdown(rows, settings), encoding="utf-8")
     (out_dir / "index.html").write_text(to_html(rows, settings), encoding="utf-8")
@@ -177,6 +193,7 @@ const rows = JSON.parse(document.getElementById("matrix-data").textContent);
 const columns = [["model_id","model"],["family","family"],["audit_level","level"],["verdict","verdict"],
   ["verdict_with_real_data","with real data"],
   ["rollout_tool","tool"],["rollout_user","user"],["rollout_system","system"],["main_causes","main causes"],
+  ["way_out","way out"],
   ["roundtrip_findings","roundtrip"],["refused_shapes","refused shapes"]];
 let sortKey = "model_id", sortDir = 1;
 const head = document.querySelector("#matrix thead tr"), body = document.querySelector("#matrix tbody");

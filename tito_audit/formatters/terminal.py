@@ -152,6 +152,13 @@ def render_report(report: AuditReport, console: Console | None = None) -> None:
         f"({report.settings.conversations_source}), max {report.settings.max_turns} assistant turns",
     )
     header.add_row("verdict", verdict_text(report.verdict))
+    if report.recommendation is not None:
+        header.add_row("way out", Text(report.recommendation.line(), style="bold cyan"))
+    recommendation = report.recommendation
+    if report.verdict in (BROKEN, READY_TOOL_ONLY) and not (recommendation is not None and recommendation.suffices):
+        header.add_row(
+            "fix", Text(f"tito-audit patch {model.model_id} -o FILE searches for a verified fix", style="dim")
+        )
     console.print(Panel(header, title="tito-audit", title_align="left"))
     summary = Table(header_style="bold")
     summary.add_column("variant")
