@@ -139,3 +139,13 @@ def test_segmented_encoding_is_exact_when_added_tokens_overlap(overlapping_codec
     full = overlapping_codec._full_encode(list(texts))
     assert overlapping_codec.encode_many(texts) == full
     assert overlapping_codec._segments.enabled, "the cache met a difference and had to switch itself off"
+
+
+@given(
+    st.lists(st.text(alphabet="ab\n<>", min_size=1, max_size=5), min_size=0, max_size=4),
+    st.text(alphabet="ab\n<>", min_size=0, max_size=7),
+)
+def test_indexed_overlap_agrees_with_the_pairwise_rule(written, text):
+    from tito_audit.tokens import _overlap, _Overlaps
+
+    assert _Overlaps(written).with_any(text) == any(_overlap(text, w) for w in written if w and text)

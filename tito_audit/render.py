@@ -148,7 +148,23 @@ class _FastJinja:
         fields aliased, as ``render_jinja_template`` makes it. Each message is prepared on its own (both steps
         work message by message) and kept: conversations that differ in one message (the reasoning forms of a
         turn) share the preparation of the others."""
-        return [self._prepare_message(m) for m in messages], self._prepare_tools(tools)
+        prepared: list[Any] = []
+        missing: list[int] = []
+        for index, message in enumerate(messages):
+            kept = self._prepared.get(id(message))
+            if kept is not None and kept[0] is message:
+                prepared.append(kept[1])
+            else:
+                prepared.append(None)
+                missing.append(index)
+        if missing:  # one call for all that are missing (most conversations are new)
+            if len(self._prepared) + len(missing) > self.MAX_PREPARED:
+                self._prepared.clear()
+            fresh = self.alias(self.plain([{k: v for k, v in messages[i].items() if v is not None} for i in missing]))
+            for index, value in zip(missing, fresh, strict=True):
+                prepared[index] = value
+                self._prepared[id(messages[index])] = (messages[index], value)
+        return prepared, self._prepare_tools(tools)
 
     def _prepare_tools(self, tools: list[dict] | None) -> Any:
         if tools is None:
@@ -157,16 +173,6 @@ class _FastJinja:
         if kept is None or kept[0] is not tools:
             kept = self._prepared_tools = (tools, self.plain(tools))
         return kept[1]
-
-    def _prepare_message(self, message: Message) -> Any:
-        kept = self._prepared.get(id(message))
-        if kept is not None and kept[0] is message:
-            return kept[1]
-        if len(self._prepared) >= self.MAX_PREPARED:
-            self._prepared.clear()
-        prepared = self.alias(self.plain([{k: v for k, v in message.items() if v is not None}]))[0]
-        self._prepared[id(message)] = (message, prepared)
-        return prepared
 
     def render(self, prepared: tuple[list, Any], k: int, gp: bool) -> str:
         chat, tools = prepared

@@ -67,11 +67,8 @@ class TokenCodec:
             source = self._template_source
             written = [text for text in candidates if source is None or text in source]
             written_set = set(written)
-            added = {
-                text: i
-                for text, i in candidates.items()
-                if text in written_set or any(_overlap(text, w) for w in written)
-            }
+            overlaps = _Overlaps(written)
+            added = {text: i for text, i in candidates.items() if text in written_set or overlaps.with_any(text)}
             self._segmented = SegmentedEncoder(added, self._full_encode)
             self._segmented.enabled = bool(added)
         return self._segmented
@@ -250,3 +247,23 @@ def _overlap(text: str, other: str) -> bool:
         return True
     longest = min(len(text), len(other)) - 1
     return any(text.endswith(other[:n]) or other.endswith(text[:n]) for n in range(1, longest + 1))
+
+
+class _Overlaps:
+    """:func:`_overlap` against a fixed set of texts, for thousands of candidates: the proper prefixes and
+    suffixes of the fixed texts are indexed once, so a candidate costs a few set lookups per character."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self.texts = [t for t in texts if t]
+        self.prefixes = {t[:n] for t in self.texts for n in range(1, len(t))}
+        self.suffixes = {t[-n:] for t in self.texts for n in range(1, len(t))}
+        self.inner = {t[i:j] for t in self.texts for i in range(len(t)) for j in range(i + 1, len(t) + 1)}
+        self.longest = max((len(t) for t in self.texts), default=0)
+
+    def with_any(self, text: str) -> bool:
+        if not text or not self.texts:
+            return False
+        if text in self.inner or any(t in text for t in self.texts):
+            return True
+        reach = min(len(text), self.longest)
+        return any(text[-n:] in self.prefixes or text[:n] in self.suffixes for n in range(1, reach))
