@@ -42,7 +42,7 @@ def mirror(tmp_path_factory, tiny_model_dir) -> Path:
 def matrix(mirror, tmp_path_factory):
     out = tmp_path_factory.mktemp("matrix")
     options = MatrixOptions(out_dir=out, mirrors=[mirror], allow_hub=False, count=8, jobs=2)
-    rows = run_matrix(MODELS, options)
+    rows = run_matrix(MODELS, options).rows
     write_matrix(rows, out, {"seed": 0, "count": 8})
     return out, rows
 
@@ -103,7 +103,7 @@ def test_output_files(matrix):
 
 def test_same_rows_in_one_process_and_in_workers(matrix, mirror, tmp_path):
     _, rows = matrix
-    again = run_matrix(MODELS, MatrixOptions(out_dir=tmp_path, mirrors=[mirror], allow_hub=False, count=8, jobs=1))
+    again = run_matrix(MODELS, MatrixOptions(out_dir=tmp_path, mirrors=[mirror], allow_hub=False, count=8, jobs=1)).rows
 
     def stable(row):
         return {k: v for k, v in row.items() if k not in VOLATILE_COLUMNS}
@@ -192,11 +192,12 @@ def test_broken_rows_get_a_verified_way_out_page(matrix):
     assert "The diff is not published" in (out / "fixes" / "acme--oneline.md").read_text()
 
 
-def test_way_out_pages_of_models_no_longer_in_the_matrix_are_removed(matrix, tmp_path):
-    _, rows = matrix
-    folder = tmp_path / "fixes"
-    folder.mkdir()
-    (folder / "gone--model.md").write_text("old", encoding="utf-8")
-    (folder / "gone--model.diff").write_text("old", encoding="utf-8")
-    write_matrix(rows, tmp_path, {"seed": 0, "count": 8})
-    assert not (folder / "gone--model.md").exists() and not (folder / "gone--model.diff").exists()
+def test_pages_of_models_no_longer_in_the_matrix_are_removed(mirror, tmp_path):
+    for folder, suffixes in (("fixes", (".md", ".diff")), ("models", (".md", ".json"))):
+        (tmp_path / folder).mkdir()
+        for suffix in suffixes:
+            (tmp_path / folder / f"gone--model{suffix}").write_text("old", encoding="utf-8")
+    rows = run_matrix(["acme/broken"], MatrixOptions(out_dir=tmp_path, mirrors=[mirror], allow_hub=False, count=8)).rows
+    assert rows[0]["fix_report"] == "fixes/acme--broken.md"
+    assert sorted(p.name for p in (tmp_path / "fixes").iterdir()) == ["acme--broken.diff", "acme--broken.md"]
+    assert sorted(p.name for p in (tmp_path / "models").iterdir()) == ["acme--broken.json", "acme--broken.md"]

@@ -41,7 +41,7 @@ def test_published_matrix_is_current(tmp_path, monkeypatch):
         conversation_sources=settings.get("conversations", []),
         conversations_limit=settings.get("conversations_limit"),
     )
-    rows = run_matrix(models, options)
+    rows = run_matrix(models, options).rows
     assert _stable(rows) == _stable(published), "reports/ is stale: run `make matrix` and commit reports/"
     assert to_markdown(rows, settings) == (REPORTS / "matrix.md").read_text()
     readme = (ROOT / "README.md").read_text()

@@ -95,8 +95,7 @@ def audit(
     else:
         inputs = []
         notes.append(
-            f"{loaded.resolved.model_id} renders through {loaded.backend} without Jinja: "
-            "there are no template variants to detect"
+            f"the model renders through {loaded.backend} without Jinja: there are no template variants to detect"
         )
     variants = variants_for(inputs, options.pinned_kwargs)
     conversations_for = conversation_source(options)

@@ -16,8 +16,11 @@ from tito_audit.cli.options import CacheOpt, LimitOpt, MirrorOpt, NoHubOpt, Samp
 from tito_audit.errors import EXIT_OK, BadInputError
 from tito_audit.formatters.matrix import update_readme, write_matrix
 from tito_audit.formatters.terminal import verdict_text
-from tito_audit.matrix import MatrixOptions, ProgressEvent, run_matrix
+from tito_audit.hub_listing import list_hub_models, parse_filter
+from tito_audit.matrix import MatrixOptions, MatrixRun, ProgressEvent, run_matrix
+from tito_audit.matrix_options import BACKENDS, LOCAL
 from tito_audit.registry import registry_model_ids
+from tito_audit.resolve import default_cache_dir
 
 ModelsArg = Annotated[
     list[str] | None, typer.Argument(help="Model ids or folders (default: every model of the family registry).")
@@ -32,6 +35,44 @@ RealConversationsOpt = Annotated[
 ]
 DEFAULT_JOBS = os.cpu_count() or 1
 ReadmeOpt = Annotated[Path | None, typer.Option("--update-readme", help="Rewrite the matrix block of this README.")]
+FromHubOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--from-hub",
+        metavar="FILTER",
+        help="Add the Hub's chat models matching FILTER: author=ORG,tag=TAG,search=TEXT,sort=downloads,limit=N "
+        "(needs network).",
+    ),
+]
+ResultsCacheOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--results-cache",
+        help="Folder of stored audit results, keyed by file digests, settings and tool version "
+        "(default: results/ in the cache folder; also TITO_AUDIT_RESULTS_CACHE).",
+    ),
+]
+NoResultsCacheOpt = Annotated[
+    bool, typer.Option("--no-results-cache", help="Audit every pair afresh and store nothing (one run only).")
+]
+BackendOpt = Annotated[
+    str,
+    typer.Option(
+        "--backend", help="Where audits run: local (worker processes) or ray (local Ray, or RAY_ADDRESS's cluster)."
+    ),
+]
+RESULTS_CACHE_ENV = "TITO_AUDIT_RESULTS_CACHE"
+
+
+def results_cache_folder(given: Path | None, disabled: bool, cache_dir: Path | None) -> Path | None:
+    """``--results-cache``, else ``TITO_AUDIT_RESULTS_CACHE``, else ``results/`` in the download cache."""
+    if disabled:
+        return None
+    if given is not None:
+        return given
+    if os.environ.get(RESULTS_CACHE_ENV):
+        return Path(os.environ[RESULTS_CACHE_ENV]).expanduser()
+    return (cache_dir or default_cache_dir()) / "results"
 
 
 def read_models_file(path: Path) -> list[str]:
@@ -57,12 +98,20 @@ def matrix_command(
     conversations: RealConversationsOpt = [],  # noqa: B006
     limit: LimitOpt = None,
     readme: ReadmeOpt = None,
+    from_hub: FromHubOpt = None,
+    results_cache: ResultsCacheOpt = None,
+    no_results_cache: NoResultsCacheOpt = False,
+    backend: BackendOpt = LOCAL,
 ) -> None:
     """Audit many models in parallel and write the compatibility matrix (md, csv, json, parquet, html)."""
     console = Console()
     chosen = list(models or [])
     if models_file is not None:
         chosen += read_models_file(models_file)
+    if backend not in BACKENDS:
+        raise BadInputError(f"--backend {backend}: choose {' or '.join(BACKENDS)}")
+    if from_hub is not None:
+        chosen += list_hub_models(parse_filter(from_hub))
     given = bool(chosen)
     if not chosen:
         chosen = registry_model_ids()
@@ -77,19 +126,22 @@ def matrix_command(
         jobs=jobs,
         conversation_sources=list(conversations),
         conversations_limit=limit,
+        results_cache=results_cache_folder(results_cache, no_results_cache, cache_dir),
+        backend=backend,
     )
-    rows = _run_with_progress(chosen, options, console)
+    run = _run_with_progress(chosen, options, console)
+    rows = run.rows
     written = write_matrix(rows, out, options.settings_record(sorted(set(chosen)) if given else "registry"))
     if readme is not None:
         try:
             update_readme(readme, rows)
         except (OSError, ValueError) as exc:
             raise BadInputError(f"--update-readme: {exc}") from exc
-    _print_summary(rows, written, console)
+    _print_summary(run, written, console)
     raise typer.Exit(EXIT_OK)
 
 
-def _run_with_progress(models: list[str], options: MatrixOptions, console: Console) -> list[dict[str, Any]]:
+def _run_with_progress(models: list[str], options: MatrixOptions, console: Console) -> MatrixRun:
     """The matrix rows, with an overall bar and one bar per model being audited (on a terminal)."""
     with Progress(
         TextColumn("{task.description}"),
@@ -117,14 +169,21 @@ def _run_with_progress(models: list[str], options: MatrixOptions, console: Conso
         return run_matrix(models, options, on_event)
 
 
-def _print_summary(rows: list[dict[str, Any]], written: list[Path], console: Console) -> None:
+def _print_summary(run: MatrixRun, written: list[Path], console: Console) -> None:
     table = Table(header_style="bold")
     for column in ("model", "verdict", "level", "main causes"):
         table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(
-            row["model_id"], verdict_text(row["verdict"] or row["status"]), row["audit_level"], row["main_causes"]
-        )
+    for row in run.rows:
+        verdict = verdict_text(row["verdict"] or row["status"])
+        if row.get("same_as"):
+            verdict.append(f" (same as {row['same_as']})", style="dim")
+        table.add_row(row["model_id"], verdict, row["audit_level"], row["main_causes"])
     console.print(table)
-    audited = sum(1 for row in rows if row["status"] == "audited")
-    console.print(f"{audited} of {len(rows)} models audited; wrote " + ", ".join(str(p) for p in written))
+    audited = sum(1 for row in run.rows if row["status"] == "audited")
+    store = run.store
+    console.print(
+        f"{audited} of {run.model_ids} models audited: {run.pairs} distinct template/tokenizer pairs, "
+        f"{run.audited} audited in this run, {run.pairs - run.audited} from stored results"
+        + (f" ({store.corrupt} corrupt entries recomputed)" if store.corrupt else "")
+    )
+    console.print("wrote " + ", ".join(str(p) for p in written))

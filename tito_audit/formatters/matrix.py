@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import html
 import json
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tito_audit.matrix_row import COLUMNS
+from tito_audit.outputs import write_if_changed
 
 MARKDOWN_COLUMNS = (
     ("model", "model_id"),
@@ -26,12 +28,6 @@ MARKDOWN_COLUMNS = (
     ("refused shapes", "refused_shapes"),
     ("report", "report"),
 )
-
-
-def rows_frame(rows: Sequence[dict[str, Any]]):
-    import pandas as pd
-
-    return pd.DataFrame(list(rows), columns=list(COLUMNS))
 
 
 def _cell(value: Any, limit: int = 160) -> str:
@@ -68,7 +64,7 @@ def to_markdown(rows: Sequence[dict[str, Any]], settings: dict[str, Any]) -> str
             if key == "verdict" and not value:
                 value = row.get("status")
             if key == "report" and value:
-                value = f"[report]({value})"
+                value = f"[same as {row['same_as']}]({value})" if row.get("same_as") else f"[report]({value})"
             if key == "variant_verdicts" and row.get("reason"):
                 value = short_reason(row["reason"])
             cell = _cell(value, 220 if key in ("variant_verdicts", "refused_shapes") else 160)
@@ -111,44 +107,52 @@ def update_readme(readme: Path, rows: Sequence[dict[str, Any]]) -> None:
         raise ValueError(f"{readme} has no matrix markers")
     head, rest = text.split(README_START, 1)
     _, tail = rest.split(README_END, 1)
-    readme.write_text(head + README_START + "\n" + readme_summary(rows) + "\n" + README_END + tail, encoding="utf-8")
+    write_if_changed(readme, head + README_START + "\n" + readme_summary(rows) + "\n" + README_END + tail)
+
+
+INTEGER_COLUMNS = ("seed", "count")
+NUMBER_COLUMNS = (*INTEGER_COLUMNS, "duration_seconds")
+
+
+def rows_frame(rows: Sequence[dict[str, Any]]):
+    """The rows as a pandas frame: text columns as strings, ``seed``/``count`` as nullable integers."""
+    import pandas as pd
+
+    frame = pd.DataFrame(list(rows), columns=list(COLUMNS))
+    return frame.astype(
+        {**{c: "string" for c in COLUMNS if c not in NUMBER_COLUMNS}, **dict.fromkeys(INTEGER_COLUMNS, "Int64")}
+    )
+
+
+def to_json_records(rows: Sequence[dict[str, Any]]) -> str:
+    """``matrix.json``: the rows as they are (integers stay integers), columns in :data:`COLUMNS` order."""
+    records = [{column: row.get(column) for column in COLUMNS} for row in rows]
+    return json.dumps(records, ensure_ascii=False, indent=1) + "\n"
+
+
+def _parquet_bytes(rows: Sequence[dict[str, Any]]) -> bytes:
+    from datasets import Dataset
+
+    with tempfile.TemporaryDirectory(prefix="tito-audit-parquet-") as folder:
+        path = Path(folder) / "matrix.parquet"
+        Dataset.from_pandas(rows_frame(rows), preserve_index=False).to_parquet(str(path))
+        return path.read_bytes()
 
 
 def write_tables(rows: Sequence[dict[str, Any]], out_dir: Path) -> None:
-    """``matrix.csv`` and ``matrix.json`` with pandas, ``matrix.parquet`` through ``datasets``."""
-    frame = rows_frame(rows)
-    frame.to_csv(out_dir / "matrix.csv", index=False)
-    (out_dir / "matrix.json").write_text(
-        json.dumps(
-            frame.astype(object).where(frame.notna(), None).to_dict(orient="records"), ensure_ascii=False, indent=1
-        )
-        + "\n",
-        encoding="utf-8",
-    )
-    from datasets import Dataset
-
-    table = frame.astype({c: "string" for c in frame.columns if c not in ("seed", "count", "duration_seconds")})
-    Dataset.from_pandas(table, preserve_index=False).to_parquet(str(out_dir / "matrix.parquet"))
-
-
-def prune_fixes(rows: Sequence[dict[str, Any]], out_dir: Path) -> None:
-    """Remove pages and diffs of ``fixes/`` that no row of this matrix refers to (a way out that changed)."""
-    folder = out_dir / "fixes"
-    if not folder.is_dir():
-        return
-    kept = {Path(row["fix_report"]).stem for row in rows if row.get("fix_report")}
-    for path in folder.iterdir():
-        if path.suffix in (".md", ".diff") and path.stem not in kept:
-            path.unlink()
+    """``matrix.csv`` with pandas, ``matrix.json``, ``matrix.parquet`` through ``datasets``."""
+    write_if_changed(out_dir / "matrix.csv", rows_frame(rows).to_csv(index=False))
+    write_if_changed(out_dir / "matrix.json", to_json_records(rows))
+    write_if_changed(out_dir / "matrix.parquet", _parquet_bytes(rows))
 
 
 def write_matrix(rows: Sequence[dict[str, Any]], out_dir: Path, settings: dict[str, Any]) -> list[Path]:
+    """Every matrix file; each is rewritten only when its content changed."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    prune_fixes(rows, out_dir)
     write_tables(rows, out_dir)
-    (out_dir / "matrix.md").write_text(to_markdown(rows, settings), encoding="utf-8")
-    (out_dir / "index.html").write_text(to_html(rows, settings), encoding="utf-8")
-    (out_dir / "matrix_settings.json").write_text(json.dumps(settings, indent=1) + "\n", encoding="utf-8")
+    write_if_changed(out_dir / "matrix.md", to_markdown(rows, settings))
+    write_if_changed(out_dir / "index.html", to_html(rows, settings))
+    write_if_changed(out_dir / "matrix_settings.json", json.dumps(settings, indent=1) + "\n")
     names = ("matrix.md", "matrix.csv", "matrix.json", "matrix.parquet", "index.html", "matrix_settings.json")
     return [out_dir / name for name in names]
 

@@ -1,0 +1,145 @@
+"""Where a matrix's work runs: this process, a pool of worker processes, or Ray.
+
+Every backend runs the same module-level functions of :mod:`tito_audit.matrix_tasks` and hands each outcome to
+the driver as soon as it exists (the driver stores it at once, which is what makes a run resumable).
+
+Ray is an install extra (``pip install 'tito-audit[ray]'``): ``ray.init()`` starts a local instance, or joins
+the cluster named by ``RAY_ADDRESS``; the workers must have tito-audit installed and see the mirror folders
+(or reach the Hub) under the same paths.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any, Protocol
+
+from tito_audit.errors import BadInputError
+from tito_audit.matrix_options import LOCAL, RAY, MatrixOptions
+from tito_audit.matrix_row import AUDIT_ERROR, base_row
+from tito_audit.matrix_tasks import Identity, PairOutcome, ProgressEvent, audit_pair, identify_many
+
+OnOutcome = Callable[[PairOutcome], None]
+OnEvent = Callable[[ProgressEvent], None] | None
+
+IDENTIFY_BATCH = 64
+"""Model ids per identify task on Ray (one id per task would cost more in scheduling than in work)."""
+
+
+class Backend(Protocol):
+    def identify(self, model_ids: list[str], options: MatrixOptions) -> list[Identity]: ...
+
+    def audit(self, model_ids: list[str], options: MatrixOptions, on_outcome: OnOutcome, on_event: OnEvent) -> None:
+        """Audit each id (the first id of each pair to audit); ``on_outcome`` gets every outcome as it comes."""
+        ...
+
+
+def backend_for(options: MatrixOptions) -> Backend:
+    if options.backend == LOCAL:
+        return LocalBackend()
+    if options.backend == RAY:
+        return RayBackend()
+    raise BadInputError(f"--backend {options.backend}: choose local or ray")
+
+
+def _worker_init() -> None:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
+def _worker_failed(model_id: str, exc: BaseException) -> PairOutcome:
+    return PairOutcome(model_id, failure=base_row(model_id, AUDIT_ERROR, f"worker failed: {type(exc).__name__}: {exc}"))
+
+
+class LocalBackend:
+    """Identification in this process (it only reads and hashes files); audits in ``options.jobs`` spawned
+    worker processes, or in this process when ``jobs`` is 1."""
+
+    def identify(self, model_ids: list[str], options: MatrixOptions) -> list[Identity]:
+        return identify_many(model_ids, options)
+
+    def audit(self, model_ids: list[str], options: MatrixOptions, on_outcome: OnOutcome, on_event: OnEvent) -> None:
+        if options.jobs <= 1 or len(model_ids) <= 1:
+            events: queue.Queue[ProgressEvent] = queue.Queue()
+            for model_id in model_ids:
+                outcome = audit_pair(model_id, options, events)
+                _drain(events, on_event)
+                on_outcome(outcome)
+            return
+        context = multiprocessing.get_context("spawn")
+        with context.Manager() as manager:
+            shared_events = manager.Queue()
+            workers = min(options.jobs, len(model_ids))
+            with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_init) as pool:
+                futures: dict[Future, str] = {
+                    pool.submit(audit_pair, model_id, options, shared_events): model_id for model_id in model_ids
+                }
+                pending = set(futures)
+                while pending:
+                    done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                    _drain(shared_events, on_event)
+                    for future in done:
+                        try:
+                            outcome = future.result()
+                        except Exception as exc:  # the worker process itself died
+                            outcome = _worker_failed(futures[future], exc)
+                        on_outcome(outcome)
+                _drain(shared_events, on_event)
+
+
+def _drain(events: Any, on_event: OnEvent) -> None:
+    while True:
+        try:
+            event = events.get_nowait()
+        except (queue.Empty, EOFError, OSError):
+            return
+        if on_event is not None:
+            on_event(event)
+
+
+class RayBackend:
+    """Identify and audit tasks on Ray; results come back to the driver, which alone writes the store."""
+
+    def _ray(self, options: MatrixOptions) -> Any:
+        try:
+            import ray
+        except ImportError as exc:
+            raise BadInputError("--backend ray needs Ray: pip install 'tito-audit[ray]'") from exc
+        if not ray.is_initialized():
+            settings: dict[str, Any] = {
+                "include_dashboard": False,
+                "log_to_driver": False,
+                "runtime_env": {"env_vars": {"TOKENIZERS_PARALLELISM": "false", "TRANSFORMERS_VERBOSITY": "error"}},
+            }
+            if not os.environ.get("RAY_ADDRESS"):
+                settings["num_cpus"] = options.jobs
+            try:
+                ray.init(**settings)
+            except Exception as exc:
+                raise BadInputError(f"--backend ray: Ray did not start: {type(exc).__name__}: {exc}") from exc
+        return ray
+
+    def identify(self, model_ids: list[str], options: MatrixOptions) -> list[Identity]:
+        ray = self._ray(options)
+        task = ray.remote(num_cpus=1)(identify_many)
+        batches = [model_ids[i : i + IDENTIFY_BATCH] for i in range(0, len(model_ids), IDENTIFY_BATCH)]
+        return [identity for batch in ray.get([task.remote(b, options) for b in batches]) for identity in batch]
+
+    def audit(self, model_ids: list[str], options: MatrixOptions, on_outcome: OnOutcome, on_event: OnEvent) -> None:
+        if not model_ids:
+            return
+        ray = self._ray(options)
+        task = ray.remote(num_cpus=1, max_retries=2)(audit_pair)
+        pending = {task.remote(model_id, options, None): model_id for model_id in model_ids}
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                model_id = pending.pop(ref)
+                try:
+                    outcome = ray.get(ref)
+                except Exception as exc:  # a worker or node lost beyond its retries
+                    outcome = _worker_failed(model_id, exc)
+                on_outcome(outcome)

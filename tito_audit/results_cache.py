@@ -1,0 +1,147 @@
+"""Content-addressed audit results: a result is stored under the digest of everything that decides it.
+
+The key of a (template, tokenizer) pair is the sha256 of a JSON document holding
+
+- the sha256 of every tokenizer, template and config file the audit reads (the template is one of them);
+- the family registry's special-token defaults for the id (the only id-dependent input of loading);
+- the audit settings (seed, count, turns, examples kept, pinned keyword arguments) and the digest of every
+  real-conversation source with its limit;
+- the tool version, the digest of the tool's own source files and the versions of the libraries that render
+  and tokenize (transformers, tokenizers, jinja2, mistral-common).
+
+Model ids whose files are identical (a fine-tune that ships its base model's tokenizer and template) share a
+key, so the pair is audited once. An entry is one JSON file ``<root>/<k[:2]>/<k>.json`` written atomically
+(temporary file + rename), carrying its key and the sha256 of its payload: an entry that does not parse,
+names another key or fails its digest is counted as corrupt and recomputed.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tito_audit
+from tito_audit.outputs import write_atomically
+
+ENTRY_FORMAT = 1
+
+
+def canonical_json(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def digest_of(data: Any) -> str:
+    return hashlib.sha256(canonical_json(data).encode("utf-8")).hexdigest()
+
+
+@functools.cache
+def tool_fingerprint() -> str:
+    """``<version>+<12 hex digits>``: the package version and a digest of its source and data files, so that a
+    change to the tool's code invalidates results even when nobody bumped the version."""
+    root = Path(tito_audit.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if path.suffix in (".py", ".json", ".jinja") and "__pycache__" not in path.parts:
+            digest.update(path.relative_to(root).as_posix().encode("utf-8") + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+    return f"{tito_audit.__version__}+{digest.hexdigest()[:12]}"
+
+
+@dataclass(frozen=True)
+class PairKey:
+    digest: str
+    material: dict[str, Any] = field(compare=False, hash=False)
+
+
+def pair_key(
+    file_sha256: dict[str, str],
+    special_token_defaults: dict[str, str] | None,
+    settings: dict[str, Any],
+    libraries: dict[str, str],
+) -> PairKey:
+    """The key of one audit: see the module docstring for what it holds."""
+    material = {
+        "files": dict(sorted(file_sha256.items())),
+        "special_token_defaults": dict(sorted((special_token_defaults or {}).items())),
+        "settings": settings,
+        "tool": tool_fingerprint(),
+        "libraries": dict(sorted(libraries.items())),
+    }
+    return PairKey(digest_of(material), material)
+
+
+@dataclass
+class StoreCounts:
+    hits: int = 0
+    misses: int = 0
+    corrupt: int = 0
+    written: int = 0
+
+
+class ResultsStore:
+    """Payloads (JSON-compatible data) by key: in a folder, or only in memory when ``root`` is None."""
+
+    def __init__(self, root: Path | None) -> None:
+        self.root = root
+        self._memory: dict[str, Any] = {}
+        self.counts = StoreCounts()
+
+    def _path(self, key: str) -> Path:
+        assert self.root is not None
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: PairKey) -> Any | None:
+        """The stored payload, or None (missing or corrupt; counted)."""
+        if key.digest in self._memory:
+            self.counts.hits += 1
+            return self._memory[key.digest]
+        payload = self._read(key.digest) if self.root is not None else None
+        if payload is None:
+            self.counts.misses += 1
+            return None
+        self._memory[key.digest] = payload
+        self.counts.hits += 1
+        return payload
+
+    def _read(self, key: str) -> Any | None:
+        path = self._path(key)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError):
+            self.counts.corrupt += 1
+            return None
+        try:
+            entry = json.loads(text)
+            valid = (
+                entry["format"] == ENTRY_FORMAT
+                and entry["key"] == key
+                and entry["payload_sha256"] == digest_of(entry["payload"])
+            )
+        except (ValueError, KeyError, TypeError):
+            valid = False
+        if not valid:
+            self.counts.corrupt += 1
+            return None
+        return entry["payload"]
+
+    def put(self, key: PairKey, payload: Any) -> None:
+        self._memory[key.digest] = payload
+        if self.root is None:
+            return
+        entry = {
+            "format": ENTRY_FORMAT,
+            "key": key.digest,
+            "material": key.material,
+            "payload_sha256": digest_of(payload),
+            "payload": payload,
+        }
+        # key order is kept (it is the order of the report's tables); the digests sort keys
+        text = json.dumps(entry, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        write_atomically(self._path(key.digest), (text + "\n").encode("utf-8"))
+        self.counts.written += 1
