@@ -97,6 +97,8 @@ class RealizedConversation:
 
 
 RenderPrefixes = Callable[[Sequence[Message], "list[dict] | None", Sequence[Key]], Mapping[Key, object]]
+RenderTexts = Callable[[Sequence[Message], "list[dict] | None", Sequence[Key]], Mapping[Key, "str | None"]]
+"""Text-only renders (None where the template refuses): enough to tell whether a form aligns."""
 
 
 def reasoning_form(message: Message) -> str:
@@ -207,7 +209,12 @@ def turn_keys(messages: Sequence[Message]) -> list[Key]:
     return keys
 
 
-def realize(conversation: Conversation, renders: dict, render_prefixes: RenderPrefixes) -> RealizedConversation:
+def realize(
+    conversation: Conversation,
+    renders: dict,
+    render_prefixes: RenderPrefixes,
+    render_texts: RenderTexts | None = None,
+) -> RealizedConversation:
     """Align every assistant turn of ``conversation``, replacing turns no model could produce by the nearest
     form that aligns (see the module docstring). ``renders`` holds :func:`turn_keys` for ``conversation``;
     renders of prefixes after a replaced turn are redone through ``render_prefixes`` (a form the template
@@ -241,6 +248,7 @@ def realize(conversation: Conversation, renders: dict, render_prefixes: RenderPr
             prompt,
             lambda text, form, j=j, p=prompt, s=prompt_start: alignment(j, p, text, s, form),
             render_prefixes,
+            render_texts,
         )
         if found is None:
             divergence = common_prefix_length(prompt, full)
@@ -255,6 +263,7 @@ def _try_forms(
     prompt: str,
     align: Callable[[str, str], TurnAlignment | None],
     render_prefixes: RenderPrefixes,
+    render_texts: RenderTexts | None,
 ) -> TurnAlignment | None:
     """Replace message ``j`` by the first other reasoning form that aligns (``align(F, form)``) and record the
     original as not realizable; None when no form aligns."""
@@ -270,6 +279,10 @@ def _try_forms(
             messages=[*conversation.messages[:j], with_reasoning_form(original, form), *conversation.messages[j + 1 :]],
         )
         try:
+            if render_texts is not None:  # most forms do not align: tokenize only the one that does
+                text = render_texts(candidate.messages, candidate.tools, [(j + 1, False)])[(j + 1, False)]
+                if text is None or align(text, form) is None:
+                    continue
             rendered = render_prefixes(candidate.messages, candidate.tools, [(j + 1, False)])[(j + 1, False)]
         except Exception:  # the template refuses this form: not a realizable one
             continue

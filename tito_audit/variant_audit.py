@@ -45,7 +45,7 @@ class VariantAudit:
 
     def realize(self, conversation: Conversation, renders: Renders) -> RealizedConversation:
         """``conversation`` with every assistant turn in a form a model could produce after its prompt."""
-        return realize(conversation, renders, self.renderer.prefixes)
+        return realize(conversation, renders, self.renderer.prefixes, self.renderer.texts)
 
     def probe_prompt(self) -> str | None:
         """The generation prompt this variant writes after one user message (None when it refuses)."""
