@@ -36,8 +36,9 @@ bench: install
 bench-scale: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_scale.py --mirror ../shared/tokenizers --mirror ../shared/templates
 
+# two test processes: the published-matrix test (about half the time) runs beside the rest
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 lint: install
 	$(BIN)/ruff check tito_audit tests && $(BIN)/ruff format --check tito_audit tests

@@ -105,3 +105,9 @@ def shared_available() -> bool:
 requires_shared = pytest.mark.skipif(
     not shared_available(), reason="../shared/tokenizers is absent (real tokenizers are not part of the repository)"
 )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The published-matrix test first: it takes about half the suite's time, so under ``-n 2`` (make test) the
+    other worker runs everything else beside it instead of after it."""
+    items.sort(key=lambda item: 0 if item.nodeid.startswith("tests/test_published_matrix.py") else 1)
