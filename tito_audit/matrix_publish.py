@@ -126,13 +126,13 @@ def publish(identities: list[Identity], outcomes: dict[str, Outcome], options: M
             continue
         outcome = outcomes[identity.key.digest]
         if isinstance(outcome, dict):
-            row = _failure_row(identity, outcome)
-        elif identity.key.digest in representatives:
+            row = previous.row_timing(_failure_row(identity, outcome))
+        elif identity.key.digest in representatives:  # the representative's timing, already settled
             row = _same_pair_row(identity, representatives[identity.key.digest])
         else:
             row = previous.row_timing(_representative_row(identity, outcome, options, previous))
             representatives[identity.key.digest] = row
-        rows.append(previous.row_timing(row))
+        rows.append(row)
     prune_pages(rows, options.out_dir)
     return rows
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from jinja2 import nodes
 
 from tito_audit.conversation import ASSISTANT, Message
-from tito_audit.fixes.patterns import evaluated, find, operand_end, replace_run
+from tito_audit.fixes.patterns import Edits, evaluated, find, operand_end
 from tito_audit.fixes.source import Edit, TemplateSource, Token
 from tito_audit.variants import jinja_environment
 
@@ -45,14 +45,8 @@ def _in_assistant_turn(token: Token) -> bool:
 
 def edits(source: TemplateSource) -> list[Edit]:
     tokens = evaluated(source)
-    out: list[Edit] = []
-    taken: set[int] = set()
-
-    def take(first: int, last: int, text: str) -> None:
-        if any(i in taken for i in range(first, last + 1)):
-            return
-        taken.update(range(first, last + 1))
-        out.append(replace_run(tokens, first, last, text, NAME))
+    collected = Edits(tokens, NAME)
+    take = collected.take
 
     for first, last in find(tokens, ["not", "loop", ".", "last"], _in_assistant_turn):
         take(first, last, "false")
@@ -79,7 +73,7 @@ def edits(source: TemplateSource) -> list[Edit]:
         for first, last in find(tokens, [namespace, ".", attribute], _in_assistant_turn):
             if not _inside_lookahead(tokens[first]):
                 take(first, last, initial)
-    return out
+    return collected.edits
 
 
 def touches(messages: Sequence[Message], k: int, gp: bool) -> bool:

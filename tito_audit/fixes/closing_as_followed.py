@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tito_audit.conversation import ASSISTANT, SYSTEM, TOOL, USER, Message
-from tito_audit.fixes.patterns import evaluated, find, replace_run
+from tito_audit.fixes.patterns import Edits, evaluated, find
 from tito_audit.fixes.source import Edit, TemplateSource, Token
 
 NAME = "closing-as-followed"
@@ -41,14 +41,8 @@ def _in_other_turn(token: Token) -> bool:
 
 def edits(source: TemplateSource) -> list[Edit]:
     tokens = evaluated(source)
-    out: list[Edit] = []
-    taken: set[int] = set()
-
-    def take(first: int, last: int, text: str) -> None:
-        if any(i in taken for i in range(first, last + 1)):
-            return
-        taken.update(range(first, last + 1))
-        out.append(replace_run(tokens, first, last, text, NAME))
+    collected = Edits(tokens, NAME)
+    take = collected.take
 
     for first, last in find(tokens, ["not", "loop", ".", "last"], _in_other_turn):
         take(first, last, "true")
@@ -66,7 +60,7 @@ def edits(source: TemplateSource) -> list[Edit]:
                     last,
                     f"({name}[loop.index0 + 1] if loop.index0 + 1 < {name}|length else {NEXT_ASSISTANT})",
                 )
-    return out
+    return collected.edits
 
 
 def touches(messages: Sequence[Message], k: int, gp: bool) -> bool:

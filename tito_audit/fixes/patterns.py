@@ -77,6 +77,23 @@ def replace_run(tokens: Sequence[Token], first: int, last: int, text: str, fix: 
     return Edit(tokens[first].start, tokens[last].end, text, fix)
 
 
+class Edits:
+    """The edits of one fix, kept from overlapping: a run of tokens is replaced at most once, by the first
+    pattern that takes it (so ``not loop.last`` is not also edited as ``loop.last``)."""
+
+    def __init__(self, tokens: Sequence[Token], fix: str) -> None:
+        self.tokens, self.fix = tokens, fix
+        self.edits: list[Edit] = []
+        self._taken: set[int] = set()
+
+    def take(self, first: int, last: int, text: str) -> None:
+        run = range(first, last + 1)
+        if any(i in self._taken for i in run):
+            return
+        self._taken.update(run)
+        self.edits.append(replace_run(self.tokens, first, last, text, self.fix))
+
+
 def _contiguous(tokens: Sequence[Token], start: int, n: int) -> bool:
     """The run lies in one tag (a pattern never spans two tags)."""
     return len({tokens[start + j].tag for j in range(n)}) == 1
