@@ -131,12 +131,18 @@ def to_json_records(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def _parquet_bytes(rows: Sequence[dict[str, Any]]) -> bytes:
-    from datasets import Dataset
+    import datasets
 
-    with tempfile.TemporaryDirectory(prefix="tito-audit-parquet-") as folder:
-        path = Path(folder) / "matrix.parquet"
-        Dataset.from_pandas(rows_frame(rows), preserve_index=False).to_parquet(str(path))
-        return path.read_bytes()
+    was_on = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()  # a bar for a table written in milliseconds is noise in the matrix's output
+    try:
+        with tempfile.TemporaryDirectory(prefix="tito-audit-parquet-") as folder:
+            path = Path(folder) / "matrix.parquet"
+            datasets.Dataset.from_pandas(rows_frame(rows), preserve_index=False).to_parquet(str(path))
+            return path.read_bytes()
+    finally:
+        if was_on:
+            datasets.enable_progress_bars()
 
 
 def write_tables(rows: Sequence[dict[str, Any]], out_dir: Path) -> None:
