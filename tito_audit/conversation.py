@@ -35,8 +35,8 @@ class Conversation:
         """A deep copy (messages are plain JSON-like data; this is much faster than ``copy.deepcopy``)."""
         return Conversation(
             id=self.id,
-            messages=_clone(self.messages),
-            tools=_clone(self.tools),
+            messages=clone_data(self.messages),
+            tools=clone_data(self.tools),
             shape=dict(self.shape),
             must_appear=list(self.must_appear),
         )
@@ -45,11 +45,11 @@ class Conversation:
         return any(m.get("role") == TOOL or m.get("tool_calls") for m in self.messages)
 
 
-def _clone(value: Any) -> Any:
+def clone_data(value: Any) -> Any:
     if isinstance(value, dict):
-        return {key: _clone(item) for key, item in value.items()}
+        return {key: clone_data(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_clone(item) for item in value]
+        return [clone_data(item) for item in value]
     return value
 
 

@@ -17,6 +17,7 @@ prompt ids ``prompt_ids``/``prompt_token_ids``/``input_ids``/``prompt_tokens``; 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,8 @@ from tito_audit.conversation import ASSISTANT
 from tito_audit.datasources import SkipRecord, adapt_messages, parse_jsonl, read_text
 from tito_audit.diff import common_prefix_length, first_difference, mismatched_positions, token_window
 from tito_audit.errors import BadInputError
-from tito_audit.render import PrefixRenderError, Renderer
 from tito_audit.results import TokenWindow
-from tito_audit.tokens import TokenCodec
+from tito_audit.session import SessionBreak, TitoBreak, TitoSession
 
 TURN_KEYS = ("turns", "steps", "rollout")
 PROMPT_KEYS = ("prompt_ids", "prompt_token_ids", "input_ids", "prompt_tokens")
@@ -116,25 +116,23 @@ def read_records(path: Path) -> list[Any]:
     return records
 
 
-def replay(records: list[Any], renderer: Renderer, codec: TokenCodec, model_id: str, source: str) -> ReplayReport:
+def replay(records: list[Any], guard: TitoSession, model_id: str, source: str) -> ReplayReport:
+    """Replay each record through a :class:`~tito_audit.session.TitoSession` spawned from ``guard``: the prompts
+    the session gives are what a TITO loop with this template gives, and its breaks are what the guard raises
+    in a training loop (the session runs with ``on_break="rerender"`` so that every break is seen)."""
     issues: list[TurnIssue] = []
     results: list[RecordResult] = []
     skipped: dict[str, int] = {}
     total_turns = 0
+    codec = guard.codec
+
+    def decode_one(token_id: int) -> str:
+        return codec.decode([token_id])
 
     def issue(record: int, turn: int, kind: str, expected: list[int], actual: list[int], detail: str) -> None:
         at = common_prefix_length(expected, actual)
-        issues.append(
-            TurnIssue(
-                record,
-                turn,
-                kind,
-                at,
-                token_window(expected, at, lambda i: codec.decode([i])),
-                token_window(actual, at, lambda i: codec.decode([i])),
-                detail,
-            )
-        )
+        expected_window, actual_window = token_window(expected, at, decode_one), token_window(actual, at, decode_one)
+        issues.append(TurnIssue(record, turn, kind, at, expected_window, actual_window, detail))
 
     for index, record in enumerate(records):
         try:
@@ -167,30 +165,23 @@ def replay(records: list[Any], renderer: Renderer, codec: TokenCodec, model_id: 
                 prompt,
                 "expected: previous prompt + completion; actual: this turn's prompt",
             )
-        # the template's own prompts for each turn and its render of the whole conversation, in one batch
-        assistants = [j for j, m in enumerate(messages) if m.get("role") == ASSISTANT][: len(pairs)]
-        keys = [(j, True) for j in assistants] + ([(len(messages), False)] if messages else [])
-        try:
-            renders = renderer.prefixes(messages, tools, keys) if keys else {}
-        except PrefixRenderError:
-            renders = {}
-        for turn, j in enumerate(assistants):
-            if (j, True) in renders and renders[(j, True)].ids != pairs[turn][0]:
-                issue(
-                    index,
-                    turn,
-                    "template-prompt",
-                    renders[(j, True)].ids,
-                    pairs[turn][0],
-                    "expected: the template's prompt; actual: the saved prompt",
-                )
-        full = renders.get((len(messages), False))
-        if pairs and full is not None:
-            buffer = pairs[-1][0] + pairs[-1][1]
-            reference = full.ids[: len(buffer)] if len(full.ids) > len(buffer) else full.ids
-            result.rerender_first_divergence = first_difference(buffer, full.ids)
-            result.rerender_mismatched = mismatched_positions(buffer, reference)
-            result.rerender_total = len(buffer)
+        for found in _follow(guard, messages, tools, pairs):
+            if isinstance(found, TurnIssue):
+                found.record = index
+                issues.append(found)
+            else:
+                issue(index, *found)
+        if pairs and messages:
+            try:
+                full = guard.spawn(tools=tools).template_ids(messages, add_generation_prompt=False)
+            except TitoBreak:
+                full = None
+            if full is not None:
+                buffer = pairs[-1][0] + pairs[-1][1]
+                reference = full[: len(buffer)] if len(full) > len(buffer) else full
+                result.rerender_first_divergence = first_difference(buffer, full)
+                result.rerender_mismatched = mismatched_positions(buffer, reference)
+                result.rerender_total = len(buffer)
         results.append(result)
     return ReplayReport(
         model_id=model_id,
@@ -201,4 +192,45 @@ def replay(records: list[Any], renderer: Renderer, codec: TokenCodec, model_id: 
         consistent_records=sum(r.consistent for r in results),
         issues=issues,
         results=results,
+    )
+
+
+def _follow(
+    guard: TitoSession, messages: list[dict], tools: list[dict] | None, pairs: list[tuple[list[int], list[int]]]
+) -> Iterator[TurnIssue | tuple[int, str, list[int], list[int], str]]:
+    """Walk the record with a session: ``template-break`` where the guard breaks (its cause, message and windows),
+    ``template-prompt`` where the saved prompt is not the session's (prompt + sampled + verified bridge)."""
+    assistants = [j for j, m in enumerate(messages) if m.get("role") == ASSISTANT]
+    if not assistants or assistants[0] == 0:
+        return
+    session = guard.spawn(tools=tools, on_break="rerender")
+    try:
+        expected = session.start(messages[: assistants[0]])
+        for turn, (prompt, _) in enumerate(pairs):
+            broke = None
+            if turn > 0:
+                before = assistants[turn - 1]
+                j = assistants[turn] if turn < len(assistants) else None
+                if j is None or j == before + 1:
+                    return  # no assistant message for this turn, or nothing appended between two turns
+                expected = session.extend(pairs[turn - 1][1], messages[before], messages[before + 1 : j])
+                broke = session.turns[-1].broke
+            if broke is not None:
+                yield _break_issue(turn, broke)
+            elif expected != prompt:
+                detail = "expected: the TITO session's prompt; actual: the saved prompt"
+                yield turn, "template-prompt", expected, prompt, detail
+    except TitoBreak as refusal:
+        yield _break_issue(len(pairs) and refusal.details.step, refusal.details)
+
+
+def _break_issue(turn: int, details: SessionBreak) -> TurnIssue:
+    return TurnIssue(
+        record=-1,
+        turn=turn,
+        kind="template-break",
+        token_index=details.token_index or 0,
+        expected=details.buffer_tokens,
+        actual=details.template_tokens,
+        detail=f"{', '.join(details.causes)}: " + details.describe().splitlines()[0],
     )

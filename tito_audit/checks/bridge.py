@@ -14,7 +14,7 @@ real conversation needs ``#7``::
 
 from __future__ import annotations
 
-from tito_audit.checks.context import RolloutContext
+from tito_audit.checks.context import CheckSetup, RolloutContext
 from tito_audit.checks.outcome import FAILED, PASSED, REFUSED, Outcome
 from tito_audit.checks.records import token_failure
 from tito_audit.conversation import ASSISTANT, TOOL, USER, Conversation, Message
@@ -24,10 +24,15 @@ from tito_audit.render import RenderError
 NAME = "bridge"
 
 
-def stand_in(conversation: Conversation, j: int) -> tuple[list[Message], list[Message]]:
-    """A short history-free conversation (a user message and an assistant tool call) plus the step's messages."""
+def step_messages(conversation: Conversation, j: int) -> list[Message]:
+    """The messages appended between the assistant turn before ``j`` and turn ``j``."""
     start = max(i for i in conversation.assistant_indices() if i < j)
-    step_messages = conversation.messages[start + 1 : j]
+    return conversation.messages[start + 1 : j]
+
+
+def stand_in_head(step_messages: list[Message]) -> list[Message]:
+    """A user message and an assistant turn that the step's messages can follow: a call per tool result when the
+    step has tool results, a short answer otherwise."""
     calls = [
         {
             "id": m.get("tool_call_id", "call00000"),
@@ -35,17 +40,32 @@ def stand_in(conversation: Conversation, j: int) -> tuple[list[Message], list[Me
             "function": {"name": m.get("name", "tool"), "arguments": {}},
         }
         for m in step_messages
+        if m.get("role") == TOOL
     ]
-    head = [
-        {"role": USER, "content": "Use the tools."},
-        {"role": ASSISTANT, "content": "", "tool_calls": calls},
-    ]
-    return head, step_messages
+    answer: Message = (
+        {"role": ASSISTANT, "content": "", "tool_calls": calls} if calls else {"role": ASSISTANT, "content": "Done."}
+    )
+    return [{"role": USER, "content": "Use the tools."}, answer]
 
 
-def _stand_in_buffer(context: RolloutContext, head: list[Message], tools: list[dict] | None) -> str:
-    """The stand-in's buffer text: its prompt and its sampled tool call, cut after the stop token."""
-    setup = context.setup
+def stand_in_bridge(
+    setup: CheckSetup, step_messages: list[Message], tools: list[dict] | None
+) -> tuple[list[int], bool]:
+    """The ids a history-free trainer appends for ``step_messages``: the stand-in's next prompt after its own
+    buffer (prompt and sampled turn, cut after the stop token), and whether the stand-in was prefix-stable
+    itself. Raises :class:`~tito_audit.render.RenderError` when the template refuses the stand-in."""
+    head = stand_in_head(step_messages)
+    size = len(head) + len(step_messages)
+    stand_in_text = _stand_in_buffer(setup, head, tools)
+    after = setup.renderer.prefixes([*head, *step_messages], tools, [(size, True)])[(size, True)]
+    if not after.text.startswith(stand_in_text):
+        # The stand-in is not prefix-stable itself: a trainer taking its suffix gets these tokens.
+        return setup.codec.encode(after.text[common_prefix_length(stand_in_text, after.text) :]), False
+    return list(after.ids[len(setup.codec.encode(stand_in_text)) :]), True
+
+
+def _stand_in_buffer(setup: CheckSetup, head: list[Message], tools: list[dict] | None) -> str:
+    """The stand-in's buffer text: its prompt and its sampled turn, cut after the stop token."""
     renders = setup.renderer.prefixes(head, tools, [(1, True), (2, False)])
     prompt, full = renders[(1, True)], renders[(2, False)]
     generated = full.text[common_prefix_length(prompt.text, full.text) :]
@@ -61,27 +81,20 @@ def check(context: RolloutContext, outcome: Outcome) -> None:
         if step.kind != TOOL or bridge is None:
             continue
         j = step.turn
-        head, step_messages = stand_in(conversation, j)
-        size = len(head) + len(step_messages)
         try:
-            stand_in_text = _stand_in_buffer(context, head, conversation.tools)
-            after = setup.renderer.prefixes([*head, *step_messages], conversation.tools, [(size, True)])[(size, True)]
+            stand_in_ids, stable = stand_in_bridge(setup, step_messages(conversation, j), conversation.tools)
         except RenderError:
             outcome.count(NAME, TOOL, REFUSED)
             continue
         detail = "expected: the real bridge; actual: the stand-in suffix"
-        if not after.text.startswith(stand_in_text):
-            # The stand-in is not prefix-stable itself: a trainer taking its suffix gets these tokens.
-            stand_in_bridge = setup.codec.encode(after.text[common_prefix_length(stand_in_text, after.text) :])
+        if not stable:
             detail += " (the stand-in's own assistant turn renders differently once tool results follow)"
-        else:
-            stand_in_bridge = list(after.ids[len(setup.codec.encode(stand_in_text)) :])
-        index = first_difference(stand_in_bridge, bridge)
-        if index is None and len(stand_in_bridge) == len(bridge):
+        index = first_difference(stand_in_ids, bridge)
+        if index is None and len(stand_in_ids) == len(bridge):
             outcome.count(NAME, TOOL, PASSED)
             continue
         outcome.count(NAME, TOOL, FAILED)
-        index = index if index is not None else len(stand_in_bridge)
+        index = index if index is not None else len(stand_in_ids)
         failure = token_failure(
             setup.decode_one,
             NAME,
@@ -92,7 +105,7 @@ def check(context: RolloutContext, outcome: Outcome) -> None:
             step.roles,
             ["history-dependent-suffix"],
             bridge,
-            stand_in_bridge,
+            stand_in_ids,
             index,
             detail=detail,
         )

@@ -27,8 +27,10 @@ from tito_audit.checks.outcome import FAILED, PASSED, Outcome
 from tito_audit.checks.records import text_failure, token_failure
 from tito_audit.checks.trace import Segment, StepTrace
 from tito_audit.diff import first_difference, mismatched_positions
+from tito_audit.join import Join
 from tito_audit.realize import owner_of, was_last_in_rollout
 from tito_audit.render import RenderedPrefix
+from tito_audit.results import Failure
 from tito_audit.tokens import REPLACEMENT_CHAR
 
 NAME = "rollout"
@@ -41,21 +43,8 @@ def check(context: RolloutContext, outcome: Outcome) -> None:
             outcome.count(NAME, step.kind, FAILED)
             outcome.fail((1, step.turn, 0, 0), _text_failure(context, step))
         elif step.seam_index is not None:
-            assert step.canonical is not None
             outcome.count(NAME, step.kind, FAILED)
-            failure = token_failure(
-                context.setup.decode_one,
-                NAME,
-                "seam",
-                step.kind,
-                context.conversation,
-                step.turn,
-                step.roles,
-                ["bpe-seam"],
-                step.canonical,
-                step.prompt.ids,
-                step.seam_index,
-            )
+            failure = seam_break(context, turn=step.turn, kind=step.kind, roles=step.roles, joined=step.join)
             outcome.fail((1, step.turn, 0, 0), failure)
         else:
             outcome.count(NAME, step.kind, PASSED)
@@ -70,10 +59,35 @@ def check(context: RolloutContext, outcome: Outcome) -> None:
         _final_drift(context, outcome)
 
 
-def _text_failure(context: RolloutContext, step: StepTrace):
-    """The divergence, attributed to the message whose rendering changed; ``gen-prompt-mismatch`` only when it
-    lies in the generation prompt of a turn no realizable form aligned."""
-    assert step.text_index is not None
+def _text_failure(context: RolloutContext, step: StepTrace) -> Failure:
+    previous = step.previous
+    return text_break(
+        context,
+        turn=step.turn,
+        kind=step.kind,
+        roles=step.roles,
+        joined=step.join,
+        buffer=step.buffer,
+        buffer_text=step.buffer_text,
+        mismatch_from=previous.mismatch_from if previous.gen_prompt_mismatch else None,
+    )
+
+
+def text_break(
+    context: RolloutContext,
+    *,
+    turn: int,
+    kind: str,
+    roles: list[str],
+    joined: Join,
+    buffer: list[int],
+    buffer_text: str,
+    mismatch_from: int | None,
+) -> Failure:
+    """The text divergence of a join, labelled and attributed to the message whose rendering changed;
+    ``gen-prompt-mismatch`` only when it lies in the generation prompt of the previous turn (``mismatch_from``:
+    where that prompt and the rendered turn part, None when they agree). The session guard uses it too."""
+    assert joined.text_index is not None
     codec, messages = context.setup.codec, context.conversation.messages
 
     def history(n: int) -> str | None:
@@ -81,41 +95,58 @@ def _text_failure(context: RolloutContext, step: StepTrace):
         return codec.normalize(rendered.text) if rendered is not None else None
 
     owner = owner_of(
-        step.normalized_buffer,
-        step.text_index,
+        joined.normalized_buffer,
+        joined.text_index,
         history,
-        step.turn,
+        turn,
         lambda m: was_last_in_rollout(messages, m),
         messages,
-        step.normalized_prompt,
+        joined.normalized_prompt,
     )
     # where the raw texts part (the normalizer may change lengths; mismatch_from is a raw index)
-    raw_index = first_difference(step.buffer_text, step.prompt.text)
-    previous = step.previous
+    raw_index = first_difference(buffer_text, joined.prompt.text)
     at_prompt = (
         owner is None
-        and previous.gen_prompt_mismatch
-        and (raw_index if raw_index is not None else step.text_index) >= previous.mismatch_from
+        and mismatch_from is not None
+        and (raw_index if raw_index is not None else joined.text_index) >= mismatch_from
     )
     known = ["gen-prompt-mismatch"] if at_prompt else []
     causes = classify_text_divergence(
-        step.normalized_buffer, step.normalized_prompt, step.text_index, context.text, known, owner=owner
+        joined.normalized_buffer, joined.normalized_prompt, joined.text_index, context.text, known, owner=owner
     )
-    token_index = first_difference(step.buffer, step.prompt.ids)
+    token_index = first_difference(buffer, joined.prompt.ids)
     return text_failure(
         context.setup.decode_one,
         NAME,
         "text",
-        step.kind,
+        kind,
         context.conversation,
-        step.turn,
-        step.roles,
+        turn,
+        roles,
         causes,
-        RenderedPrefix(step.normalized_buffer, step.buffer),
-        RenderedPrefix(step.normalized_prompt, step.prompt.ids),
-        step.text_index,
-        token_index if token_index is not None else len(step.buffer),
+        RenderedPrefix(joined.normalized_buffer, buffer),
+        RenderedPrefix(joined.normalized_prompt, joined.prompt.ids),
+        joined.text_index,
+        token_index if token_index is not None else len(buffer),
         owner,
+    )
+
+
+def seam_break(context: RolloutContext, *, turn: int, kind: str, roles: list[str], joined: Join) -> Failure:
+    """The seam divergence of a join (``bpe-seam``): canonical buffer against ``ids(R)``."""
+    assert joined.canonical is not None and joined.seam_index is not None
+    return token_failure(
+        context.setup.decode_one,
+        NAME,
+        "seam",
+        kind,
+        context.conversation,
+        turn,
+        roles,
+        ["bpe-seam"],
+        joined.canonical,
+        joined.prompt.ids,
+        joined.seam_index,
     )
 
 

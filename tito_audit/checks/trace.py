@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from tito_audit.causes import token_boundary
 from tito_audit.checks.context import RolloutContext
 from tito_audit.conversation import steps_of
-from tito_audit.diff import first_difference
+from tito_audit.join import Join, join, join_text_only
 from tito_audit.realize import GEN_PROMPT_MISMATCH
 from tito_audit.render import RenderedPrefix
 
@@ -57,25 +57,37 @@ class StepTrace:
     prompt: RenderedPrefix
     previous: Completion
     segments: list[Segment]
-    normalized_buffer: str
-    normalized_prompt: str
-    text_index: int | None
-    """First character where the buffer's text is not a prefix of ``R`` (None: text-stable)."""
-    canonical: list[int] | None = None
-    """``encode(decode(buffer))`` when the text holds."""
-    seam_index: int | None = None
-    """First token where the canonical buffer is not a prefix of ``ids(R)`` (None: seam-stable)."""
+    join: Join
+    """Text and seam stability of the buffer against ``R`` (:func:`tito_audit.join.join`)."""
+
+    @property
+    def text_index(self) -> int | None:
+        return self.join.text_index
+
+    @property
+    def seam_index(self) -> int | None:
+        return self.join.seam_index
+
+    @property
+    def canonical(self) -> list[int] | None:
+        return self.join.canonical
+
+    @property
+    def normalized_buffer(self) -> str:
+        return self.join.normalized_buffer
+
+    @property
+    def normalized_prompt(self) -> str:
+        return self.join.normalized_prompt
 
     @property
     def followed(self) -> bool:
-        return self.text_index is None and self.seam_index is None
+        return self.join.followed
 
     @property
     def bridge(self) -> list[int] | None:
         """The ids a TITO loop appends for this step, when the buffer can follow the template."""
-        if not self.followed or self.canonical is None:
-            return None
-        return list(self.prompt.ids[len(self.canonical) :])
+        return self.join.bridge
 
 
 @dataclass
@@ -119,7 +131,13 @@ def completion_for(context: RolloutContext, j: int, rng: random.Random) -> Compl
 
 def _step(context: RolloutContext, step, trace: RolloutTrace, prompt: RenderedPrefix, previous) -> StepTrace:
     codec, setup = context.setup.codec, context.setup
-    record = StepTrace(
+    if setup.text_only:
+        joined = join_text_only(codec, trace.buffer_text, trace.buffer, prompt)
+    else:
+        # Backends that tokenize message by message (mistral-common) have no single-string encoding: their
+        # canonical buffer is the pieces they produced, which is the buffer itself.
+        joined = join(codec, trace.buffer_text, prompt, (lambda: list(trace.buffer)) if codec.piecewise else None)
+    return StepTrace(
         turn=step.after,
         kind=step.kind,
         roles=list(step.roles),
@@ -129,18 +147,8 @@ def _step(context: RolloutContext, step, trace: RolloutTrace, prompt: RenderedPr
         prompt=prompt,
         previous=previous,
         segments=list(trace.segments),
-        normalized_buffer=codec.normalize(trace.buffer_text),
-        normalized_prompt=codec.normalize(prompt.text),
-        text_index=None,
+        join=joined,
     )
-    record.text_index = first_difference(record.normalized_buffer, record.normalized_prompt)
-    if record.text_index is not None:
-        return record
-    # Backends that tokenize message by message (mistral-common) have no single-string encoding: their
-    # canonical buffer is the pieces they produced, which is the buffer itself.
-    record.canonical = list(trace.buffer) if codec.piecewise or setup.text_only else codec.encode(trace.buffer_text)
-    record.seam_index = None if setup.text_only else first_difference(record.canonical, prompt.ids)
-    return record
 
 
 def build_trace(context: RolloutContext) -> RolloutTrace:

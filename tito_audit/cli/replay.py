@@ -21,9 +21,9 @@ from tito_audit.cli.outcomes import finish
 from tito_audit.cli.wiring import load
 from tito_audit.errors import BadInputError
 from tito_audit.formatters import replay as replay_format
-from tito_audit.model import codec_for
-from tito_audit.render import DEFAULT_CLOCK, Renderer, frozen_clock
+from tito_audit.render import DEFAULT_CLOCK
 from tito_audit.replay import read_records, replay
+from tito_audit.session import TitoSession
 
 RolloutsArg = Annotated[Path, typer.Argument(help="A JSONL file of saved rollouts (see README, 'Replay').")]
 ReplayModelOpt = Annotated[str, typer.Option("--model", help="The model whose tokenizer and template produced them.")]
@@ -42,10 +42,8 @@ def replay_command(
     """Verify saved rollouts token by token: were the trained tokens the sampled ones? (exit 1 if not)"""
     records = read_records(rollouts)
     loaded = load(model, source)
-    codec = codec_for(loaded)
-    renderer = Renderer(loaded, codec, parse_kwargs(kwarg))
-    with frozen_clock(loaded.template_source, DEFAULT_CLOCK):
-        report = replay(records, renderer, codec, loaded.resolved.model_id, rollouts.name)
+    guard = TitoSession.from_loaded(loaded, template_kwargs=parse_kwargs(kwarg), clock=DEFAULT_CLOCK)
+    report = replay(records, guard, loaded.resolved.model_id, rollouts.name)
     if json_path is not None:
         replay_format.write(json_path, replay_format.to_json(report))
     if markdown_path is not None:

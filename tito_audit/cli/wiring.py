@@ -13,9 +13,8 @@ from tito_audit.cli.options import ConversationInputs, ModelSource, Sampling, Te
 from tito_audit.cli.outcomes import err
 from tito_audit.datasources import load_conversations
 from tito_audit.errors import AuditError, BadInputError
-from tito_audit.model import LoadedModel, codec_for, load_model
-from tito_audit.registry import family_of
-from tito_audit.resolve import resolve_model
+from tito_audit.loading import load_by_id
+from tito_audit.model import LoadedModel, codec_for
 from tito_audit.results import AuditReport
 from tito_audit.scenarios import scenario_conversations
 from tito_audit.service import DEFAULT_COUNT, AuditOptions, audit, refused_everything
@@ -23,23 +22,15 @@ from tito_audit.service import DEFAULT_COUNT, AuditOptions, audit, refused_every
 
 def load(model: str, source: ModelSource) -> LoadedModel:
     """Resolve and load ``model`` the way every command does (registry special tokens included)."""
-    if source.template is not None and not source.template.is_file():
-        raise BadInputError(f"--template {source.template}: no such file")
-    resolved = resolve_model(
+    return load_by_id(
         model,
         mirrors=source.mirror,
         cache_dir=source.cache_dir,
         revision=source.revision,
         allow_hub=not source.no_hub,
         trust_remote_code=source.trust_remote_code,
-    )
-    family = family_of(resolved.model_id)
-    return load_model(
-        resolved,
         template_file=source.template,
         template_name=source.template_name,
-        trust_remote_code=source.trust_remote_code,
-        special_token_defaults=family.special_tokens if family else None,
     )
 
 

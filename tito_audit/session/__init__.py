@@ -1,0 +1,7 @@
+"""The TITO guard for training loops: :class:`TitoSession` keeps one append-only token buffer per rollout and
+checks every step against the model's template with the audit's own machinery."""
+
+from tito_audit.session.breaks import SessionBreak, TitoBreak, TitoBreakWarning
+from tito_audit.session.session import POLICIES, SessionTurn, TitoSession
+
+__all__ = ["POLICIES", "SessionBreak", "SessionTurn", "TitoBreak", "TitoBreakWarning", "TitoSession"]

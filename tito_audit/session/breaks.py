@@ -1,0 +1,187 @@
+"""What a session says when the template cannot be followed: a :class:`SessionBreak` (plain data) and the
+:class:`TitoBreak` exception that carries it.
+
+The diagnosis is the audit's own (:func:`tito_audit.checks.rollout.text_break` and ``seam_break``): the same
+cause labels, the same attribution to the message whose rendering changed, the same evidence windows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tito_audit.causes import token_boundary
+from tito_audit.checks.context import CheckSetup, RolloutContext
+from tito_audit.checks.rollout import seam_break, text_break
+from tito_audit.conversation import Conversation, Message, step_kind
+from tito_audit.diff import common_prefix_length
+from tito_audit.join import Join
+from tito_audit.results import Failure, TokenWindow
+
+TEXT = "text"
+SEAM = "seam"
+REFUSED = "refused"
+
+
+@dataclass
+class SessionBreak:
+    """Why the buffer could not follow the template at one step (SPEC causes, located and with evidence)."""
+
+    step: int
+    """1 for the first :meth:`~tito_audit.session.TitoSession.extend`, 2 for the second, ..."""
+    turn: int
+    """Message index of the assistant turn the next prompt is for (as the audit's rollout failures count)."""
+    aspect: str
+    """``text`` (the template rewrote what the buffer holds), ``seam`` (a BPE merge across the join) or
+    ``refused`` (the template raised)."""
+    causes: list[str]
+    roles: list[str]
+    """Roles of the messages appended at this step."""
+    message_index: int | None = None
+    """The message whose rendering changed (None: the divergence lies in a generation prompt)."""
+    message_role: str | None = None
+    message_was_last: bool | None = None
+    char_index: int | None = None
+    token_index: int | None = None
+    buffer_text: str = ""
+    """The buffer's text around the divergence."""
+    template_text: str = ""
+    """The template's next prompt around the divergence."""
+    buffer_tokens: TokenWindow | None = None
+    template_tokens: TokenWindow | None = None
+    detail: str = ""
+    handled: str = ""
+    """What the session did: ``raised``, ``kept the buffer (stand-in bridge)``, ``re-rendered``, ..."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def cause(self) -> str:
+        return self.causes[0] if self.causes else "unknown"
+
+    @property
+    def step_kind(self) -> str:
+        return step_kind(self.roles)
+
+    def describe(self) -> str:
+        """One paragraph: where, why, and both sides of the divergence."""
+        where = f"step {self.step} (before assistant turn {self.turn}, appended: {', '.join(self.roles) or '-'})"
+        what = {TEXT: "the template rewrote the buffer's text", SEAM: "tokens merge across the join"}.get(
+            self.aspect, "the template refused to render"
+        )
+        owner = (
+            f"; message {self.message_index} ({self.message_role}) is rendered differently"
+            if self.message_index is not None
+            else ""
+        )
+        lines = [f"TITO break at {where}: {what} [{', '.join(self.causes)}]{owner}"]
+        if self.buffer_text or self.template_text:
+            lines.append(f"  buffer:   {self.buffer_text!r}")
+            lines.append(f"  template: {self.template_text!r}")
+        elif self.buffer_tokens is not None and self.template_tokens is not None:
+            lines.append(f"  buffer tokens:   {self.buffer_tokens.texts!r}")
+            lines.append(f"  template tokens: {self.template_tokens.texts!r}")
+        if self.detail:
+            lines.append(f"  {self.detail}")
+        return "\n".join(lines)
+
+
+class TitoBreak(Exception):
+    """Raised by :meth:`~tito_audit.session.TitoSession.extend` (``on_break="raise"``) when the template cannot be
+    followed by appending; ``details`` holds the :class:`SessionBreak`."""
+
+    def __init__(self, details: SessionBreak) -> None:
+        super().__init__(details.describe())
+        self.details = details
+
+    @property
+    def cause(self) -> str:
+        return self.details.cause
+
+    @property
+    def causes(self) -> list[str]:
+        return self.details.causes
+
+    @property
+    def message_index(self) -> int | None:
+        return self.details.message_index
+
+    @property
+    def turn(self) -> int:
+        return self.details.turn
+
+
+class TitoBreakWarning(UserWarning):
+    """Issued for each break under ``on_break="warn"``."""
+
+
+def _from_failure(failure: Failure, step: int, aspect: str) -> SessionBreak:
+    return SessionBreak(
+        step=step,
+        turn=failure.turn,
+        aspect=aspect,
+        causes=list(failure.causes),
+        roles=list(failure.roles),
+        message_index=failure.message_index,
+        message_role=failure.message_role,
+        message_was_last=failure.message_was_last,
+        char_index=failure.char_index,
+        token_index=failure.token_index,
+        buffer_text=failure.expected_text,
+        template_text=failure.actual_text,
+        buffer_tokens=failure.expected,
+        template_tokens=failure.actual,
+        detail=failure.detail,
+    )
+
+
+def diagnose(
+    setup: CheckSetup,
+    messages: list[Message],
+    tools: list[dict] | None,
+    *,
+    step: int,
+    roles: list[str],
+    joined: Join,
+    buffer: list[int],
+    buffer_text: str,
+    last_prompt_text: str | None,
+) -> SessionBreak:
+    """The break of a join that was not followed, labelled as the audit labels it.
+
+    ``last_prompt_text`` is the prompt the last sampled turn was generated after: when the template renders
+    that turn in history in a way that does not start with it, a divergence inside that prompt is
+    ``gen-prompt-mismatch``.
+    """
+    turn = len(messages)
+    context = RolloutContext(setup, Conversation("session", messages, tools), renders={}, alignments={})
+    if joined.text_index is None:
+        failure = seam_break(context, turn=turn, kind=step_kind(roles), roles=roles, joined=joined)
+        return _from_failure(failure, step, SEAM)
+    mismatch_from = _prompt_mismatch(context, last_prompt_text, turn - len(roles))
+    failure = text_break(
+        context,
+        turn=turn,
+        kind=step_kind(roles),
+        roles=roles,
+        joined=joined,
+        buffer=buffer,
+        buffer_text=buffer_text,
+        mismatch_from=mismatch_from,
+    )
+    return _from_failure(failure, step, TEXT)
+
+
+def _prompt_mismatch(context: RolloutContext, prompt_text: str | None, assistant_end: int) -> int | None:
+    """Where the last turn's generation prompt and the template's rendering of that turn part (None: agree)."""
+    if prompt_text is None:
+        return None
+    rendered = context.history(assistant_end)
+    if rendered is None or rendered.text.startswith(prompt_text):
+        return None
+    start = common_prefix_length(prompt_text, rendered.text)
+    return token_boundary(rendered.text, start, context.setup.codec.written_added_pattern)
+
+
+def refused(step: int, turn: int, roles: list[str], reason: str) -> SessionBreak:
+    return SessionBreak(
+        step=step, turn=turn, aspect=REFUSED, causes=["template-error"], roles=roles, detail=reason, handled="raised"
+    )

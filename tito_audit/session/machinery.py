@@ -1,0 +1,144 @@
+"""What a session renders and tokenizes with: the audit's own loading, renderer, codec and stop tokens.
+
+Loading a tokenizer takes about a second and a trainer opens one session per rollout, so the machinery is
+built once per process for each (model source, template settings) and shared by every session opened with
+the same arguments. Renders go through one lock: the renderer keeps per-conversation preparation state.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from tito_audit.checks.context import CheckSetup
+from tito_audit.errors import BadInputError
+from tito_audit.loading import load_by_id
+from tito_audit.model import LoadedModel, codec_for
+from tito_audit.render import DEFAULT_CLOCK, Renderer, RenderLimits, frozen_clock
+from tito_audit.results import StopToken
+from tito_audit.stops import collect_stop_tokens
+from tito_audit.tokens import TokenCodec
+from tito_audit.variants import template_inputs
+
+
+@dataclass(frozen=True)
+class ModelSourceSettings:
+    """Where the model's files come from (the same rules as the command line's options)."""
+
+    mirrors: tuple[Path, ...] = ()
+    cache_dir: Path | None = None
+    revision: str | None = None
+    allow_hub: bool = True
+    trust_remote_code: bool = False
+    template_file: Path | None = None
+    template_name: str | None = None
+
+
+@dataclass
+class Machinery:
+    """One model with one setting of its template's keyword arguments, ready to render and tokenize."""
+
+    loaded: LoadedModel
+    codec: TokenCodec
+    renderer: Renderer
+    stop_tokens: list[StopToken]
+    setup: CheckSetup
+    notes: list[str] = field(default_factory=list)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    @property
+    def stop_ids(self) -> frozenset[int]:
+        return self.setup.stop_ids
+
+    def rendering(self, clock: datetime):
+        """A context in which renders see ``clock`` through ``strftime_now`` (a session's clock is frozen at its
+        start: a template that writes the date must not change it in the middle of an episode)."""
+        return frozen_clock(self.loaded.template_source, clock)
+
+
+def build_machinery(
+    loaded: LoadedModel,
+    template_kwargs: Mapping[str, Any] | None = None,
+    *,
+    extra_stop_tokens: Sequence[str] = (),
+    limits: RenderLimits | None = None,
+) -> Machinery:
+    """The machinery for an already loaded model (what :func:`machinery_for` caches)."""
+    if loaded.text_level_only:
+        raise BadInputError(
+            f"{loaded.resolved.model_id}: only the chat template is available (no vocabulary); a session needs "
+            "the model's real tokenizer to keep token ids"
+        )
+    codec = codec_for(loaded)
+    kwargs = dict(template_kwargs or {})
+    notes: list[str] = []
+    if loaded.template_source is not None:
+        known = {item.name for item in template_inputs(loaded.template_source, codec.tokenizer.special_tokens_map)}
+        for name in sorted(set(kwargs) - known):
+            notes.append(f"template_kwargs: {name} is not read by the template as a keyword argument")
+    elif kwargs:
+        notes.append(f"template_kwargs are ignored: {loaded.backend} renders without a Jinja template")
+    renderer = Renderer(loaded, codec, kwargs, limits)
+    with frozen_clock(loaded.template_source, DEFAULT_CLOCK):
+        stop_tokens = collect_stop_tokens(renderer, codec, loaded.generation_eos_ids, extra_stop_tokens)
+    setup = CheckSetup.create(renderer, codec, [s.id for s in stop_tokens], seed=0)
+    for note in notes:
+        warnings.warn(note, stacklevel=3)
+    return Machinery(loaded, codec, renderer, stop_tokens, setup, notes)
+
+
+_LOADED: dict[tuple, LoadedModel] = {}
+_BUILT: dict[tuple, Machinery] = {}
+_CACHE_LOCK = threading.Lock()
+MAX_CACHED = 8
+
+
+def machinery_for(
+    model: str,
+    source: ModelSourceSettings,
+    template_kwargs: Mapping[str, Any] | None,
+    extra_stop_tokens: Sequence[str],
+) -> Machinery:
+    """Load (once per process) and build (once per template setting) the machinery for ``model``; a template file
+    given by path is loaded again when it changed on disk."""
+    template = source.template_file
+    stamp = None
+    if template is not None and template.is_file():
+        stat = template.stat()
+        stamp = (stat.st_mtime_ns, stat.st_size)
+    load_key = (model, source, stamp)
+    build_key = (
+        load_key,
+        json.dumps(dict(template_kwargs or {}), sort_keys=True, default=str),
+        tuple(extra_stop_tokens),
+    )
+    with _CACHE_LOCK:
+        built = _BUILT.get(build_key)
+        if built is not None:
+            return built
+        loaded = _LOADED.get(load_key)
+        if loaded is None:
+            loaded = load_by_id(
+                model,
+                mirrors=source.mirrors,
+                cache_dir=source.cache_dir,
+                revision=source.revision,
+                allow_hub=source.allow_hub,
+                trust_remote_code=source.trust_remote_code,
+                template_file=source.template_file,
+                template_name=source.template_name,
+            )
+            if len(_LOADED) >= MAX_CACHED:
+                _LOADED.clear()
+            _LOADED[load_key] = loaded
+        built = build_machinery(loaded, template_kwargs, extra_stop_tokens=extra_stop_tokens)
+        if len(_BUILT) >= MAX_CACHED:
+            _BUILT.clear()
+        _BUILT[build_key] = built
+        return built

@@ -1,0 +1,483 @@
+"""The guard inside the training loop: one token buffer that only grows, checked at every step.
+
+A trainer opens a session per rollout, takes the first prompt from :meth:`TitoSession.start`, and after each
+generation calls :meth:`TitoSession.extend` with the ids the engine returned, the message its parser made of
+them and the messages to append (tool results, a user turn). The session appends the sampled ids untouched,
+renders the next prompt ``R`` with the model's own template, and appends the bridge (``R`` after the buffer)
+only when the buffer's text is a prefix of ``R`` and its canonical tokens are a prefix of ``ids(R)``: the same
+decision the audit makes (:func:`tito_audit.join.join`). When the template cannot be followed, the policy
+chosen at creation decides (see :data:`POLICIES`).
+
+Example (a generic loop; ``engine``, ``parse`` and ``run_tools`` are yours)::
+
+    session = TitoSession.from_model("Qwen/Qwen3-4B", tools=tools, template_kwargs={"enable_thinking": True})
+    prompt_ids = session.start(messages)
+    while True:
+        completion_ids = engine.generate(prompt_ids)
+        assistant = parse(completion_ids)
+        if not assistant.get("tool_calls"):
+            session.finish(completion_ids, assistant)
+            break
+        prompt_ids = session.extend(completion_ids, assistant, run_tools(assistant))
+    train_on(session.buffer, session.loss_mask)
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from tito_audit.checks.bridge import stand_in_bridge
+from tito_audit.conversation import ASSISTANT, Message, clone_data
+from tito_audit.diff import common_prefix_length
+from tito_audit.join import Join, join
+from tito_audit.model import LoadedModel
+from tito_audit.render import RenderedPrefix, RenderError
+from tito_audit.session.breaks import SessionBreak, TitoBreak, TitoBreakWarning, diagnose, refused
+from tito_audit.session.machinery import Machinery, ModelSourceSettings, build_machinery, machinery_for
+from tito_audit.tokens import TokenCodec
+
+OnBreak = Literal["raise", "warn", "rerender"]
+POLICIES: dict[str, str] = {
+    "raise": "raise TitoBreak; the session is left as it was before the call",
+    "warn": (
+        "warn (TitoBreakWarning), record the break and keep the buffer append-only: the sampled ids stay, the new "
+        "messages are bridged with the template's history-free suffix (a short stand-in conversation), and later "
+        "steps are checked against the template's own rendering"
+    ),
+    "rerender": (
+        "record the break and continue from the template's render of the conversation: the buffer becomes "
+        "ids(R); the loss mask keeps the tokens before the first changed token and every earlier completion whose "
+        "ids appear unchanged, and masks the rest"
+    ),
+}
+DECODE_CONTEXT = 16
+"""Tokens of the buffer decoded with a new completion, so that decoders that treat the first token of a
+sequence specially (a leading space dropped) decode the completion as it reads in the buffer."""
+
+
+@dataclass(frozen=True)
+class SessionTurn:
+    """One assistant turn as the session recorded it."""
+
+    message_index: int
+    sampled: bool
+    """False when the assistant message was appended without sampled ids (its tokens are the template's)."""
+    stopped: bool | None
+    """Whether the completion ends with a stop token (None when not sampled); a completion without one was cut
+    by the engine's length limit, and the template's terminator comes with the bridge, outside the loss."""
+    completion: tuple[int, int]
+    """Where the sampled ids sit in the buffer (start, end); empty when not sampled."""
+    bridge: tuple[int, int]
+    """Where the bridge appended after this turn sits in the buffer; empty for the last turn."""
+    broke: SessionBreak | None = None
+
+
+@dataclass(frozen=True)
+class _PendingTurn:
+    """The turn an ``extend``/``finish`` call appends, before its bridge is known."""
+
+    message_index: int
+    completion: list[int] | None
+    start: int
+    stop_ids: frozenset[int]
+
+    @property
+    def stopped(self) -> bool | None:
+        if self.completion is None:
+            return None
+        return bool(self.completion) and self.completion[-1] in self.stop_ids
+
+    @property
+    def span(self) -> tuple[int, int]:
+        return (self.start, self.start + len(self.completion or []))
+
+    def done(self, bridge: tuple[int, int], broke: SessionBreak | None = None) -> SessionTurn:
+        return SessionTurn(self.message_index, self.completion is not None, self.stopped, self.span, bridge, broke)
+
+
+class TitoSession:
+    """An append-only token buffer for one rollout, checked against the model's template at every step."""
+
+    def __init__(
+        self,
+        machinery: Machinery,
+        *,
+        tools: list[dict] | None = None,
+        on_break: OnBreak = "raise",
+        clock: datetime | None = None,
+    ) -> None:
+        if on_break not in POLICIES:
+            raise ValueError(f"on_break must be one of {', '.join(POLICIES)}, not {on_break!r}")
+        self._machinery = machinery
+        self._tools = clone_data(tools) if tools is not None else None
+        self.on_break: OnBreak = on_break
+        self.clock = clock or datetime.now().replace(microsecond=0)
+        """The date the template sees through ``strftime_now``, frozen for the whole session."""
+        self._messages: list[Message] = []
+        self._buffer: list[int] = []
+        self._mask: list[int] = []
+        self._view_ids: list[int] = []
+        """The template's view of the buffer: equal to the buffer until a ``warn`` break keeps text the template
+        would have rewritten; joins are decided on this view."""
+        self._view_text = ""
+        self._sampled_spans: list[tuple[int, int]] = []
+        """Where the sampled completions sit in the buffer now (a re-render moves or drops them)."""
+        self._turns: list[SessionTurn] = []
+        self._breaks: list[SessionBreak] = []
+        self._steps = 0
+        self._state = "new"
+
+    # -- creation -----------------------------------------------------------------------------------------------
+    @classmethod
+    def from_model(
+        cls,
+        model: str,
+        *,
+        tools: list[dict] | None = None,
+        template_kwargs: Mapping[str, Any] | None = None,
+        on_break: OnBreak = "raise",
+        mirrors: Sequence[str | Path] = (),
+        cache_dir: str | Path | None = None,
+        revision: str | None = None,
+        allow_hub: bool = True,
+        trust_remote_code: bool = False,
+        template: str | Path | None = None,
+        template_name: str | None = None,
+        stop_tokens: Sequence[str] = (),
+        clock: datetime | None = None,
+    ) -> TitoSession:
+        """A session for ``model`` (hub id or folder), resolved and loaded exactly as ``tito-audit audit`` does
+        (mirrors, ``TITO_AUDIT_MIRROR``, cache, hub; remote code only with ``trust_remote_code``).
+
+        The tokenizer is loaded once per process for the same arguments; later sessions reuse it.
+        ``template_kwargs`` select the variant (``enable_thinking``, ...); ``stop_tokens`` adds stop tokens (by
+        text) to those found in the configs and the template.
+        """
+        source = ModelSourceSettings(
+            mirrors=tuple(Path(m) for m in mirrors),
+            cache_dir=Path(cache_dir) if cache_dir is not None else None,
+            revision=revision,
+            allow_hub=allow_hub,
+            trust_remote_code=trust_remote_code,
+            template_file=Path(template) if template is not None else None,
+            template_name=template_name,
+        )
+        machinery = machinery_for(model, source, template_kwargs, tuple(stop_tokens))
+        return cls(machinery, tools=tools, on_break=on_break, clock=clock)
+
+    @classmethod
+    def from_loaded(
+        cls,
+        loaded: LoadedModel,
+        *,
+        tools: list[dict] | None = None,
+        template_kwargs: Mapping[str, Any] | None = None,
+        on_break: OnBreak = "raise",
+        stop_tokens: Sequence[str] = (),
+        clock: datetime | None = None,
+    ) -> TitoSession:
+        """A session for a model already loaded (:func:`tito_audit.model.load_model`); not cached."""
+        machinery = build_machinery(loaded, template_kwargs, extra_stop_tokens=stop_tokens)
+        return cls(machinery, tools=tools, on_break=on_break, clock=clock)
+
+    def spawn(self, *, tools: list[dict] | None = None, on_break: OnBreak | None = None) -> TitoSession:
+        """A new, empty session on the same model and template settings (nothing is loaded again)."""
+        return TitoSession(
+            self._machinery,
+            tools=tools if tools is not None else self._tools,
+            on_break=on_break or self.on_break,
+            clock=self.clock,
+        )
+
+    # -- what a trainer reads -----------------------------------------------------------------------------------
+    @property
+    def tokenizer(self) -> Any:
+        return self._machinery.loaded.tokenizer
+
+    @property
+    def codec(self) -> TokenCodec:
+        """The audit's token view of the tokenizer (canonical encode, decode, control tokens)."""
+        return self._machinery.codec
+
+    @property
+    def buffer(self) -> list[int]:
+        """The token buffer: prompt, sampled completions (as sampled) and bridges."""
+        return list(self._buffer)
+
+    @property
+    def loss_mask(self) -> list[int]:
+        """1 on every sampled id of the buffer, 0 on everything the template wrote."""
+        return list(self._mask)
+
+    @property
+    def messages(self) -> list[Message]:
+        return clone_data(self._messages)
+
+    @property
+    def turns(self) -> list[SessionTurn]:
+        return list(self._turns)
+
+    @property
+    def breaks(self) -> list[SessionBreak]:
+        """Breaks recorded under ``warn`` and ``rerender`` (``raise`` raises instead)."""
+        return list(self._breaks)
+
+    @property
+    def stop_ids(self) -> frozenset[int]:
+        """The ids at which the engine ends a turn (configs, tokenizer, template terminators)."""
+        return self._machinery.stop_ids
+
+    @property
+    def stop_tokens(self) -> list:
+        """The stop tokens with where each came from (:class:`~tito_audit.results.StopToken`)."""
+        return list(self._machinery.stop_tokens)
+
+    def template_ids(self, messages: Sequence[Message], add_generation_prompt: bool) -> list[int]:
+        """The template's own ids of ``messages`` (what a trainer that re-renders gets), with the session's clock,
+        tools and template settings."""
+        history = [_message(m, "messages") for m in messages]
+        key = (len(history), add_generation_prompt)
+        machinery = self._machinery
+        with machinery.lock, machinery.rendering(self.clock):
+            return list(machinery.renderer.prefixes(history, self._tools, [key])[key].ids)
+
+    # -- the loop -----------------------------------------------------------------------------------------------
+    def start(self, messages: Sequence[Message]) -> list[int]:
+        """The ids of the first prompt, ``ids(messages, add_generation_prompt=True)``; nothing in it is sampled.
+
+        ``messages`` may hold earlier assistant turns (few-shot, a resumed conversation): they are template text.
+        """
+        if self._state != "new":
+            raise RuntimeError("start() was already called on this session; open a new one with spawn()")
+        history = [_message(m, "messages") for m in messages]
+        if not history:
+            raise ValueError("start() needs at least one message")
+        prompt = self._render(history, step=0, roles=[str(m.get("role")) for m in history])
+        self._messages = history
+        self._buffer, self._mask = list(prompt.ids), [0] * len(prompt.ids)
+        self._view_ids, self._view_text = list(prompt.ids), prompt.text
+        self._state = "open"
+        return list(self._buffer)
+
+    def extend(
+        self,
+        completion_ids: Sequence[int] | None,
+        assistant_message: Message,
+        tool_messages: Sequence[Message],
+    ) -> list[int]:
+        """Append the sampled ids, the assistant message and the messages after it; return the next prompt's ids.
+
+        ``completion_ids``: what the engine returned for the last prompt, kept exactly as they are (stop token
+        included, whatever their split); ``None`` appends ``assistant_message`` without sampling (its tokens
+        come from the template, outside the loss). ``assistant_message``: what your parser made of them
+        (``content``, ``reasoning_content``, ``tool_calls``). ``tool_messages``: the messages to append before
+        the next generation (tool results, a user or system turn); at least one.
+        """
+        self._require_open()
+        completion = _ids(completion_ids) if completion_ids is not None else None
+        assistant = _message(assistant_message, "assistant_message")
+        assistant.setdefault("role", ASSISTANT)
+        if assistant.get("role") != ASSISTANT:
+            raise ValueError(f"assistant_message has role {assistant.get('role')!r}, not 'assistant'")
+        appended = [_message(m, "tool_messages") for m in tool_messages]
+        if not appended:
+            raise ValueError("extend() appends at least one message after the assistant turn; use finish() to end")
+        step = self._steps + 1
+        messages = [*self._messages, assistant, *appended]
+        roles = [str(m.get("role")) for m in appended]
+        buffer, mask, view_ids, view_text = self._buffer, self._mask, self._view_ids, self._view_text
+        pending = _PendingTurn(len(self._messages), completion, len(buffer), self.stop_ids)
+        if completion is not None:
+            piece = self._decode_in_context(completion)
+            buffer, mask = buffer + completion, mask + [1] * len(completion)
+            view_ids, view_text = view_ids + completion, view_text + piece
+        prompt = self._render(messages, step=step, roles=roles)
+        joined = self._join(view_text, completion, prompt)
+        if joined.followed:
+            bridge = joined.bridge or []
+            self._steps = step
+            self._commit(messages, buffer + bridge, mask + [0] * len(bridge), list(prompt.ids), prompt.text, pending)
+            self._turns.append(pending.done((len(buffer), len(buffer) + len(bridge))))
+            return list(self._buffer)
+        details = diagnose(
+            self._machinery.setup,
+            messages,
+            self._tools,
+            step=step,
+            roles=roles,
+            joined=joined,
+            buffer=view_ids,
+            buffer_text=view_text,
+            last_prompt_text=self._view_text if completion is not None else None,
+        )
+        if self.on_break == "raise":
+            details.handled = "raised"
+            raise TitoBreak(details)
+        self._steps = step
+        kept = self.on_break == "warn" and self._keep_buffer(details, messages, appended, buffer, mask, prompt, pending)
+        if not kept:
+            self._rerender(details, messages, buffer, mask, prompt, pending)
+        self._breaks.append(details)
+        if self.on_break == "warn":
+            warnings.warn(TitoBreakWarning(details.describe()), stacklevel=2)
+        return list(self._buffer)
+
+    def finish(self, completion_ids: Sequence[int] | None, assistant_message: Message) -> list[int]:
+        """Append the last completion (nothing follows it, so there is no step to check) and close the session;
+        return the whole buffer."""
+        self._require_open()
+        assistant = _message(assistant_message, "assistant_message")
+        assistant.setdefault("role", ASSISTANT)
+        completion = _ids(completion_ids) if completion_ids is not None else None
+        pending = _PendingTurn(len(self._messages), completion, len(self._buffer), self.stop_ids)
+        if completion is not None:
+            self._buffer += completion
+            self._mask += [1] * len(completion)
+            self._view_ids += completion
+            self._sampled_spans.append(pending.span)
+        self._turns.append(pending.done((len(self._buffer), len(self._buffer))))
+        self._messages.append(assistant)
+        self._state = "finished"
+        return list(self._buffer)
+
+    # -- inside -------------------------------------------------------------------------------------------------
+    def _require_open(self) -> None:
+        if self._state == "new":
+            raise RuntimeError("call start(messages) first")
+        if self._state == "finished":
+            raise RuntimeError("this session is finished; open a new one with spawn()")
+
+    def _render(self, messages: list[Message], *, step: int, roles: list[str]) -> RenderedPrefix:
+        machinery, key = self._machinery, (len(messages), True)
+        try:
+            with machinery.lock, machinery.rendering(self.clock):
+                return machinery.renderer.prefixes(list(messages), self._tools, [key])[key]
+        except RenderError as exc:
+            raise TitoBreak(refused(step, len(messages), roles, str(exc))) from None
+
+    def _join(self, view_text: str, completion: list[int] | None, prompt: RenderedPrefix) -> Join:
+        codec = self._machinery.codec
+        if not codec.piecewise:
+            return join(codec, view_text, prompt)
+        # Backends that tokenize message by message (mistral-common) have no single-string encoding: the
+        # canonical buffer is the template's ids so far plus the completion's canonical pieces.
+        tail = codec.encode(codec.decode(completion)) if completion else []
+        canonical = self._view_ids + tail
+        return join(codec, view_text, prompt, lambda: canonical)
+
+    def _decode_in_context(self, completion: list[int]) -> str:
+        """The completion's text as it reads after the buffer (see :data:`DECODE_CONTEXT`)."""
+        codec = self._machinery.codec
+        before = self._buffer[-DECODE_CONTEXT:]
+        head = codec.decode(before)
+        whole = codec.decode(before + completion)
+        if whole.startswith(head):
+            return whole[len(head) :]
+        # a character split across the join (the buffer ended inside a UTF-8 sequence): decode it all
+        return codec.decode(self._buffer + completion)[len(codec.decode(self._buffer)) :]
+
+    def _commit(
+        self,
+        messages: list[Message],
+        buffer: list[int],
+        mask: list[int],
+        view_ids: list[int],
+        view_text: str,
+        pending: _PendingTurn,
+    ) -> None:
+        self._messages, self._buffer, self._mask = messages, buffer, mask
+        self._view_ids, self._view_text = view_ids, view_text
+        if pending.completion:
+            self._sampled_spans.append(pending.span)
+
+    def _keep_buffer(
+        self,
+        details: SessionBreak,
+        messages: list[Message],
+        appended: list[Message],
+        buffer: list[int],
+        mask: list[int],
+        prompt: RenderedPrefix,
+        pending: _PendingTurn,
+    ) -> bool:
+        """``warn``: keep the buffer as sampled and bridge with the template's history-free suffix; False when
+        that suffix cannot be had (the stand-in is refused, or the turn was cut without its terminator)."""
+        if pending.stopped is False:
+            details.notes.append("the turn has no stop token: the stand-in suffix would lack its terminator")
+            return False
+        machinery = self._machinery
+        try:
+            with machinery.lock, machinery.rendering(self.clock):
+                suffix, _ = stand_in_bridge(machinery.setup, appended, self._tools)
+        except RenderError as exc:
+            details.notes.append(f"the stand-in suffix could not be rendered ({exc})")
+            return False
+        details.handled = "warned; buffer kept as sampled, new messages bridged with the stand-in suffix"
+        self._commit(messages, buffer + suffix, mask + [0] * len(suffix), list(prompt.ids), prompt.text, pending)
+        self._turns.append(pending.done((len(buffer), len(buffer) + len(suffix)), details))
+        return True
+
+    def _rerender(
+        self,
+        details: SessionBreak,
+        messages: list[Message],
+        buffer: list[int],
+        mask: list[int],
+        prompt: RenderedPrefix,
+        pending: _PendingTurn,
+    ) -> None:
+        """Continue from ``ids(R)``; the loss mask keeps what is still sampled (see :data:`POLICIES`)."""
+        ids = list(prompt.ids)
+        kept = common_prefix_length(buffer, ids)
+        new_mask = mask[:kept] + [0] * (len(ids) - kept)
+        spans = self._sampled_spans + ([pending.span] if pending.completion else [])
+        moved: list[tuple[int, int]] = []
+        position = kept
+        for begin, end in spans:
+            if end <= kept:
+                moved.append((begin, end))
+                continue
+            found = _find(ids, buffer[begin:end], max(position, kept))
+            if found is not None:
+                new_mask[found : found + end - begin] = [1] * (end - begin)
+                moved.append((found, found + end - begin))
+                position = found + end - begin
+        details.handled = ("warned; " if self.on_break == "warn" else "") + "re-rendered from the template"
+        self._messages, self._buffer, self._mask = messages, ids, new_mask
+        self._view_ids, self._view_text = list(ids), prompt.text
+        self._sampled_spans = moved
+        self._turns.append(pending.done((len(ids), len(ids)), details))
+
+
+def _find(haystack: list[int], needle: list[int], start: int) -> int | None:
+    """The first index >= ``start`` where ``needle`` occurs in ``haystack``."""
+    if not needle:
+        return None
+    first, size = needle[0], len(needle)
+    index = start
+    while True:
+        try:
+            index = haystack.index(first, index)
+        except ValueError:
+            return None
+        if haystack[index : index + size] == needle:
+            return index
+        index += 1
+
+
+def _ids(value: Sequence[int]) -> list[int]:
+    ids = list(value)
+    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+        raise ValueError("completion_ids must be a sequence of non-negative token ids")
+    return ids
+
+
+def _message(value: Any, what: str) -> Message:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{what}: each message must be a mapping (role, content, ...), not {type(value).__name__}")
+    return clone_data(dict(value))
