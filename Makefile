@@ -13,7 +13,7 @@ $(BIN)/tito-audit: pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev]" -c constraints.txt
 	@touch $@
 
-.PHONY: install audit matrix test lint bench bench-scale
+.PHONY: install audit matrix test lint bench bench-scale bench-session
 install: $(BIN)/tito-audit
 
 # exit code 1 only means "the verdict is broken or unsupported": the job itself succeeded
@@ -35,6 +35,10 @@ bench: install
 # the matrix over >2,000 synthetic fine-tune ids (symlinked copies of the corpus), cold and warm, local and Ray
 bench-scale: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_scale.py --mirror ../shared/tokenizers --mirror ../shared/templates
+
+# per-turn cost of TitoSession.extend against a full re-render + re-tokenize, at 10, 30 and 60 turns
+bench-session: install
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_session.py --mirror ../shared/tokenizers
 
 # two test processes: the published-matrix test (about half the time) runs beside the rest
 test: install

@@ -123,3 +123,35 @@ def test_bad_rollout_files(setup, tmp_path, tiny_model_dir):
     broken.write_text("{nope\n")
     result = run_cli("replay", str(broken), "--model", str(tiny_model_dir), "--template", str(template))
     assert result.returncode == 2 and "line 1 is not valid JSON" in result.stderr
+
+
+def test_replay_reports_the_break_the_guard_raises(tmp_path, tiny_model_dir):
+    """A rollout on a template that swaps the stop token in history: replay's template-break is the session's
+    TitoBreak, at the same turn and with the same labels."""
+    from tests.test_session import TOOLS, sampled, tool_loop
+    from tito_audit import TitoBreak, TitoSession
+
+    template = tmp_path / "swap.jsonl.jinja"
+    template.write_text(templates.STOP_TOKEN_SWAPPED_IN_HISTORY, encoding="utf-8")
+    model = load(tiny_model_dir, template)
+    guard = TitoSession.from_loaded(model, tools=TOOLS)
+    messages = tool_loop(2)
+    turns = [j for j, m in enumerate(messages) if m["role"] == "assistant"]
+    completions = [sampled(model, messages, j, guard.stop_ids) for j in turns]
+    # a re-rendering trainer: each prompt is the template's own
+    prompts = [guard.template_ids(messages[:j], add_generation_prompt=True) for j in turns]
+    path = tmp_path / "swap.jsonl"
+    record = {"messages": messages, "tools": TOOLS, "prompt_ids": prompts, "completion_ids": completions}
+    path.write_text(json.dumps(record))
+    out = tmp_path / "swap.json"
+    options = ["--model", str(tiny_model_dir), "--template", str(template), "--json", str(out)]
+    result = run_cli("replay", str(path), *options)
+    assert result.returncode == 1, result.stdout + result.stderr
+    breaks = [i for i in json.loads(out.read_text())["issues"] if i["kind"] == "template-break"]
+    session = guard.spawn()
+    session.start(messages[: turns[0]])
+    with pytest.raises(TitoBreak) as raised:
+        session.extend(completions[0], messages[turns[0]], messages[turns[0] + 1 : turns[1]])
+    assert breaks and turns[breaks[0]["turn"]] == raised.value.turn
+    assert breaks[0]["detail"].startswith(", ".join(raised.value.causes) + ":")
+    assert breaks[0]["token_index"] == raised.value.details.token_index

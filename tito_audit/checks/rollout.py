@@ -41,7 +41,7 @@ def check(context: RolloutContext, outcome: Outcome) -> None:
     for step in trace.steps:
         if step.text_index is not None:
             outcome.count(NAME, step.kind, FAILED)
-            outcome.fail((1, step.turn, 0, 0), _text_failure(context, step))
+            outcome.fail((1, step.turn, 0, 0), step_text_failure(context, step))
         elif step.seam_index is not None:
             outcome.count(NAME, step.kind, FAILED)
             failure = seam_break(context, turn=step.turn, kind=step.kind, roles=step.roles, joined=step.join)
@@ -59,7 +59,8 @@ def check(context: RolloutContext, outcome: Outcome) -> None:
         _final_drift(context, outcome)
 
 
-def _text_failure(context: RolloutContext, step: StepTrace) -> Failure:
+def step_text_failure(context: RolloutContext, step: StepTrace) -> Failure:
+    """The labelled, attributed text divergence of a step of the simulated rollout."""
     previous = step.previous
     return text_break(
         context,

@@ -200,6 +200,11 @@ class TitoSession:
         return self._machinery.loaded.tokenizer
 
     @property
+    def chat_template(self) -> str | None:
+        """The Jinja template the session renders with (None for backends without one, as mistral-common)."""
+        return self._machinery.loaded.template_source
+
+    @property
     def codec(self) -> TokenCodec:
         """The audit's token view of the tokenizer (canonical encode, decode, control tokens)."""
         return self._machinery.codec
