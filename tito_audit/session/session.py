@@ -292,6 +292,19 @@ class TitoSession:
         appended = [_message(m, "tool_messages") for m in tool_messages]
         if not appended:
             raise ValueError("extend() appends at least one message after the assistant turn; use finish() to end")
+        machinery = self._machinery
+        # one step at a time per model (the renderer and the tokenization cache are shared by the sessions of a
+        # process), and every render of the step, diagnosis included, sees the session's clock
+        with machinery.lock, machinery.rendering(self.clock):
+            broke = self._advance(completion, assistant, appended)
+        if broke is not None and self.on_break == "warn":
+            warnings.warn(TitoBreakWarning(broke.describe()), stacklevel=2)
+        return list(self._buffer)
+
+    def _advance(
+        self, completion: list[int] | None, assistant: Message, appended: list[Message]
+    ) -> SessionBreak | None:
+        """One step of :meth:`extend`: append, render, join, and on a break apply the policy."""
         step = self._steps + 1
         messages = [*self._messages, assistant, *appended]
         roles = [str(m.get("role")) for m in appended]
@@ -308,7 +321,7 @@ class TitoSession:
             self._steps = step
             self._commit(messages, buffer + bridge, mask + [0] * len(bridge), list(prompt.ids), prompt.text, pending)
             self._turns.append(pending.done((len(buffer), len(buffer) + len(bridge))))
-            return list(self._buffer)
+            return None
         details = diagnose(
             self._machinery.setup,
             messages,
@@ -328,9 +341,7 @@ class TitoSession:
         if not kept:
             self._rerender(details, messages, buffer, mask, prompt, pending)
         self._breaks.append(details)
-        if self.on_break == "warn":
-            warnings.warn(TitoBreakWarning(details.describe()), stacklevel=2)
-        return list(self._buffer)
+        return details
 
     def finish(self, completion_ids: Sequence[int] | None, assistant_message: Message) -> list[int]:
         """Append the last completion (nothing follows it, so there is no step to check) and close the session;
