@@ -21,19 +21,20 @@ GEN = "{%- if add_generation_prompt -%}<|im_start|>assistant" + NL + "{%- endif 
 PREAMBLE = ""
 
 
-def build(
+def message_loop(
+    over: str = "messages",
     *,
     reasoning: str = REASONING,
     content: str = CONTENT,
     calls: str = CALLS,
     end: str = END,
     tool: str = TOOL,
-    gen: str = GEN,
-    preamble: str = PREAMBLE,
 ) -> str:
+    """The skeleton's loop over ``over`` (a Jinja expression): assistant, tool and other messages."""
     return (
-        preamble
-        + "{%- for m in messages -%}"
+        "{%- for m in "
+        + over
+        + " -%}"
         + "{%- if m.role == 'assistant' -%}<|im_start|>assistant"
         + NL
         + reasoning
@@ -47,8 +48,20 @@ def build(
         + "{{ m.content }}<|im_end|>"
         + NL
         + "{%- endif -%}{%- endfor -%}"
-        + gen
     )
+
+
+def build(
+    *,
+    reasoning: str = REASONING,
+    content: str = CONTENT,
+    calls: str = CALLS,
+    end: str = END,
+    tool: str = TOOL,
+    gen: str = GEN,
+    preamble: str = PREAMBLE,
+) -> str:
+    return preamble + message_loop(reasoning=reasoning, content=content, calls=calls, end=end, tool=tool) + gen
 
 
 GOOD = build()
@@ -236,21 +249,10 @@ LAST_FINAL = (
 )
 HISTORY_SPLIT_AT_LAST_ANSWER = (
     LAST_FINAL
-    + "{%- for m in messages -%}"
-    + "{%- if m.role == 'assistant' -%}<|im_start|>assistant"
-    + NL
-    + "{%- if loop.index0 > ns.boundary and m.reasoning_content -%}<think>{{ m.reasoning_content }}</think>"
-    + "{%- endif -%}"
-    + CONTENT
-    + CALLS
-    + END
-    + "{%- elif m.role == 'tool' -%}"
-    + TOOL
-    + "{%- else -%}<|im_start|>{{ m.role }}"
-    + NL
-    + "{{ m.content }}<|im_end|>"
-    + NL
-    + "{%- endif -%}{%- endfor -%}"
+    + message_loop(
+        reasoning="{%- if loop.index0 > ns.boundary and m.reasoning_content -%}<think>{{ m.reasoning_content }}"
+        "</think>{%- endif -%}"
+    )
     + GEN
 )
 """Kimi-K2-Thinking-like: a backward scan finds the last final answer; reasoning renders only after it, so each
@@ -258,33 +260,8 @@ new final answer prunes the reasoning of the tool-call turns before it."""
 
 HISTORY_SLICED_AT_LAST_ANSWER = (
     LAST_FINAL
-    + "{%- for m in messages[:ns.boundary + 1] -%}"
-    + "{%- if m.role == 'assistant' -%}<|im_start|>assistant"
-    + NL
-    + CONTENT
-    + CALLS
-    + END
-    + "{%- elif m.role == 'tool' -%}"
-    + TOOL
-    + "{%- else -%}<|im_start|>{{ m.role }}"
-    + NL
-    + "{{ m.content }}<|im_end|>"
-    + NL
-    + "{%- endif -%}{%- endfor -%}"
-    + "{%- for m in messages[ns.boundary + 1:] -%}"
-    + "{%- if m.role == 'assistant' -%}<|im_start|>assistant"
-    + NL
-    + REASONING
-    + CONTENT
-    + CALLS
-    + END
-    + "{%- elif m.role == 'tool' -%}"
-    + TOOL
-    + "{%- else -%}<|im_start|>{{ m.role }}"
-    + NL
-    + "{{ m.content }}<|im_end|>"
-    + NL
-    + "{%- endif -%}{%- endfor -%}"
+    + message_loop("messages[:ns.boundary + 1]", reasoning="")
+    + message_loop("messages[ns.boundary + 1:]")
     + GEN
 )
 """Kimi-K2-Thinking's own structure: history up to the last final answer in one loop (no reasoning), the rest in

@@ -28,6 +28,7 @@ from tito_audit.diff import common_prefix_length, first_difference, mismatched_p
 from tito_audit.errors import BadInputError
 from tito_audit.results import TokenWindow
 from tito_audit.session import SessionBreak, TitoBreak, TitoSession
+from tito_audit.tokens import TokenCodec
 
 TURN_KEYS = ("turns", "steps", "rollout")
 PROMPT_KEYS = ("prompt_ids", "prompt_token_ids", "input_ids", "prompt_tokens")
@@ -126,13 +127,8 @@ def replay(records: list[Any], guard: TitoSession, model_id: str, source: str) -
     total_turns = 0
     codec = guard.codec
 
-    def decode_one(token_id: int) -> str:
-        return codec.decode([token_id])
-
     def issue(record: int, turn: int, kind: str, expected: list[int], actual: list[int], detail: str) -> None:
-        at = common_prefix_length(expected, actual)
-        expected_window, actual_window = token_window(expected, at, decode_one), token_window(actual, at, decode_one)
-        issues.append(TurnIssue(record, turn, kind, at, expected_window, actual_window, detail))
+        issues.append(_token_issue(codec, record, turn, kind, expected, actual, detail))
 
     for index, record in enumerate(records):
         try:
@@ -165,12 +161,7 @@ def replay(records: list[Any], guard: TitoSession, model_id: str, source: str) -
                 prompt,
                 "expected: previous prompt + completion; actual: this turn's prompt",
             )
-        for found in _follow(guard, messages, tools, pairs):
-            if isinstance(found, TurnIssue):
-                found.record = index
-                issues.append(found)
-            else:
-                issue(index, *found)
+        issues += _follow(guard, index, messages, tools, pairs)
         if pairs and messages:
             try:
                 full = guard.spawn(tools=tools).template_ids(messages, add_generation_prompt=False)
@@ -195,9 +186,27 @@ def replay(records: list[Any], guard: TitoSession, model_id: str, source: str) -
     )
 
 
+def _token_issue(
+    codec: TokenCodec, record: int, turn: int, kind: str, expected: list[int], actual: list[int], detail: str
+) -> TurnIssue:
+    """An issue located at the first token where ``expected`` and ``actual`` differ, with both windows."""
+    at = common_prefix_length(expected, actual)
+
+    def decode_one(token_id: int) -> str:
+        return codec.decode([token_id])
+
+    return TurnIssue(
+        record, turn, kind, at, token_window(expected, at, decode_one), token_window(actual, at, decode_one), detail
+    )
+
+
 def _follow(
-    guard: TitoSession, messages: list[dict], tools: list[dict] | None, pairs: list[tuple[list[int], list[int]]]
-) -> Iterator[TurnIssue | tuple[int, str, list[int], list[int], str]]:
+    guard: TitoSession,
+    record: int,
+    messages: list[dict],
+    tools: list[dict] | None,
+    pairs: list[tuple[list[int], list[int]]],
+) -> Iterator[TurnIssue]:
     """Walk the record with a session: ``template-break`` where the guard breaks (its cause, message and windows),
     ``template-prompt`` where the saved prompt is not the session's (prompt + sampled + verified bridge)."""
     assistants = [j for j, m in enumerate(messages) if m.get("role") == ASSISTANT]
@@ -216,17 +225,17 @@ def _follow(
                 expected = session.extend(pairs[turn - 1][1], messages[before], messages[before + 1 : j])
                 broke = session.turns[-1].broke
             if broke is not None:
-                yield _break_issue(turn, broke)
+                yield _break_issue(record, turn, broke)
             elif expected != prompt:
                 detail = "expected: the TITO session's prompt; actual: the saved prompt"
-                yield turn, "template-prompt", expected, prompt, detail
-    except TitoBreak as refusal:
-        yield _break_issue(len(pairs) and refusal.details.step, refusal.details)
+                yield _token_issue(guard.codec, record, turn, "template-prompt", expected, prompt, detail)
+    except TitoBreak as refusal:  # the template refused to render: step n is turn n (start() is step 0)
+        yield _break_issue(record, refusal.details.step, refusal.details)
 
 
-def _break_issue(turn: int, details: SessionBreak) -> TurnIssue:
+def _break_issue(record: int, turn: int, details: SessionBreak) -> TurnIssue:
     return TurnIssue(
-        record=-1,
+        record=record,
         turn=turn,
         kind="template-break",
         token_index=details.token_index or 0,

@@ -48,10 +48,7 @@ def edits(source: TemplateSource) -> list[Edit]:
     collected = Edits(tokens, NAME)
     take = collected.take
 
-    for first, last in find(tokens, ["not", "loop", ".", "last"], _in_assistant_turn):
-        take(first, last, "false")
-    for first, last in find(tokens, ["loop", ".", "last"], _in_assistant_turn):
-        take(first, last, "true")
+    collected.pin_loop_last(_in_assistant_turn, True)
     # loop.index0 compared with an earlier position (the last user query): the last message comes after it
     after = {">": "true", ">=": "true", "<": "false", "<=": "false"}
     mirrored = {"<": "true", "<=": "true", ">": "false", ">=": "false"}

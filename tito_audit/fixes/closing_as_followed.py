@@ -44,10 +44,7 @@ def edits(source: TemplateSource) -> list[Edit]:
     collected = Edits(tokens, NAME)
     take = collected.take
 
-    for first, last in find(tokens, ["not", "loop", ".", "last"], _in_other_turn):
-        take(first, last, "true")
-    for first, last in find(tokens, ["loop", ".", "last"], _in_other_turn):
-        take(first, last, "false")
+    collected.pin_loop_last(_in_other_turn, False)
     for first, last in find(tokens, ["loop", ".", "nextitem"], _in_other_turn):
         take(first, last, f"(loop.nextitem if loop.nextitem is defined else {NEXT_ASSISTANT})")
     # messages[loop.index0 + 1]: the message after this one, when there is one

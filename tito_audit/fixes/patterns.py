@@ -93,6 +93,14 @@ class Edits:
         self._taken.update(run)
         self.edits.append(replace_run(self.tokens, first, last, text, self.fix))
 
+    def pin_loop_last(self, where: Where, value: bool) -> None:
+        """Replace ``loop.last`` (and ``not loop.last``) where ``where`` holds by a constant: every such message then
+        renders as the last one (``value=True``) or as one that something follows (``value=False``)."""
+        for first, last in find(self.tokens, ["not", "loop", ".", "last"], where):
+            self.take(first, last, "false" if value else "true")
+        for first, last in find(self.tokens, ["loop", ".", "last"], where):
+            self.take(first, last, "true" if value else "false")
+
 
 def _contiguous(tokens: Sequence[Token], start: int, n: int) -> bool:
     """The run lies in one tag (a pattern never spans two tags)."""

@@ -285,10 +285,7 @@ class TitoSession:
         """
         self._require_open()
         completion = _ids(completion_ids) if completion_ids is not None else None
-        assistant = _message(assistant_message, "assistant_message")
-        assistant.setdefault("role", ASSISTANT)
-        if assistant.get("role") != ASSISTANT:
-            raise ValueError(f"assistant_message has role {assistant.get('role')!r}, not 'assistant'")
+        assistant = _assistant(assistant_message)
         appended = [_message(m, "tool_messages") for m in tool_messages]
         if not appended:
             raise ValueError("extend() appends at least one message after the assistant turn; use finish() to end")
@@ -347,8 +344,7 @@ class TitoSession:
         """Append the last completion (nothing follows it, so there is no step to check) and close the session;
         return the whole buffer."""
         self._require_open()
-        assistant = _message(assistant_message, "assistant_message")
-        assistant.setdefault("role", ASSISTANT)
+        assistant = _assistant(assistant_message)
         completion = _ids(completion_ids) if completion_ids is not None else None
         pending = _PendingTurn(len(self._messages), completion, len(self._buffer), self.stop_ids)
         if completion is not None:
@@ -380,11 +376,13 @@ class TitoSession:
         codec = self._machinery.codec
         if not codec.piecewise:
             return join(codec, view_text, prompt)
+
         # Backends that tokenize message by message (mistral-common) have no single-string encoding: the
         # canonical buffer is the template's ids so far plus the completion's canonical pieces.
-        tail = codec.encode(codec.decode(completion)) if completion else []
-        canonical = self._view_ids + tail
-        return join(codec, view_text, prompt, lambda: canonical)
+        def canonical() -> list[int]:
+            return self._view_ids + (codec.encode(codec.decode(completion)) if completion else [])
+
+        return join(codec, view_text, prompt, canonical)
 
     def _decode_in_context(self, completion: list[int]) -> str:
         """The completion's text as it reads after the buffer (see :data:`DECODE_CONTEXT`)."""
@@ -458,7 +456,7 @@ class TitoSession:
             if end <= kept:
                 moved.append((begin, end))
                 continue
-            found = _find(ids, buffer[begin:end], max(position, kept))
+            found = _find(ids, buffer[begin:end], position)
             if found is not None:
                 new_mask[found : found + end - begin] = [1] * (end - begin)
                 moved.append((found, found + end - begin))
@@ -491,6 +489,14 @@ def _ids(value: Sequence[int]) -> list[int]:
     if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
         raise ValueError("completion_ids must be a sequence of non-negative token ids")
     return ids
+
+
+def _assistant(value: Any) -> Message:
+    message = _message(value, "assistant_message")
+    message.setdefault("role", ASSISTANT)
+    if message.get("role") != ASSISTANT:
+        raise ValueError(f"assistant_message has role {message.get('role')!r}, not 'assistant'")
+    return message
 
 
 def _message(value: Any, what: str) -> Message:
