@@ -27,6 +27,7 @@ matrix: install
 		--conversations ../shared/conversations/tau-bench/gpt-4o-airline.json \
 		--conversations ../shared/conversations/swe-agent/function_calling_simple.traj \
 		--conversations ../shared/conversations/swe-agent/marshmallow-1867__function_calling.traj \
+		--conversations ../shared/conversations/miles-mock/mock_trajectories.json \
 		--limit 20 --no-hub --out reports --update-readme README.md
 
 bench: install

@@ -19,6 +19,18 @@ def run_audit(folder: Path, template: Path | None = None, **options) -> AuditRep
     return audit(load(folder, template), AuditOptions(**options))
 
 
+def variant_audits(folder: Path, template: Path) -> list:
+    """A :class:`~tito_audit.service.VariantAudit` (default options) for every variant of ``template``."""
+    from tito_audit.service import VariantAudit
+    from tito_audit.tokens import TokenCodec
+    from tito_audit.variants import template_inputs, variants_for
+
+    model = load(folder, template)
+    codec = TokenCodec(model.tokenizer, template_source=model.template_source)
+    inputs = template_inputs(model.template_source, model.tokenizer.special_tokens_map.keys())
+    return [VariantAudit(model, codec, variant, AuditOptions()) for variant in variants_for(inputs)]
+
+
 def default_variant(report: AuditReport) -> VariantResult:
     return report.variants[0]
 

@@ -281,3 +281,85 @@ PARALLEL_CALLS_JOINED = build(
     + "</tool_call>{{ '' if loop.last else ',' }}{%- endfor -%}"
 )
 """Correct: ``loop.last`` inside the tool-call loop separates parallel calls; no fix may touch it."""
+
+
+# -- a prompt that opens the reasoning block: a model may close it at once (empty reasoning) --------------------
+
+OPEN_THINK_PROMPT = "{%- if add_generation_prompt -%}<|im_start|>assistant" + NL + "<think>" + NL + "{%- endif -%}"
+OPEN_BLOCK = "<think>" + NL + "{{ m.reasoning_content }}" + NL + "</think>" + NL
+
+PROMPT_OPENS_THINK_HISTORY_DROPS_EMPTY = build(
+    reasoning="{%- if m.reasoning_content -%}" + OPEN_BLOCK + "{%- endif -%}", gen=OPEN_THINK_PROMPT
+)
+"""MiniMax-M2-like: the prompt opens ``<think>\\n``; history renders the block only when the reasoning is not
+empty, so a turn whose model closed the block at once loses it: broken (``empty-think-dropped``)."""
+
+PROMPT_OPENS_THINK_HISTORY_KEEPS_EMPTY = build(
+    reasoning="{%- if m.reasoning_content is string -%}" + OPEN_BLOCK + "{%- endif -%}", gen=OPEN_THINK_PROMPT
+)
+"""Qwen3.6-like: the prompt opens ``<think>\\n`` and history renders the block whenever the turn has one, empty
+or not: ready."""
+
+PROMPT_OPENS_THINK_HISTORY_DROPS_NEWLINE = build(
+    reasoning="{%- if m.reasoning_content -%}" + OPEN_BLOCK + "{%- else -%}<think></think>{%- endif -%}",
+    gen=OPEN_THINK_PROMPT,
+)
+"""Nemotron-3-like: the prompt opens ``<think>\\n``; history writes an empty block as ``<think></think>``, without
+the newline the prompt wrote: broken (``empty-think-dropped``)."""
+
+
+# -- data a template refuses for its format, and stop tokens that open the next message ---------------------------
+
+NINE_CHARACTER_IDS = build(
+    calls="{%- for c in m.tool_calls or [] -%}"
+    "{%- if c.id is not string or c.id | length != 9 -%}"
+    "{{ raise_exception('Tool call IDs should be alphanumeric strings with length 9!') }}{%- endif -%}"
+    "<tool_call>{{ c.function.name }} " + ARGS + "</tool_call>{%- endfor -%}"
+)
+"""Mistral-like: tool-call ids must be nine alphanumeric characters, or the template raises."""
+
+NO_END_OF_TURN = (
+    "{%- for m in messages -%}<|im_start|>{{ m.role }}"
+    + NL
+    + "{%- if m.role == 'assistant' -%}"
+    + CONTENT
+    + CALLS
+    + "{%- else -%}{{ m.content }}{%- endif -%}{%- endfor -%}"
+    + "{%- if add_generation_prompt -%}<|im_start|>assistant"
+    + NL
+    + "{%- endif -%}"
+)
+"""GLM-like: no message is closed; the next message's header ends the turn, so an engine stops on ``<|im_start|>``
+(given as a stop token), which is also the first token of the next message."""
+
+CALL_SECTION = (
+    "{%- for m in messages -%}<|im_start|>{{ m.role }}"
+    + NL
+    + "{%- if m.role == 'assistant' -%}"
+    + CONTENT
+    + "{%- if m.tool_calls -%}<|endoftext|>"
+    + "{%- for c in m.tool_calls -%}{{ c.function.name }} "
+    + ARGS
+    + "<|eot|>{%- endfor -%}<|endoftext|>{%- endif -%}<|im_end|>"
+    + "{%- else -%}{{ m.content }}<|im_end|>{%- endif -%}"
+    + NL
+    + "{%- endfor -%}"
+    + GEN
+)
+"""Kimi-K2-like: each call ends with ``<|eot|>`` and the call section with ``<|endoftext|>``, then ``<|im_end|>`` ends
+the turn: only ``<|im_end|>`` ends every assistant message."""
+
+ANSWER_AND_CALL_ENDS = (
+    "{%- for m in messages -%}<|im_start|>{{ m.role }}"
+    + NL
+    + "{%- if m.role == 'assistant' -%}"
+    + CONTENT
+    + "{%- for c in m.tool_calls or [] -%}{{ c.function.name }} "
+    + ARGS
+    + "{%- endfor -%}{{ '<|eot|>' if m.tool_calls else '<|im_end|>' }}"
+    + "{%- else -%}{{ m.content }}<|im_end|>{%- endif -%}"
+    + NL
+    + "{%- endfor -%}"
+    + GEN
+)
+"""gpt-oss-like: an answer ends with ``<|im_end|>``, a tool call with ``<|eot|>``: each form has its own terminator."""

@@ -8,7 +8,7 @@ import pytest
 
 from tests import templates
 from tests.helpers import load
-from tito_audit.fixes import as_sampled, closing_as_followed, history_boundary, reasoning_kept
+from tito_audit.fixes import as_sampled, closing_as_followed, empty_block_kept, history_boundary, reasoning_kept
 from tito_audit.fixes.search import search_fix
 from tito_audit.fixes.source import TemplateSource
 from tito_audit.results import BROKEN, READY, READY_TOOL_ONLY
@@ -36,6 +36,8 @@ def _way_out(tiny_model_dir, write_template, name: str):
         ("TOOL_RESULTS_JOINED_IN_ONE_BLOCK", closing_as_followed.NAME, "close a message the same way"),
         ("QWQ_LIKE", reasoning_kept.NAME, "render reasoning in the block the generation prompt opens"),
         ("HISTORY_SLICED_AT_LAST_ANSWER", history_boundary.NAME, "keep reasoning in history"),
+        ("PROMPT_OPENS_THINK_HISTORY_DROPS_EMPTY", empty_block_kept.NAME, "keep the empty think block"),
+        ("PROMPT_OPENS_THINK_HISTORY_DROPS_NEWLINE", empty_block_kept.NAME, "keep the empty think block"),
     ],
 )
 def test_each_fix_makes_its_template_ready_and_changes_nothing_else(tiny_model_dir, write_template, name, fix, label):
@@ -130,3 +132,23 @@ def test_patch_cli_writes_a_verified_fix_and_says_when_a_setting_suffices(tiny_m
     assert result.returncode == 0, result.stdout + result.stderr
     assert "a setting suffices" in result.stdout and "preserve_thinking=true" in result.stdout
     assert not other.exists()
+
+
+def test_empty_block_kept_edits_only_truth_tests_of_the_reasoning_field():
+    """Truth tests of the reasoning (the field, or a variable read from it) become "is a string"; a negated test,
+    a comparison and a test outside the assistant branch stay as they are."""
+    source = (
+        "{%- for message in messages -%}{%- if message.role == 'assistant' -%}"
+        "{%- set rc = message.reasoning_content | default('') -%}"
+        "{%- if rc and loop.last -%}A{%- endif -%}"
+        "{%- if not rc -%}B{%- endif -%}"
+        "{%- if message.reasoning_content | trim | length > 0 -%}C{%- endif -%}"
+        "{%- if message.reasoning_content | length > 5 -%}D{%- endif -%}"
+        "{%- elif message.reasoning_content -%}E{%- endif -%}{%- endfor -%}"
+    )
+    parsed = TemplateSource.parse(source)
+    changed = [(source[e.start : e.end], e.text) for e in empty_block_kept.edits(parsed)]
+    assert changed == [
+        ("rc", "(rc or message.reasoning_content is string)"),
+        ("message.reasoning_content | trim | length > 0", "message.reasoning_content is string"),
+    ]

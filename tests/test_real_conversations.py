@@ -82,7 +82,7 @@ def test_variants_sharegpt_parts_and_id_lists(tmp_path):
     sharegpt, parts, function_call = dataset.conversations
     assert [m["role"] for m in sharegpt.messages] == ["user", "assistant"]
     assert parts.messages[0]["content"] == "ab" and parts.messages[2]["tool_call_id"] == "abc123def"
-    assert parts.messages[-1]["role"] == "assistant", "trailing non-assistant messages are trimmed"
+    assert parts.messages[-1]["role"] == "user", "messages after the last assistant turn are kept (the final step)"
     assert function_call.messages[1]["tool_calls"][0]["function"]["name"] == "lookup"
     assert function_call.messages[2]["role"] == "tool"
 
@@ -213,3 +213,35 @@ def test_real_traffic_finds_what_probes_find(tiny_model_dir, write_template):
     assert report.verdict == "broken" and "empty-think-dropped" in variant.checks["rollout"].cause_counts
     good = load(tiny_model_dir, write_template("good", templates.GOOD))
     assert audit(good, AuditOptions(conversations=tau.conversations)).verdict == "ready"
+
+
+MILES = SHARED / "conversations" / "miles-mock" / "mock_trajectories.json"
+
+
+@pytest.mark.skipif(not MILES.is_file(), reason="../shared/conversations (miles' mock trajectories) is absent")
+def test_final_appended_step_of_every_miles_record_is_audited():
+    """Every corpus model whose template takes the records with its own tool support audits the final appended
+    step of each record that ends after its last assistant turn (counted from the file itself)."""
+    from tito_audit.loading import load_by_id
+
+    records = json.loads(MILES.read_text(encoding="utf-8"))
+    ending_after_assistant = sum(
+        1
+        for record in records
+        if record["messages"][-1]["role"] != "assistant" and any(m["role"] == "assistant" for m in record["messages"])
+    )
+    assert ending_after_assistant == 14
+    conversations = load_conversations(str(MILES)).conversations
+    assert len(conversations) == len(records)
+    mirror = SHARED / "tokenizers"
+    audited = []
+    for folder in sorted(p for p in mirror.iterdir() if p.is_dir()):
+        model = load_by_id(folder.name.replace("--", "/", 1), mirrors=[mirror], allow_hub=False)
+        report = audit(model, AuditOptions(conversations=conversations, conversations_source="miles"))
+        for variant in report.variants:
+            if variant.verdict == "unsupported":
+                continue  # reshaped into chat: its tool steps say nothing
+            notes = [n for n in variant.checks["rollout"].notes if "final appended step" in n]
+            assert notes and notes[0].startswith(f"{ending_after_assistant} conversations"), (folder.name, notes)
+            audited.append(folder.name)
+    assert len(set(audited)) >= 8

@@ -155,3 +155,34 @@ def test_replay_reports_the_break_the_guard_raises(tmp_path, tiny_model_dir):
     assert breaks and turns[breaks[0]["turn"]] == raised.value.turn
     assert breaks[0]["detail"].startswith(", ".join(raised.value.causes) + ":")
     assert breaks[0]["token_index"] == raised.value.details.token_index
+
+
+def test_replay_audits_the_final_appended_step(tmp_path, tiny_model_dir):
+    """A record cut after the tool result of its only sampled turn: the final appended step (next prompt
+    ``render(M, gp=True)``) is walked too, and its break is reported at turn 1 (after the last sampled turn)."""
+    from tests.test_session import TOOLS, sampled, tool_loop
+    from tito_audit import TitoSession
+
+    template = tmp_path / "swap-final.jinja"
+    template.write_text(templates.STOP_TOKEN_SWAPPED_IN_HISTORY, encoding="utf-8")
+    model = load(tiny_model_dir, template)
+    guard = TitoSession.from_loaded(model, tools=TOOLS)
+    messages = tool_loop(2)
+    first = next(j for j, m in enumerate(messages) if m["role"] == "assistant")
+    second = next(j for j, m in enumerate(messages) if m["role"] == "assistant" and j > first)
+    cut = messages[:second]  # the assistant's call and its tool results, then the rollout stops
+    assert cut[-1]["role"] == "tool"
+    completion = sampled(model, cut, first, guard.stop_ids)
+    prompt = guard.template_ids(cut[:first], add_generation_prompt=True)
+    record = {"messages": cut, "tools": TOOLS, "prompt_ids": [prompt], "completion_ids": [completion]}
+    path = tmp_path / "cut.jsonl"
+    path.write_text(json.dumps(record))
+    out = tmp_path / "cut.json"
+    result = run_cli(
+        "replay", str(path), "--model", str(tiny_model_dir), "--template", str(template), "--json", str(out)
+    )
+    # the saved prompt was appended (exit 0: TITO-consistent); the step after it is where the template breaks
+    assert result.returncode == 0, result.stdout + result.stderr
+    breaks = [i for i in json.loads(out.read_text())["issues"] if i["kind"] == "template-break"]
+    assert [b["turn"] for b in breaks] == [1]
+    assert breaks[0]["detail"].startswith("stop-token-swap")

@@ -19,11 +19,15 @@ from tito_audit.shapes import (
     candidate_change_sets,
     describe_shape,
     first_calls_only,
+    gives_up_tools,
     missing_from_render,
     without_tool_calls,
 )
 
 Renders = dict[tuple[int, bool], RenderedPrefix]
+NATIVE_RETRIES = 3
+"""Conversations of one refusal that only a change giving up tool support rescued, before such changes are
+tried in the order that worked (see :class:`Acceptor`)."""
 
 
 @dataclass
@@ -73,6 +77,10 @@ class Acceptor:
         """Refusals no shape change rescued, by reason and conversation structure."""
         self._ablation: dict[tuple, str | None] = {}
         """Whether a template drops tool calls, by the shape of the calls (see :func:`call_signature`)."""
+        self._natives_missed: dict[str, int] = defaultdict(int)
+        """By refusal: conversations in a row that only a change giving up tool support rescued (after every
+        change keeping it was tried). After a few, such a refusal is no longer retried natively first (a
+        template without a tool role refuses every tool conversation the same way)."""
 
     def _try(self, conversation: Conversation) -> tuple[Renders | None, str | None]:
         """The turn renders of ``conversation``, or why the template refuses it."""
@@ -127,13 +135,16 @@ class Acceptor:
         if self._hopeless.get(structure):
             # The same refusal of the same structure was already retried with every change set in vain.
             return None, None, Refusal(key, describe_shape(conversation), conversation.id, None)
-        for changes in candidate_change_sets(conversation, self._preferred[key]):
+        natives_first = self._natives_missed[key] < NATIVE_RETRIES
+        for changes in candidate_change_sets(conversation, self._preferred[key], natives_first):
             retried = apply_changes(conversation, changes)
             renders, retry_reason = self._try(retried)
             if retry_reason is None:
                 names = tuple(change.name for change in changes)
                 if names not in self._preferred[key]:
                     self._preferred[key].insert(0, names)
+                if natives_first:
+                    self._natives_missed[key] = self._natives_missed[key] + 1 if gives_up_tools(changes) else 0
                 return retried, renders, Refusal(key, describe_shape(conversation), conversation.id, names)
         self._hopeless[structure] = True
         return None, None, Refusal(key, describe_shape(conversation), conversation.id, None)

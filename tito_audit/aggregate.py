@@ -3,18 +3,17 @@ failure examples, and the refused and not-realizable shapes grouped for the repo
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tito_audit.acceptance import Refusal
-from tito_audit.causes import EMPTY_THINK
 from tito_audit.checks import CHECK_NAMES
 from tito_audit.checks.outcome import FAILED, REFUSED, Outcome
 from tito_audit.conversation import TOOL, Conversation, steps_of
 from tito_audit.realize import UnrealizedTurn
-from tito_audit.results import CheckResult, DriftSummary, Failure, RefusedShape, UnrealizableTurns
+from tito_audit.reasoning_block import CLOSED, OPEN
+from tito_audit.results import CheckResult, DriftSummary, Failure, FormSteps, RefusedShape, UnrealizableTurns
 
 
 @dataclass
@@ -29,6 +28,10 @@ class VariantTotals:
     gen_prompt_mismatches: int = 0
     completions: int = 0
     completions_without_stop: int = 0
+    final_steps: int = 0
+    """Appended steps after the last assistant turn of a conversation (audited against ``render(M, gp=True)``)."""
+    forms: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    """(step kind, reasoning form of the turn before) -> [steps, failed]."""
 
     def add_refused(self, conversation: Conversation) -> None:
         """A conversation no shape rescued: every case it would have had counts as refused."""
@@ -78,8 +81,18 @@ class VariantTotals:
         for cause, count in tally.causes.items():
             drift.causes[cause] = drift.causes.get(cause, 0) + count
         self.gen_prompt_mismatches += outcome.gen_prompt_mismatches
+        self.final_steps += outcome.final_steps
+        for key, (steps, failed) in outcome.forms.items():
+            tally = self.forms.setdefault(key, [0, 0])
+            tally[0] += steps
+            tally[1] += failed
         self.completions += outcome.completions
         self.completions_without_stop += outcome.completions_without_stop
+
+
+def steps_by_form(forms: dict[tuple[str, str], list[int]]) -> list[FormSteps]:
+    """The per-form step counts in a stable order (kind, then form)."""
+    return [FormSteps(kind, form, steps, failed) for (kind, form), (steps, failed) in sorted(forms.items())]
 
 
 def keep_examples(failures: list[Failure], per_group: int | None) -> list[Failure]:
@@ -116,20 +129,13 @@ def group_refusals(refusals: Sequence[Refusal]) -> list[RefusedShape]:
     return out
 
 
-OPEN_REASONING_AT_END = re.compile(r"<(think|thinking|seed:think|reasoning)>\s*$")
-
-
-def unrealizable_reason(original: str, audited_as: str, prompt: str) -> str:
-    """Why a turn's original form cannot follow ``prompt`` (the generation prompt), read from the prompt."""
-    closed = EMPTY_THINK.search(prompt)
-    if closed is not None:
-        block = closed.group(0)
-        return f"the generation prompt already closes the reasoning block ({block!r}): {original} cannot follow it"
-    opened = OPEN_REASONING_AT_END.search(prompt)
-    if opened is not None:
-        tag = opened.group(0).strip()
-        return f"the generation prompt opens a reasoning block ({tag!r}): {original} cannot follow it"
-    return f"only {audited_as} aligns with the generation prompt"
+def unrealizable_reason(original: str, audited_as: str, state: str) -> str:
+    """Why a turn's original form cannot follow its generation prompt, from the prompt's state."""
+    if state == CLOSED:
+        return f"the generation prompt already closes the reasoning block: {original} cannot follow it"
+    if state == OPEN:
+        return f"the generation prompt opens a reasoning block: {original} cannot follow it"
+    return f"{original} cannot follow the generation prompt; audited as {audited_as}"
 
 
 def group_unrealized(turns: Sequence[UnrealizedTurn]) -> list[UnrealizableTurns]:
@@ -144,7 +150,7 @@ def group_unrealized(turns: Sequence[UnrealizedTurn]) -> list[UnrealizableTurns]
             UnrealizableTurns(
                 original=original,
                 audited_as=audited_as,
-                reason=unrealizable_reason(original, audited_as, first.prompt),
+                reason=unrealizable_reason(original, audited_as, first.state),
                 count=len(members),
                 conversations=len({m.conversation_id for m in members}),
                 shapes=sorted({m.shape for m in members})[:5],

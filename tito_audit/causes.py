@@ -130,7 +130,8 @@ def classify_text_divergence(
             labels.append("reasoning-pruned")
             break
     think = EMPTY_THINK.search(earlier, max(0, index - 16))
-    if think is not None and think.start() <= index + 2 and not later.startswith(think.group(0), think.start()):
+    dropped = think is not None and think.start() <= index + 2 and not later.startswith(think.group(0), think.start())
+    if dropped and "empty-think-dropped" not in labels:
         labels.append("empty-think-dropped")
     if owner is not None and owner.role != ASSISTANT:
         # a tool, user or system message: rewritten in its text, or closed differently once followed

@@ -83,7 +83,15 @@ def step_kind(roles: tuple[str, ...] | list[str]) -> str:
 
 
 def steps_of(messages: list[Message]) -> list[Step]:
+    """The appended steps: between two assistant turns, and after the last turn when messages follow it (a
+    rollout cut after a tool result; its ``after`` is ``len(messages)``, the next prompt ``render(M, gp=True)``).
+
+    >>> [(s.before, s.after, s.roles) for s in steps_of([{"role": "user"}, {"role": "assistant"}, {"role": "tool"}])]
+    [(1, 3, ('tool',))]
+    """
     turns = [i for i, m in enumerate(messages) if m.get("role") == ASSISTANT]
+    if turns and turns[-1] < len(messages) - 1:
+        turns.append(len(messages))
     return [
         Step(before=a, after=b, roles=tuple(str(messages[k].get("role")) for k in range(a + 1, b)))
         for a, b in itertools.pairwise(turns)

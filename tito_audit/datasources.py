@@ -225,8 +225,6 @@ def adapt_messages(raw: list[Any]) -> list[Message]:
             if "name" not in adapted and adapted.get("tool_call_id") in call_names:
                 adapted["name"] = call_names[adapted["tool_call_id"]]
         messages.append(adapted)
-    while messages and messages[-1].get("role") != ASSISTANT:
-        messages.pop()  # a rollout is audited up to the model's last turn
     if sum(1 for m in messages if m.get("role") == ASSISTANT) < 1:
         raise SkipRecord("no assistant turn")
     return messages

@@ -19,7 +19,8 @@ from tito_audit.diff import first_difference, is_prefix
 from tito_audit.errors import BadInputError
 from tito_audit.generate import generate_conversation, tool_schemas
 from tito_audit.model import JINJA, LoadedModel
-from tito_audit.realize import realizable_reasoning, realize, turn_keys
+from tito_audit.realize import RealizedConversation, realize, turn_keys
+from tito_audit.reasoning_block import variant_reasoning
 from tito_audit.render import ALTERNATE_CLOCK, Renderer, RenderError, frozen_clock
 from tito_audit.results import AuditReport, Failure
 from tito_audit.shapes import SHAPE_CHANGES, apply_changes
@@ -81,12 +82,23 @@ def audited_conversation(
 ) -> Conversation | None:
     """The conversation as the audit saw it: rebuilt (generated for the variant's reasoning kinds, or found
     among ``given``), in the shape it was accepted in, with every turn in its realizable form."""
+    realized = audited_rollout(failure, report, given, renderer)
+    return realized.conversation if isinstance(realized, RealizedConversation) else realized
+
+
+def audited_rollout(
+    failure: Failure, report: AuditReport, given: Sequence[Conversation] | None, renderer: Renderer
+) -> RealizedConversation | Conversation | None:
+    """:func:`audited_conversation` with the alignment of every turn when the renders succeed (what the model
+    wrote in each turn); the bare conversation when they do not, None when it cannot be rebuilt."""
+    reasoning = variant_reasoning(renderer.text_or_none, tool_schemas())
     if given is not None:
         found = next((c for c in given if c.id == failure.conversation_id), None)
     elif failure.conversation_id.startswith("c") and failure.conversation_id[1:].isdigit():
         settings = report.settings
-        allowed = realizable_reasoning(renderer.prefixes, tool_schemas())
-        found = generate_conversation(int(failure.conversation_id[1:]), settings.seed, settings.max_turns, allowed)
+        found = generate_conversation(
+            int(failure.conversation_id[1:]), settings.seed, settings.max_turns, reasoning.kinds
+        )
     else:
         found = None
     if found is None:
@@ -97,7 +109,7 @@ def audited_conversation(
         renders = renderer.prefixes(shaped.messages, shaped.tools, turn_keys(shaped.messages))
     except RenderError:
         return shaped
-    return realize(shaped, renders, renderer.prefixes).conversation
+    return realize(shaped, renders, renderer.prefixes, renderer.texts, reasoning.block)
 
 
 def _renders_compared(failure: Failure, conversation: Conversation) -> tuple[tuple[int, bool], tuple[int, bool]] | None:
@@ -127,7 +139,8 @@ class Explainer:
         variant = next(v for v in self.report.variants if v.name == variant_name)
         renderer = Renderer(self.model, self.codec, variant.kwargs)
         with frozen_clock(self.model.template_source, _clock(self.report)):
-            conversation = audited_conversation(failure, self.report, conversations, renderer)
+            rebuilt = audited_rollout(failure, self.report, conversations, renderer)
+        conversation = rebuilt.conversation if isinstance(rebuilt, RealizedConversation) else rebuilt
         explanation = Explanation(case, variant_name, failure, [], [])
         if failure.token_index is not None and failure.expected is not None:
             offset = failure.token_index - failure.expected.start
@@ -137,6 +150,11 @@ class Explainer:
             explanation.note = "the conversation could not be rebuilt (not a generated conversation id)"
             return explanation
         keys = _renders_compared(failure, conversation)
+        model_text = _closed_at_once(rebuilt, keys) if failure.check == "rollout" else None
+        written: dict[tuple[int, bool], str] = {}
+        if keys is not None and model_text is not None:  # the buffer held the prompt and the model's closed block
+            keys = ((keys[0][0] - 1, True), keys[1])
+            written[keys[0]] = model_text
         with frozen_clock(self.model.template_source, _clock(self.report)):
             try:
                 texts = {
@@ -147,25 +165,26 @@ class Explainer:
                 explanation.note = f"re-rendering failed: {exc}"
                 return explanation
             if keys:
-                explanation.sides = self._sides(failure, conversation, keys, texts, variant.kwargs)
+                explanation.sides = self._sides(failure, conversation, keys, texts, variant.kwargs, written)
+            texts = {key: text + written.get(key, "") for key, text in texts.items()}
             explanation.confirmations = [
                 confirm(cause, failure, conversation, keys, texts, renderer, self.codec) for cause in failure.causes
             ]
         return explanation
 
-    def _sides(self, failure, conversation, keys, texts, kwargs) -> list[SideEvidence]:
+    def _sides(self, failure, conversation, keys, texts, kwargs, written) -> list[SideEvidence]:
+        """Both sides around the divergence with the template lines that wrote them; ``written`` is text the model
+        wrote after a side's render (a turn history does not render as written), shown but never attributed."""
         earlier_key, later_key = keys
-        earlier, later = texts[earlier_key], texts[later_key]
+        earlier, later = texts[earlier_key] + written.get(earlier_key, ""), texts[later_key]
         index = failure.char_index if failure.char_index is not None else (first_difference(earlier, later) or 0)
         sides = []
         for side, key, text in (("earlier", earlier_key, earlier), ("later", later_key, later)):
-            evidence = SideEvidence(
-                side,
-                f"render(M[:{key[0]}], add_generation_prompt={key[1]})",
-                index,
-                text[max(0, index - 40) : index + 60],
-            )
-            attributed = self._attributed(conversation, key, text, kwargs)
+            label = f"render(M[:{key[0]}], add_generation_prompt={key[1]})"
+            if key in written:
+                label += " + what the model wrote after it"
+            evidence = SideEvidence(side, label, index, text[max(0, index - 40) : index + 60])
+            attributed = self._attributed(conversation, key, texts[key], kwargs)
             if attributed is not None and attributed.owners and self.attributor is not None:
                 at = min(index, len(attributed.owners) - 1)
                 written = attributed.lines_at(at, at + 24)
@@ -184,6 +203,17 @@ class Explainer:
         return self.attributor.render(
             conversation.messages[: key[0]], conversation.tools, key[1], template_kwargs, text
         )
+
+
+def _closed_at_once(
+    rebuilt: RealizedConversation | Conversation | None, keys: tuple[tuple[int, bool], tuple[int, bool]] | None
+) -> str | None:
+    """What the model wrote in the turn before a rollout step when it closed an open reasoning block at once and
+    history does not render that turn as written (the buffer held it; no render of history shows it)."""
+    if not isinstance(rebuilt, RealizedConversation) or keys is None:
+        return None
+    alignment = rebuilt.alignments.get(keys[0][0] - 1)
+    return alignment.model_text if alignment is not None else None
 
 
 def _clock(report: AuditReport):

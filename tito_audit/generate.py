@@ -15,6 +15,7 @@ import string
 from collections.abc import Iterator
 
 from tito_audit.conversation import ASSISTANT, SYSTEM, TOOL, USER, Conversation, Message
+from tito_audit.reasoning_block import nearest_realizable, short_kind
 from tito_audit.stress import CONTROL_LOOKALIKES, OBSERVATIONS, PHRASES, STRESS_TEXTS, decorate
 
 APPENDED = (TOOL, USER, SYSTEM, ASSISTANT)
@@ -122,23 +123,16 @@ def _assistant_text(rng: random.Random) -> str:
     return base
 
 
-NEAREST_REASONING = {
-    "present": ("present", "empty", "absent"),
-    "empty": ("empty", "absent", "present"),
-    "absent": ("absent", "empty", "present"),
-}
-"""For each reasoning kind of the grid, the kinds to use instead when a variant does not allow it, nearest first."""
-
-
 def realizable_kind(kind: str, allowed: tuple[str, ...] | None) -> str:
-    """``kind``, or the nearest kind in ``allowed`` (None allows every kind).
+    """``kind``, or the nearest kind in ``allowed`` (None allows every kind), as
+    :func:`tito_audit.reasoning_block.nearest_realizable` chooses it.
 
-    >>> realizable_kind("present", ("absent", "empty")), realizable_kind("present", None)
-    ('empty', 'present')
+    >>> realizable_kind("present", ("absent", "empty")), realizable_kind("absent", ("empty", "present"))
+    ('absent', 'present')
     """
     if allowed is None:
         return kind
-    return next((k for k in NEAREST_REASONING[kind] if k in allowed), kind)
+    return short_kind(nearest_realizable(f"reasoning {kind}", [f"reasoning {k}" for k in allowed]))
 
 
 def _reasoning(kind: str, rng: random.Random, allowed: tuple[str, ...] | None = None) -> str | None:
@@ -247,7 +241,7 @@ def generate_conversation(
     """Conversation ``index`` of the seeded sequence (independent of how many are generated).
 
     ``reasoning`` lists the reasoning kinds (``absent``, ``empty``, ``present``) a model can produce under
-    the variant being audited (see :func:`tito_audit.realize.realizable_reasoning`); a grid cell asking for
+    the variant being audited (see :func:`tito_audit.reasoning_block.variant_reasoning`); a grid cell asking for
     another kind gets the nearest allowed one, recorded in the conversation's shape. None allows all.
     """
     order = list(range(len(SHAPE_GRID)))

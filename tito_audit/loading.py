@@ -7,8 +7,8 @@ from pathlib import Path
 
 from tito_audit.errors import BadInputError
 from tito_audit.model import LoadedModel, load_model
-from tito_audit.registry import family_of
-from tito_audit.resolve import resolve_model
+from tito_audit.registry import family_of, registry_stop_tokens
+from tito_audit.resolve import ResolvedModel, resolve_model
 
 
 def load_by_id(
@@ -34,11 +34,30 @@ def load_by_id(
         allow_hub=allow_hub,
         trust_remote_code=trust_remote_code,
     )
-    family = family_of(resolved.model_id)
-    return load_model(
+    return load_resolved(
         resolved,
         template_file=Path(template_file) if template_file is not None else None,
         template_name=template_name,
         trust_remote_code=trust_remote_code,
+    )
+
+
+def load_resolved(
+    resolved: ResolvedModel,
+    *,
+    template_file: Path | None = None,
+    template_name: str | None = None,
+    trust_remote_code: bool = False,
+) -> LoadedModel:
+    """Load a resolved model with the registry's facts for its id: the special-token defaults of its family and
+    its known stop tokens (template-only folders need both)."""
+    family = family_of(resolved.model_id)
+    stops = registry_stop_tokens(resolved.model_id)
+    return load_model(
+        resolved,
+        template_file=template_file,
+        template_name=template_name,
+        trust_remote_code=trust_remote_code,
         special_token_defaults=family.special_tokens if family else None,
+        known_special_tokens=stops.texts if stops else (),
     )

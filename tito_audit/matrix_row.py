@@ -22,6 +22,7 @@ COLUMNS = (
     "reason",
     "same_as",
     "audit_level",
+    "stop_tokens",
     "verdict",
     "variant_verdicts",
     *(f"rollout_{kind}" for kind in STEP_KINDS),
@@ -86,6 +87,16 @@ def _kind_status(report: AuditReport, check: str, kind: str) -> str:
     return "refused" if refused == cases else "stable"
 
 
+UNKNOWN_STOPS = "unknown"
+
+
+def stop_tokens_cell(report: AuditReport) -> str:
+    """The stop tokens of every variant (their texts), or ``unknown`` when some variant has none."""
+    if any(not variant.stop_tokens for variant in report.variants):
+        return UNKNOWN_STOPS
+    return " ".join(sorted({s.text for variant in report.variants for s in variant.stop_tokens}))
+
+
 def row_from_report(report: AuditReport, report_link: str, duration: float) -> dict[str, Any]:
     row = base_row(report.model.model_id, AUDITED)
     rollout_causes: Counter[str] = Counter()
@@ -109,6 +120,7 @@ def row_from_report(report: AuditReport, report_link: str, duration: float) -> d
         total += variant.drift.total_tokens
     row.update(
         audit_level="text-level only" if report.text_level_only else "full",
+        stop_tokens=stop_tokens_cell(report),
         verdict=report.verdict,
         variant_verdicts="; ".join(f"{v.name}: {v.verdict}" for v in report.variants),
         main_causes=", ".join(cause for cause, _ in sorted(rollout_causes.items(), key=lambda kv: (-kv[1], kv[0]))),

@@ -147,7 +147,7 @@ def _real_conversations(options: MatrixOptions) -> list:
 def audit_pair(model_id: str, options: MatrixOptions, events: Any = None) -> PairOutcome:
     """Resolve, load and audit ``model_id``; its way out and real-data verdict when the matrix asks for them."""
     from tito_audit.formatters.fix_report import page_of
-    from tito_audit.model import load_model
+    from tito_audit.loading import load_resolved
     from tito_audit.resolve import resolve_model
     from tito_audit.service import audit
     from tito_audit.way_out import find_way_out, needs_way_out
@@ -164,9 +164,8 @@ def audit_pair(model_id: str, options: MatrixOptions, events: Any = None) -> Pai
         )
     except ResolutionError as exc:
         return PairOutcome(model_id, failure=base_row(model_id, NOT_REACHABLE, str(exc)))
-    family = family_of(model_id)
     try:
-        loaded = load_model(resolved, special_token_defaults=family.special_tokens if family else None)
+        loaded = load_resolved(resolved)
     except AuditError as exc:
         return PairOutcome(model_id, failure=base_row(model_id, FAILED_TO_LOAD, str(exc)))
     except Exception as exc:  # a broken tokenizer folder must not stop the matrix

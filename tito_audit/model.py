@@ -7,7 +7,7 @@ import json
 import logging
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,9 +125,11 @@ def _templates_of(tokenizer: Any) -> dict[str, str]:
     return {}
 
 
-def _load_standin(folder: Path, defaults: Mapping[str, str]) -> tuple[Any, tuple[int, ...], bool, list[str]]:
+def _load_standin(
+    folder: Path, defaults: Mapping[str, str], known: Sequence[str] = ()
+) -> tuple[Any, tuple[int, ...], bool, list[str]]:
     """Stand-in tokenizer of a template-only folder, with generation eos ids mapped onto it."""
-    tokenizer, config_ids, placeholders = build_standin_tokenizer(folder, defaults)
+    tokenizer, config_ids, placeholders = build_standin_tokenizer(folder, defaults, known)
     real_eos, found = _read_generation_eos(folder)
     mapped = []
     for token_id in real_eos:
@@ -147,6 +149,7 @@ def load_model(
     template_name: str | None = None,
     trust_remote_code: bool = False,
     special_token_defaults: Mapping[str, str] | None = None,
+    known_special_tokens: Sequence[str] = (),
 ) -> LoadedModel:
     """Load the tokenizer of ``resolved`` and pick the chat template to audit.
 
@@ -156,7 +159,8 @@ def load_model(
 
     A folder with a chat template but no vocabulary is loaded with a stand-in tokenizer
     (:mod:`tito_audit.standin`) and marked ``text_level_only``; ``special_token_defaults`` fill in
-    bos/eos tokens its configs do not name.
+    bos/eos tokens its configs do not name, ``known_special_tokens`` are control tokens the model is known to have
+    (the registry's stop tokens).
     """
     text_level_only = not has_vocabulary(resolved.files())
     remote = _remote_code_files(resolved.path)
@@ -167,7 +171,9 @@ def load_model(
         )
     with staged_folder(resolved) as folder:
         if text_level_only:
-            tokenizer, eos_ids, has_generation_config, notes = _load_standin(folder, special_token_defaults or {})
+            tokenizer, eos_ids, has_generation_config, notes = _load_standin(
+                folder, special_token_defaults or {}, known_special_tokens
+            )
         else:
             notes = []
             tokenizer = _load_tokenizer(folder, trust_remote_code)

@@ -3,26 +3,32 @@ model could have produced after its generation prompt, and find where the model'
 
 For an assistant message at index ``j``: ``P = render(M[:j], gp=True)`` and ``F = render(M[:j+1], gp=False)``.
 ``P`` is the rendered history followed by the generation prompt; the generation prompt starts where
-``render(M[:j], gp=False)`` and ``P`` part ways. Each turn ends up in one of three states:
+``render(M[:j], gp=False)`` and ``P`` part ways.
+
+Which reasoning forms are realizable is decided from the generation prompt alone
+(:mod:`tito_audit.reasoning_block`): a prompt that closed the block admits no reasoning, one that ends inside
+an open block admits reasoning and empty reasoning, one without a block admits every form. A message whose form
+is not realizable is audited in the nearest realizable form instead and reported as *not realizable under this
+variant*; a realizable form is never swapped for another, whether or not the template renders it back.
+
+Each turn then ends up in one of four states:
 
 - **aligned**: ``F`` starts with ``P``; the model's text is ``F[len(P):]``.
 - **history rewrite**: ``F`` departs from ``P`` inside the rendered history (an earlier message renders
   differently once this turn follows it, e.g. a tool result closed one way when last and another way when
-  not). The turn itself is realizable: the model's text starts after the generation prompt, found again in
-  ``F`` after the divergence. The rewrite belongs to the earlier message, and the rollout reports it there.
-- **gen-prompt mismatch**: ``F`` departs from ``P`` inside the generation prompt in every form tried. The
-  model's text is taken as ``F`` after its longest common prefix with ``P`` and the rollout labels the
-  divergence ``gen-prompt-mismatch``.
-
-When the message as given is in neither of the first two states, the nearest other forms of it are tried:
-reasoning dropped (the prompt already closed the reasoning block, as ``<think>\\n\\n</think>\\n\\n`` does when
-thinking is off), reasoning empty, reasoning present (the prompt opened a block, so the model reasons). The
-first that aligns is audited instead, and the original is reported as *not realizable under this variant*,
-never as a failure or a pass.
+  not). The model's text starts after the generation prompt, found again in ``F`` after the divergence. The
+  rewrite belongs to the earlier message, and the rollout reports it there.
+- **empty block dropped**: the prompt opened a reasoning block, the model closed it at once, and the template
+  does not render that turn as written (it drops the empty block, or its newline). The model's text is what the
+  template writes around reasoning with nothing between (the closer, then the answer); the rollout finds the
+  break at the next step (``empty-think-dropped``).
+- **gen-prompt mismatch**: otherwise. The model's text is taken as ``F`` after its longest common prefix with
+  ``P`` and the rollout labels the divergence ``gen-prompt-mismatch``.
 
 Example: under Qwen3's ``enable_thinking=false`` the prompt ends with ``<think>\\n\\n</think>\\n\\n``; an
-assistant message carrying ``reasoning_content`` renders ``<think>\\nreasoning\\n</think>`` instead, which no
-model could produce after that prompt. Without its reasoning the turn aligns, so it is audited that way.
+assistant message carrying reasoning is not realizable there, so it is audited without it. Under MiniMax-M2's
+prompt (``]~b]ai\\n<think>\\n``) a turn with empty reasoning is realizable, and history renders it without
+its block: the turn is audited as the model wrote it, and the next step breaks.
 """
 
 from __future__ import annotations
@@ -30,18 +36,50 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from tito_audit.conversation import ASSISTANT, TOOL, USER, Conversation, Message
+from tito_audit.conversation import ASSISTANT, Conversation, Message
 from tito_audit.diff import common_prefix_length
+from tito_audit.reasoning_block import (
+    MARKER,
+    NEAREST,
+    OPEN,
+    REALIZABLE,
+    REASONING_ABSENT,
+    REASONING_EMPTY,
+    REASONING_FORMS,
+    REASONING_PRESENT,
+    UNKNOWN,
+    ReasoningBlock,
+    closed_at_once,
+    prompt_state,
+)
 
 ALIGNED = "aligned"
 HISTORY_REWRITE = "history-rewrite"
+EMPTY_BLOCK_DROPPED = "empty-block-dropped"
 GEN_PROMPT_MISMATCH = "gen-prompt-mismatch"
 
-REASONING_ABSENT = "reasoning absent"
-REASONING_EMPTY = "reasoning empty"
-REASONING_PRESENT = "reasoning present"
-REASONING_FORMS = (REASONING_ABSENT, REASONING_EMPTY, REASONING_PRESENT)
-"""The forms of an assistant message's reasoning, in the order they are tried (nearest first)."""
+__all__ = [
+    "ALIGNED",
+    "EMPTY_BLOCK_DROPPED",
+    "GEN_PROMPT_MISMATCH",
+    "HISTORY_REWRITE",
+    "REASONING_ABSENT",
+    "REASONING_EMPTY",
+    "REASONING_FORMS",
+    "REASONING_PRESENT",
+    "MessageRef",
+    "RealizedConversation",
+    "TurnAlignment",
+    "UnrealizedTurn",
+    "locate_completion",
+    "owner_of",
+    "realize",
+    "reasoning_form",
+    "turn_keys",
+    "was_last_in_rollout",
+    "with_reasoning_form",
+]
+
 STAND_IN_REASONING = "Let me work through this step by step."
 """The reasoning given to a turn whose prompt opens a reasoning block when the message carries none."""
 
@@ -73,6 +111,12 @@ class TurnAlignment:
     """For a history rewrite: the earlier message whose rendering changed."""
     form: str | None = None
     """When the message's own form was not realizable: the form it is audited in instead."""
+    audited_form: str = REASONING_ABSENT
+    """The reasoning form the turn is audited in."""
+    prompt_state: str = UNKNOWN
+    """What the generation prompt leaves open (see :mod:`tito_audit.reasoning_block`)."""
+    model_text: str | None = None
+    """The model's text when ``F`` does not hold it (an empty block the template drops)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +130,8 @@ class UnrealizedTurn:
     prompt: str
     """The generation prompt's text (evidence)."""
     shape: str
+    state: str = UNKNOWN
+    """What the generation prompt leaves open (see :mod:`tito_audit.reasoning_block`)."""
 
 
 @dataclass
@@ -98,7 +144,7 @@ class RealizedConversation:
 
 RenderPrefixes = Callable[[Sequence[Message], "list[dict] | None", Sequence[Key]], Mapping[Key, object]]
 RenderTexts = Callable[[Sequence[Message], "list[dict] | None", Sequence[Key]], Mapping[Key, "str | None"]]
-"""Text-only renders (None where the template refuses): enough to tell whether a form aligns."""
+"""Text-only renders (None where the template refuses)."""
 
 
 def reasoning_form(message: Message) -> str:
@@ -201,11 +247,14 @@ def locate_completion(prompt: str, full: str, prompt_start: int) -> tuple[int | 
 
 
 def turn_keys(messages: Sequence[Message]) -> list[Key]:
-    """The renders the alignment of every assistant turn needs: ``P``, ``F`` and the history without a prompt."""
+    """The renders the alignment of every assistant turn needs (``P``, ``F`` and the history without a prompt),
+    and the next prompt after the last turn when messages follow it (the final appended step)."""
     keys: list[Key] = []
     for j, message in enumerate(messages):
         if message.get("role") == ASSISTANT:
             keys += [(j, True), (j + 1, False), (j, False)]
+    if keys and messages[-1].get("role") != ASSISTANT:
+        keys.append((len(messages), True))
     return keys
 
 
@@ -214,14 +263,15 @@ def realize(
     renders: dict,
     render_prefixes: RenderPrefixes,
     render_texts: RenderTexts | None = None,
+    block: ReasoningBlock | None = None,
 ) -> RealizedConversation:
-    """Align every assistant turn of ``conversation``, replacing turns no model could produce by the nearest
-    form that aligns (see the module docstring). ``renders`` holds :func:`turn_keys` for ``conversation``;
-    renders of prefixes after a replaced turn are redone through ``render_prefixes`` (a form the template
-    refuses to render is not a realizable one).
+    """Align every assistant turn of ``conversation``, auditing a turn whose reasoning form its prompt does not
+    admit in the nearest form it does (see the module docstring). ``renders`` holds :func:`turn_keys` for
+    ``conversation``; renders of prefixes from a replaced turn on are redone through ``render_prefixes``.
+    ``block`` is the template's reasoning block (None: unknown, every form is realizable).
     """
     result = RealizedConversation(conversation, dict(renders))
-    original = conversation.messages  # the forms tried below change reasoning only, never roles or order
+    original = conversation.messages  # forms change reasoning only, never roles or order
 
     def was_last(index: int) -> bool:
         return was_last_in_rollout(original, index)
@@ -230,114 +280,90 @@ def realize(
         rendered = result.renders.get((k, False))
         return rendered.text if rendered is not None else None
 
-    def alignment(j: int, prompt: str, full: str, prompt_start: int, form: str | None) -> TurnAlignment | None:
-        start, divergence = locate_completion(prompt, full, prompt_start)
-        if start is None:
-            return None
-        if divergence is None:
-            return TurnAlignment(j, ALIGNED, start, prompt_start, form=form)
-        rewritten = owner_of(prompt, divergence, history, j, was_last, original, full)
-        return TurnAlignment(j, HISTORY_REWRITE, start, prompt_start, divergence, rewritten, form)
-
     for j in conversation.assistant_indices():
-        prompt, full = result.renders[(j, True)].text, result.renders[(j + 1, False)].text
+        prompt = result.renders[(j, True)].text
         prompt_start = common_prefix_length(result.renders[(j, False)].text, prompt)
-        found = alignment(j, prompt, full, prompt_start, None) or _try_forms(
-            result,
-            j,
-            prompt,
-            lambda text, form, j=j, p=prompt, s=prompt_start: alignment(j, p, text, s, form),
-            render_prefixes,
-            render_texts,
-        )
-        if found is None:
+        state = prompt_state(block, prompt[prompt_start:])
+        swapped = _realizable_form(result, j, prompt[prompt_start:], state, render_prefixes)
+        message = result.conversation.messages[j]
+        form = reasoning_form(message)
+        full = result.renders[(j + 1, False)].text
+        start, divergence = locate_completion(prompt, full, prompt_start)
+        if start is not None and divergence is None:
+            found = TurnAlignment(j, ALIGNED, start, prompt_start)
+        elif start is not None:
+            rewritten = owner_of(prompt, divergence, history, j, was_last, original, full)  # type: ignore[arg-type]
+            found = TurnAlignment(j, HISTORY_REWRITE, start, prompt_start, divergence, rewritten)
+        else:
             divergence = common_prefix_length(prompt, full)
-            found = TurnAlignment(j, GEN_PROMPT_MISMATCH, divergence, prompt_start, divergence)
-        result.alignments[j] = found
+            model_text = None
+            if state == OPEN and form == REASONING_EMPTY:
+                model_text = _closed_at_once_text(result, j, prompt, prompt_start, render_prefixes, render_texts)
+            status = GEN_PROMPT_MISMATCH if model_text is None else EMPTY_BLOCK_DROPPED
+            found = TurnAlignment(j, status, divergence, prompt_start, divergence, model_text=model_text)
+        result.alignments[j] = replace(found, form=swapped, audited_form=form, prompt_state=state)
     return result
 
 
-def _try_forms(
+def _realizable_form(
     result: RealizedConversation,
     j: int,
-    prompt: str,
-    align: Callable[[str, str], TurnAlignment | None],
+    generation_prompt: str,
+    state: str,
     render_prefixes: RenderPrefixes,
-    render_texts: RenderTexts | None,
-) -> TurnAlignment | None:
-    """Replace message ``j`` by the first other reasoning form that aligns (``align(F, form)``) and record the
-    original as not realizable; None when no form aligns."""
+) -> str | None:
+    """When message ``j``'s reasoning form is not realizable, replace it by the nearest realizable form the
+    template renders and record the original as not realizable; the form audited instead (None: unchanged)."""
     conversation = result.conversation
-    original = conversation.messages[j]
-    original_form = reasoning_form(original)
-    for form in REASONING_FORMS:
-        if form == original_form:
-            continue
+    message = conversation.messages[j]
+    original_form = reasoning_form(message)
+    realizable = REALIZABLE[state]
+    if original_form in realizable:
+        return None
+    for form in [f for f in NEAREST[original_form] if f in realizable]:
         # the other messages are shared, never changed: their rendering inputs are prepared once
         candidate = replace(
             conversation,
-            messages=[*conversation.messages[:j], with_reasoning_form(original, form), *conversation.messages[j + 1 :]],
+            messages=[*conversation.messages[:j], with_reasoning_form(message, form), *conversation.messages[j + 1 :]],
         )
+        keys = [key for key in result.renders if key[0] > j]
         try:
-            if render_texts is not None:  # most forms do not align: tokenize only the one that does
-                text = render_texts(candidate.messages, candidate.tools, [(j + 1, False)])[(j + 1, False)]
-                if text is None or align(text, form) is None:
-                    continue
-            rendered = render_prefixes(candidate.messages, candidate.tools, [(j + 1, False)])[(j + 1, False)]
-        except Exception:  # the template refuses this form: not a realizable one
+            renders = render_prefixes(candidate.messages, candidate.tools, keys)
+        except Exception:  # the template refuses this form: try the next one
             continue
-        found = align(rendered.text, form)
-        if found is None:
-            continue
-        renders = {key: value for key, value in result.renders.items() if key[0] <= j}
-        renders[(j + 1, False)] = rendered
-        later = [key for key in result.renders if key[0] > j + 1 or key == (j + 1, True)]
-        try:
-            renders.update(render_prefixes(candidate.messages, candidate.tools, later) if later else {})
-        except Exception:  # a later prefix refuses this form
-            continue
-        result.conversation, result.renders = candidate, renders
+        result.renders.update(renders)
+        result.conversation = candidate
         shape = ", ".join(f"{k}={v}" for k, v in sorted(conversation.shape.items())) or "unspecified"
         result.unrealized.append(
-            UnrealizedTurn(conversation.id, j, original_form, form, prompt[found.prompt_start :], shape)
+            UnrealizedTurn(conversation.id, j, original_form, form, generation_prompt, shape, state)
         )
-        return found
+        return form
     return None
 
 
-def realizable_reasoning(render_prefixes: RenderPrefixes, tools: list[dict] | None) -> tuple[str, ...] | None:
-    """The reasoning kinds (``absent``, ``empty``, ``present``) a model can produce under this variant, probed
-    on two small conversations (an answer after a user message, and one after a tool result). None when every
-    kind is possible, or when the probe is inconclusive (the template refuses it, or no kind aligns, as with a
-    prompt that opens a block history never shows): the generator then draws every kind.
-    """
-    call = {"id": "probe0002", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}
-    after_user: list[Message] = [{"role": USER, "content": "Hello there."}]
-    after_tool: list[Message] = [
-        {"role": USER, "content": "Weather in Oslo?"},
-        {"role": ASSISTANT, "content": "", "tool_calls": [call]},
-        {"role": TOOL, "tool_call_id": "probe0002", "name": "get_weather", "content": "Sunny, 21 C."},
-    ]
-    allowed: set[str] | None = None
-    for history in (after_user, after_tool):
-        j = len(history)
-        aligned = set()
-        for form in REASONING_FORMS:
-            answer = with_reasoning_form({"role": ASSISTANT, "content": "It is sunny."}, form)
-            messages = [*history, answer]
-            try:
-                texts = render_prefixes(messages, tools, [(j, True), (j + 1, False), (j, False)])
-            except Exception:
-                return None
-            prompt = texts[(j, True)].text
-            start, divergence = locate_completion(
-                prompt, texts[(j + 1, False)].text, common_prefix_length(texts[(j, False)].text, prompt)
-            )
-            if start is not None and divergence is None:
-                aligned.add(form)
-        if not aligned:
-            return None
-        allowed = aligned if allowed is None else allowed & aligned
-    if not allowed or len(allowed) == len(REASONING_FORMS):
+def _closed_at_once_text(
+    result: RealizedConversation,
+    j: int,
+    prompt: str,
+    prompt_start: int,
+    render_prefixes: RenderPrefixes,
+    render_texts: RenderTexts | None,
+) -> str | None:
+    """What the model wrote when it closed the prompt's reasoning block at once: turn ``j`` rendered with a
+    marker as its reasoning, the marker taken out (None when that render does not follow the prompt either)."""
+    conversation = result.conversation
+    marked = with_reasoning_form(conversation.messages[j], REASONING_PRESENT)
+    marked["reasoning_content"] = MARKER
+    messages = [*conversation.messages[:j], marked]
+    key = (j + 1, False)
+    try:
+        if render_texts is not None:
+            text = render_texts(messages, conversation.tools, [key])[key]
+        else:
+            text = render_prefixes(messages, conversation.tools, [key])[key].text  # type: ignore[attr-defined]
+    except Exception:  # the template refuses the marked turn
         return None
-    return tuple(form.split()[-1] for form in REASONING_FORMS if form in allowed)
+    if text is None:
+        return None
+    start, _ = locate_completion(prompt, text, prompt_start)
+    return closed_at_once(text, start) if start is not None else None

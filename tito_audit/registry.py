@@ -17,10 +17,23 @@ class Family:
     special_tokens: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class RegistryStops:
+    """The stop tokens of a model's generation config, as texts, with where they were read."""
+
+    texts: tuple[str, ...]
+    source: str
+
+
+@cache
+def _data() -> dict:
+    return json.loads(resources.files("tito_audit").joinpath("data/families.json").read_text(encoding="utf-8"))
+
+
 @cache
 def families() -> tuple[Family, ...]:
     """Every family of ``tito_audit/data/families.json``, in file order."""
-    data = json.loads(resources.files("tito_audit").joinpath("data/families.json").read_text(encoding="utf-8"))
+    data = _data()
     return tuple(
         Family(
             family=entry["family"],
@@ -48,4 +61,17 @@ def family_of(model_id: str) -> Family | None:
     for family in families():
         if any(model.lower() == wanted for model in family.models):
             return family
+    return None
+
+
+def registry_stop_tokens(model_id: str) -> RegistryStops | None:
+    """The registry's stop tokens for ``model_id`` (case-insensitive), if it has them.
+
+    >>> registry_stop_tokens("zai-org/GLM-4.5").texts
+    ('<|endoftext|>', '<|user|>', '<|observation|>')
+    """
+    wanted = model_id.lower()
+    for entry in _data().get("stop_tokens", []):
+        if any(model.lower() == wanted for model in entry["models"]):
+            return RegistryStops(tuple(entry["texts"]), entry["source"])
     return None

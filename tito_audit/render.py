@@ -232,6 +232,13 @@ class Renderer:
         except Exception as exc:
             raise RenderError(one_line(exc)) from exc
 
+    def text_or_none(self, messages: Sequence[Message], tools: list[dict] | None, gp: bool) -> str | None:
+        """render(M, gp), or None when the template refuses."""
+        try:
+            return self.text(messages, tools, gp)
+        except RenderError:
+            return None
+
     def prefixes(
         self, messages: Sequence[Message], tools: list[dict] | None, needed: Sequence[tuple[int, bool]]
     ) -> dict[tuple[int, bool], RenderedPrefix]:

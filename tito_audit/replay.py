@@ -229,6 +229,14 @@ def _follow(
             elif expected != prompt:
                 detail = "expected: the TITO session's prompt; actual: the saved prompt"
                 yield _token_issue(guard.codec, record, turn, "template-prompt", expected, prompt, detail)
+        last = len(pairs) - 1
+        if 0 <= last == len(assistants) - 1 and assistants[last] < len(messages) - 1:
+            # messages after the last sampled turn (a rollout cut after tool results): the final appended step
+            j = assistants[last]
+            session.extend(pairs[last][1], messages[j], messages[j + 1 :])
+            broke = session.turns[-1].broke
+            if broke is not None:
+                yield _break_issue(record, len(pairs), broke)
     except TitoBreak as refusal:  # the template refused to render: step n is turn n (start() is step 0)
         yield _break_issue(record, refusal.details.step, refusal.details)
 

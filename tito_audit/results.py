@@ -143,6 +143,18 @@ class UnrealizableTurns:
 
 
 @dataclass
+class FormSteps:
+    """Rollout steps of one kind after assistant turns audited in one reasoning form: how often the buffer could
+    not follow (so a reader can judge how often their model writes that form)."""
+
+    kind: str
+    form: str
+    """``reasoning absent``, ``reasoning empty`` (the model closed the block at once) or ``reasoning present``."""
+    steps: int
+    failed: int
+
+
+@dataclass
 class DriftSummary:
     """Re-render drift: what a trainer that re-tokenizes would lose (reported beside the verdict)."""
 
@@ -190,6 +202,8 @@ class VariantResult:
     unrealizable: list[UnrealizableTurns] = field(default_factory=list)
     assistant_turns: int = 0
     """Assistant turns audited (each in a form a model could produce, where one exists)."""
+    steps_by_form: list[FormSteps] = field(default_factory=list)
+    """Rollout steps by kind and by the reasoning form of the turn before them."""
 
 
 @dataclass

@@ -8,8 +8,10 @@ shape, and a conversation no change rescues is counted as refused, never as pass
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,6 +30,38 @@ class ShapeChange:
 
 def _calls(conversation: Conversation) -> list[dict]:
     return [call for m in conversation.messages for call in m.get("tool_calls") or []]
+
+
+CALL_ID = re.compile(r"[A-Za-z0-9]{9}")
+"""Tool-call ids as Mistral's backend (mistral-common) and its templates demand them: nine alphanumerics."""
+
+
+def _ids_not_nine_alphanumerics(conversation: Conversation) -> bool:
+    ids = [call.get("id") for call in _calls(conversation)]
+    ids += [m.get("tool_call_id") for m in conversation.messages if m.get("role") == TOOL and "tool_call_id" in m]
+    return any(not isinstance(i, str) or not CALL_ID.fullmatch(i) for i in ids)
+
+
+def nine_character_id(original: object) -> str:
+    """A nine-alphanumeric id for ``original``, the same for the same id (so calls and results still pair).
+
+    >>> nine_character_id("call_1"), nine_character_id("call_1") == nine_character_id("call_2")
+    ('c74196fe7', False)
+    """
+    return "c" + hashlib.sha256(str(original).encode("utf-8")).hexdigest()[:8]
+
+
+def _ids_to_nine_alphanumerics(conversation: Conversation) -> Conversation:
+    """Each tool-call id, and every tool result's ``tool_call_id`` naming it, replaced by a nine-alphanumeric
+    id derived from it (data a backend refuses for its id format, not a template behaviour)."""
+    out = conversation.copy()
+    for call in _calls(out):
+        if "id" in call:
+            call["id"] = nine_character_id(call["id"])
+    for message in out.messages:
+        if message.get("role") == TOOL and "tool_call_id" in message:
+            message["tool_call_id"] = nine_character_id(message["tool_call_id"])
+    return out
 
 
 def _none_content_to_empty(conversation: Conversation) -> Conversation:
@@ -130,7 +164,10 @@ def _chat_only(conversation: Conversation) -> Conversation:
     return out
 
 
+CALL_IDS = "tool-call ids -> 9 alphanumeric characters"
+
 SHAPE_CHANGES: tuple[ShapeChange, ...] = (
+    ShapeChange(CALL_IDS, _ids_not_nine_alphanumerics, _ids_to_nine_alphanumerics),
     ShapeChange(
         "assistant content None -> empty string",
         lambda c: any(m.get("role") == ASSISTANT and m.get("content") is None for m in c.messages),
@@ -171,7 +208,7 @@ SHAPE_CHANGES: tuple[ShapeChange, ...] = (
 )
 NOT_NATIVE_TOOLS = frozenset({TOOL_AS_USER, CHAT_ONLY})
 """Changes after which a conversation no longer exercises the template's own tool support."""
-MAX_CHANGES_TRIED = 24
+MAX_CHANGES_TRIED = 48
 
 
 def missing_from_render(conversation: Conversation, text: str) -> list[str]:
@@ -202,9 +239,11 @@ def first_calls_only(conversation: Conversation) -> Conversation | None:
 
 
 def candidate_change_sets(
-    conversation: Conversation, preferred: list[tuple[str, ...]]
+    conversation: Conversation, preferred: list[tuple[str, ...]], natives_first: bool = True
 ) -> list[tuple[ShapeChange, ...]]:
-    """Change sets to try, smallest first; sets that worked before for the same refusal come first."""
+    """Change sets to try: the sets that worked before for the same refusal, then the smallest. With
+    ``natives_first``, every set that keeps the template's own tool support comes before those that give it up
+    (a conversation reshaped into chat no longer says anything about tool steps)."""
     applicable = [change for change in SHAPE_CHANGES if change.applies(conversation)]
     by_name = {change.name: change for change in applicable}
     ordered: list[tuple[ShapeChange, ...]] = []
@@ -215,7 +254,14 @@ def candidate_change_sets(
         for combination in itertools.combinations(applicable, size):
             if combination not in ordered:
                 ordered.append(combination)
+    if natives_first:
+        ordered.sort(key=gives_up_tools)
     return ordered[:MAX_CHANGES_TRIED]
+
+
+def gives_up_tools(changes: tuple[ShapeChange, ...]) -> bool:
+    """Whether a change set no longer exercises the template's own tool support."""
+    return any(change.name in NOT_NATIVE_TOOLS for change in changes)
 
 
 def apply_changes(conversation: Conversation, changes: tuple[ShapeChange, ...]) -> Conversation:

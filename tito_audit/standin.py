@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 VOCABULARY_FILES = ("tokenizer.json", "vocab.json", "tokenizer.model", "tekken.json", "vocab.txt")
-SPECIAL_LITERAL = re.compile(r"<\|[^|\s<>]{1,48}\|>|<｜[^｜\s]{1,48}｜>|\[/?[A-Z][A-Z_]{1,30}\]")
-"""Marker-like literals written as control tokens by most families: <|x|>, <｜x｜>, [X]/[/X]."""
+SPECIAL_LITERAL = re.compile(r"<\|[^|\s<>]{1,48}\|>|<｜[^｜\s]{1,48}｜>|\[/?[A-Z][A-Z_]{1,30}\]|<SPECIAL_\d{1,6}>")
+"""Marker-like literals written as control tokens by most families: <|x|>, <｜x｜>, [X]/[/X], and the numbered
+<SPECIAL_n> of Nemotron-H vocabularies."""
 PLACEHOLDERS = {"bos_token": "<|stand-in-bos|>", "eos_token": "<|stand-in-eos|>"}
 """Used when a template reads bos_token/eos_token and neither the configs nor the registry name them."""
 TAG_LITERAL = re.compile(r"</?[a-z][a-z_:]{1,30}>")
@@ -103,15 +104,18 @@ def special_tokens_of(folder: Path, templates: Mapping[str, str], defaults: Mapp
 
 
 def build_standin_tokenizer(
-    folder: Path, defaults: Mapping[str, str] | None = None
+    folder: Path, defaults: Mapping[str, str] | None = None, known: Iterable[str] = ()
 ) -> tuple[Any, dict[int, str], list[str]]:
-    """A byte-level tokenizer knowing the folder's special tokens, the config's id -> token text map, and
-    the placeholders used for special tokens nobody names."""
+    """A byte-level tokenizer knowing the folder's special tokens (and ``known`` ones: the model's stop tokens
+    from the registry), the config's id -> token text map, and the placeholders used for special tokens nobody
+    names."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     templates = read_templates(folder)
     facts = special_tokens_of(folder, templates, defaults or {})
+    facts["controls"] = sorted(set(facts["controls"]) | set(known))
+    facts["added"] = [text for text in facts["added"] if text not in facts["controls"]]
     alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
     backend = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)

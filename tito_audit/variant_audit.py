@@ -9,8 +9,10 @@ The path of one conversation: :class:`~tito_audit.acceptance.Acceptor` (renders 
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from tito_audit.acceptance import Acceptor, Renders
-from tito_audit.aggregate import VariantTotals, group_refusals, group_unrealized, keep_examples
+from tito_audit.aggregate import VariantTotals, group_refusals, group_unrealized, keep_examples, steps_by_form
 from tito_audit.audit_options import AuditOptions, ConversationSource, ProgressCallback
 from tito_audit.checks import run_checks
 from tito_audit.checks.context import CheckSetup, RolloutContext
@@ -18,14 +20,17 @@ from tito_audit.conversation import USER, Conversation
 from tito_audit.findings import FindingContext, run_findings
 from tito_audit.generate import tool_schemas
 from tito_audit.model import LoadedModel
-from tito_audit.realize import RealizedConversation, realizable_reasoning, realize
+from tito_audit.realize import RealizedConversation, realize
+from tito_audit.reasoning_block import CLOSED, OPEN, VariantReasoning, variant_reasoning
 from tito_audit.render import Renderer, RenderError, frozen_clock
 from tito_audit.results import VariantResult
 from tito_audit.shapes import NOT_NATIVE_TOOLS
 from tito_audit.stops import collect_stop_tokens
 from tito_audit.tokens import TokenCodec
 from tito_audit.variants import Variant
-from tito_audit.verdict import verdict_for
+from tito_audit.verdict import form_clause, verdict_for
+
+_STATE_WORDS = {OPEN: "opens", CLOSED: "closes"}
 
 
 class VariantAudit:
@@ -43,9 +48,15 @@ class VariantAudit:
         """See :meth:`tito_audit.acceptance.Acceptor.accept`."""
         return self.acceptor.accept(conversation)
 
+    @cached_property
+    def reasoning(self) -> VariantReasoning:
+        """The template's reasoning block and the reasoning forms this variant's generation prompt admits."""
+        with frozen_clock(self.model.template_source, self.options.clock):
+            return variant_reasoning(self.renderer.text_or_none, tool_schemas())
+
     def realize(self, conversation: Conversation, renders: Renders) -> RealizedConversation:
         """``conversation`` with every assistant turn in a form a model could produce after its prompt."""
-        return realize(conversation, renders, self.renderer.prefixes, self.renderer.texts)
+        return realize(conversation, renders, self.renderer.prefixes, self.renderer.texts, self.reasoning.block)
 
     def probe_prompt(self) -> str | None:
         """The generation prompt this variant writes after one user message (None when it refuses)."""
@@ -62,10 +73,15 @@ class VariantAudit:
         accepted: list[tuple[Conversation, str]] = []
         native_tool_conversations = 0
         with frozen_clock(model.template_source, options.clock):
-            allowed = realizable_reasoning(self.renderer.prefixes, tool_schemas())
+            allowed = self.reasoning.kinds
             conversations = conversations_for(allowed)
             stop_tokens = collect_stop_tokens(
-                self.renderer, self.codec, model.generation_eos_ids, options.extra_stop_tokens
+                self.renderer,
+                self.codec,
+                model.generation_eos_ids,
+                options.extra_stop_tokens,
+                model.resolved.model_id,
+                model.text_level_only,
             )
             setup = CheckSetup.create(
                 self.renderer, self.codec, [s.id for s in stop_tokens], options.seed, model.text_level_only
@@ -100,6 +116,8 @@ class VariantAudit:
                 )
             )
         verdict, reason = verdict_for(totals.checks, native_tool_conversations)
+        forms = steps_by_form(totals.forms)
+        reason += form_clause(verdict, forms)
         self._notes(totals, allowed)
         return VariantResult(
             name=self.variant.name,
@@ -115,6 +133,7 @@ class VariantAudit:
             conversations=len(conversations),
             conversations_audited=len(accepted),
             unrealizable=group_unrealized(totals.unrealized),
+            steps_by_form=forms,
             assistant_turns=totals.completions,
         )
 
@@ -129,10 +148,16 @@ class VariantAudit:
                 f"{totals.completions_without_stop} of {totals.completions} completions contain no stop token "
                 "(the whole generated text was taken as sampled)"
             )
+        if totals.final_steps:
+            notes.append(
+                f"{totals.final_steps} conversations end with messages after their last assistant turn: that final "
+                "appended step is audited against the next prompt render(M, gp=True)"
+            )
         if allowed is not None and self.options.generates:
             notes.append(
-                "generated assistant turns carry reasoning only as a model can produce it after this variant's "
-                f"generation prompt: {', '.join(allowed)} (other kinds of the grid take the nearest of these)"
+                f"the generation prompt {_STATE_WORDS.get(self.reasoning.state, 'limits')} the reasoning block: "
+                f"generated assistant turns carry reasoning only as a model can produce it there: {', '.join(allowed)} "
+                "(other kinds of the grid take the nearest of these)"
             )
         checks["rollout"].notes.extend(notes)
         if self.model.text_level_only:

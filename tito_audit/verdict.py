@@ -12,10 +12,16 @@ Re-render drift, roundtrip findings and the bridge check are reported beside the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from tito_audit.conversation import TOOL
-from tito_audit.results import BROKEN, READY, READY_TOOL_ONLY, UNSUPPORTED, CheckResult
+from tito_audit.results import BROKEN, READY, READY_TOOL_ONLY, UNSUPPORTED, CheckResult, FormSteps
+
+FORM_WORDS = {
+    "reasoning empty": "when the model closes the reasoning block at once",
+    "reasoning present": "after turns with reasoning",
+    "reasoning absent": "after turns without reasoning",
+}
 
 
 def verdict_for(checks: Mapping[str, CheckResult], native_tool_conversations: int) -> tuple[str, str]:
@@ -39,3 +45,27 @@ def verdict_for(checks: Mapping[str, CheckResult], native_tool_conversations: in
             f"every tool-only step is stable; {failed} of {audited} steps with {kinds} messages are not ({causes})"
         )
     return READY, "every appended step is text- and seam-stable"
+
+
+def form_clause(verdict: str, forms: Sequence[FormSteps]) -> str:
+    """When the failing steps all follow turns of one reasoning form and the steps after the other forms hold,
+    which form that is, e.g. ``"; fails when the model closes the reasoning block at once: 33 of 33 tool steps"``
+    (a reader can judge how often their model writes it); empty otherwise."""
+    if verdict == BROKEN:
+        kinds, label = {TOOL}, "tool"
+    elif verdict == READY_TOOL_ONLY:
+        kinds, label = {form.kind for form in forms} - {TOOL}, "non-tool"
+    else:
+        return ""
+    totals: dict[str, list[int]] = {}
+    for form in forms:
+        if form.kind in kinds:
+            tally = totals.setdefault(form.form, [0, 0])
+            tally[0] += form.steps
+            tally[1] += form.failed
+    failing = [(form, steps, failed) for form, (steps, failed) in totals.items() if failed]
+    holding = [form for form, (steps, failed) in totals.items() if steps and not failed]
+    if len(failing) != 1 or not holding:
+        return ""
+    form, steps, failed = failing[0]
+    return f"; fails {FORM_WORDS.get(form, form)}: {failed} of {steps} {label} steps"

@@ -43,9 +43,19 @@ class Outcome:
     completions_without_stop: int = 0
     turn_status: dict[int, str] = field(default_factory=dict)
     """How each assistant turn was aligned with its generation prompt (see :mod:`tito_audit.realize`)."""
+    final_steps: int = 0
+    """Appended steps after the last assistant turn (a conversation cut after tool results or a user message)."""
+    forms: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    """(step kind, reasoning form of the turn before the step) -> [steps, steps the buffer could not follow]."""
 
     def count(self, check: str, category: str, status: str) -> None:
         self.tallies.append(Tally(check, category, status))
+
+    def count_form(self, kind: str, form: str, followed: bool) -> None:
+        """One rollout step, by the reasoning form the model's previous turn was audited in."""
+        tally = self.forms.setdefault((kind, form), [0, 0])
+        tally[0] += 1
+        tally[1] += not followed
 
     def fail(self, key: FailureKey, failure: Failure) -> None:
         self.located.append((key, failure))

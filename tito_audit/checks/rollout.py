@@ -20,15 +20,17 @@ result follows the turn::
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from tito_audit.causes import classify_text_divergence
 from tito_audit.checks.context import RolloutContext
 from tito_audit.checks.outcome import FAILED, PASSED, Outcome
 from tito_audit.checks.records import text_failure, token_failure
 from tito_audit.checks.trace import Segment, StepTrace
+from tito_audit.conversation import ASSISTANT
 from tito_audit.diff import first_difference, mismatched_positions
 from tito_audit.join import Join
-from tito_audit.realize import owner_of, was_last_in_rollout
+from tito_audit.realize import MessageRef, owner_of, was_last_in_rollout
 from tito_audit.render import RenderedPrefix
 from tito_audit.results import Failure
 from tito_audit.tokens import REPLACEMENT_CHAR
@@ -38,7 +40,10 @@ NAME = "rollout"
 
 def check(context: RolloutContext, outcome: Outcome) -> None:
     trace = context.trace
+    final = len(context.conversation.messages)
     for step in trace.steps:
+        outcome.count_form(step.kind, step.previous.form, step.followed)
+        outcome.final_steps += step.turn == final
         if step.text_index is not None:
             outcome.count(NAME, step.kind, FAILED)
             outcome.fail((1, step.turn, 0, 0), step_text_failure(context, step))
@@ -62,6 +67,9 @@ def check(context: RolloutContext, outcome: Outcome) -> None:
 def step_text_failure(context: RolloutContext, step: StepTrace) -> Failure:
     """The labelled, attributed text divergence of a step of the simulated rollout."""
     previous = step.previous
+    dropped = None
+    if previous.dropped_from is not None:
+        dropped = DroppedBlock(previous.turn, previous.dropped_from)
     return text_break(
         context,
         turn=step.turn,
@@ -71,7 +79,17 @@ def step_text_failure(context: RolloutContext, step: StepTrace) -> Failure:
         buffer=step.buffer,
         buffer_text=step.buffer_text,
         mismatch_from=previous.mismatch_from if previous.gen_prompt_mismatch else None,
+        dropped=dropped,
     )
+
+
+@dataclass(frozen=True)
+class DroppedBlock:
+    """An assistant turn whose model closed the prompt's reasoning block at once, in a form the template does not
+    render back: a divergence from ``start`` on (its generation prompt, in the buffer's text) is that turn."""
+
+    turn: int
+    start: int
 
 
 def text_break(
@@ -84,10 +102,12 @@ def text_break(
     buffer: list[int],
     buffer_text: str,
     mismatch_from: int | None,
+    dropped: DroppedBlock | None = None,
 ) -> Failure:
     """The text divergence of a join, labelled and attributed to the message whose rendering changed;
     ``gen-prompt-mismatch`` only when it lies in the generation prompt of the previous turn (``mismatch_from``:
-    where that prompt and the rendered turn part, None when they agree). The session guard uses it too."""
+    where that prompt and the rendered turn part, None when they agree); ``empty-think-dropped`` of the previous
+    turn when it lies where that turn's empty block was (``dropped``). The session guard uses it too."""
     assert joined.text_index is not None
     codec, messages = context.setup.codec, context.conversation.messages
 
@@ -112,6 +132,10 @@ def text_break(
         and (raw_index if raw_index is not None else joined.text_index) >= mismatch_from
     )
     known = ["gen-prompt-mismatch"] if at_prompt else []
+    divergence = raw_index if raw_index is not None else joined.text_index
+    if owner is None and dropped is not None and divergence >= dropped.start:
+        owner = MessageRef(dropped.turn, ASSISTANT, True)
+        known = ["empty-think-dropped"]
     causes = classify_text_divergence(
         joined.normalized_buffer, joined.normalized_prompt, joined.text_index, context.text, known, owner=owner
     )

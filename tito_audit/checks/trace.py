@@ -11,13 +11,13 @@ follow and starts again from ``R``. The checks read the trace; they do not walk 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tito_audit.causes import token_boundary
 from tito_audit.checks.context import RolloutContext
 from tito_audit.conversation import steps_of
 from tito_audit.join import Join, join, join_text_only
-from tito_audit.realize import GEN_PROMPT_MISMATCH
+from tito_audit.realize import EMPTY_BLOCK_DROPPED, GEN_PROMPT_MISMATCH
 from tito_audit.render import RenderedPrefix
 
 
@@ -34,6 +34,11 @@ class Completion:
     gen_prompt_mismatch: bool
     mismatch_from: int = 0
     """Where (in the prompt's text) the generation prompt and the rendered turn part ways."""
+    dropped_from: int | None = None
+    """For a turn whose empty reasoning block the template does not render as written: where its generation
+    prompt begins in the buffer's text (a divergence from there on is that block being dropped)."""
+    form: str = ""
+    """The reasoning form the turn was audited in."""
 
 
 @dataclass
@@ -108,7 +113,7 @@ def completion_for(context: RolloutContext, j: int, rng: random.Random) -> Compl
     start = alignment.completion_start
     if mismatch:  # the model's text begins where the two renders part, at a whole token
         start = token_boundary(full, start, setup.codec.written_added_pattern)
-    generated = full[start:]
+    generated = alignment.model_text if alignment.model_text is not None else full[start:]
     ids = setup.codec.encode(generated)
     cut = next((n + 1 for n, token_id in enumerate(ids) if token_id in setup.stop_ids), None)
     sampled = ids[:cut] if cut is not None else ids
@@ -126,6 +131,8 @@ def completion_for(context: RolloutContext, j: int, rng: random.Random) -> Compl
         stopped=cut is not None,
         gen_prompt_mismatch=mismatch,
         mismatch_from=start if mismatch else 0,
+        dropped_from=alignment.prompt_start if alignment.status == EMPTY_BLOCK_DROPPED else None,
+        form=alignment.audited_form,
     )
 
 
@@ -167,6 +174,7 @@ def build_trace(context: RolloutContext) -> RolloutTrace:
     for j in turns:
         if previous is not None:
             prompt = context.renders[(j, True)]
+            _stop_opening_next(context, trace, previous, prompt)
             record = _step(context, steps[j], trace, prompt, previous)
             trace.steps.append(record)
             bridge = record.bridge
@@ -188,4 +196,40 @@ def build_trace(context: RolloutContext) -> RolloutTrace:
         trace.buffer += completion.ids
         trace.buffer_noncanonical += completion.noncanonical or completion.ids
         trace.buffer_text += completion.text
+    final = steps.get(len(messages))
+    if final is not None and previous is not None:  # messages after the last turn: the next prompt is R = P(M)
+        prompt = context.renders[(len(messages), True)]
+        _stop_opening_next(context, trace, previous, prompt)
+        trace.steps.append(_step(context, final, trace, prompt, previous))
     return trace
+
+
+def _stop_opening_next(
+    context: RolloutContext, trace: RolloutTrace, previous: Completion, prompt: RenderedPrefix
+) -> None:
+    """A completion the template closes with no stop token, followed in the next prompt by one (GLM writes no end
+    of turn: its engine stops on ``<|observation|>`` or ``<|user|>``, the first token of the next message): the
+    model sampled that token, so it belongs to the completion, and the bridge starts after it."""
+    if previous.stopped:
+        return
+    if prompt.text.startswith(trace.buffer_text):
+        following = prompt.text[len(trace.buffer_text) :]
+    else:  # the template rewrote the buffer: what history writes after the turn shows how the next message opens
+        turn, after = context.history_text(previous.turn + 1), context.history_text(previous.turn + 2)
+        if turn is None or after is None or not after.startswith(turn):
+            return
+        following = after[len(turn) :]
+    setup = context.setup
+    for token_id in sorted(setup.stop_ids):
+        text = setup.decode_one(token_id)
+        if text and following.startswith(text):
+            previous.ids.append(token_id)
+            if previous.noncanonical is not None:
+                previous.noncanonical.append(token_id)
+            previous.text += text
+            previous.stopped = True
+            trace.buffer.append(token_id)
+            trace.buffer_noncanonical.append(token_id)
+            trace.buffer_text += text
+            trace.segments[-1] = replace(trace.segments[-1], end=trace.segments[-1].end + 1)
+            return

@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tito_audit.conversation import Message
-from tito_audit.fixes import as_sampled, closing_as_followed, frozen_date, history_boundary, reasoning_kept
+from tito_audit.fixes import (
+    as_sampled,
+    closing_as_followed,
+    empty_block_kept,
+    frozen_date,
+    history_boundary,
+    reasoning_kept,
+)
 from tito_audit.fixes.source import Edit, TemplateSource
 
 
@@ -68,6 +75,15 @@ REGISTRY: tuple[FixRule, ...] = (
         lambda source, context: reasoning_kept.edits(source, context.opening),
         reasoning_kept.touches,
         reasoning_kept.SCOPE,
+    ),
+    FixRule(
+        empty_block_kept.NAME,
+        empty_block_kept.CAUSES,
+        empty_block_kept.CHANGES,
+        empty_block_kept.AT_INFERENCE,
+        lambda source, context: empty_block_kept.edits(source),
+        empty_block_kept.touches,
+        empty_block_kept.SCOPE,
     ),
     FixRule(
         closing_as_followed.NAME,

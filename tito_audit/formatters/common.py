@@ -51,6 +51,20 @@ def unrealizable_line(group: UnrealizableTurns) -> str:
     )
 
 
+UNKNOWN_STOPS = (
+    "unknown: no generation config, tokenizer eos, registry fact or turn terminator the template writes names one "
+    "(each completion is the whole generated text)"
+)
+
+
+def stop_tokens_line(variant: VariantResult, code: bool = False) -> str:
+    """The variant's stop tokens with their sources, or why they are unknown."""
+    if not variant.stop_tokens:
+        return UNKNOWN_STOPS
+    quote = "`" if code else ""
+    return ", ".join(f"{quote}{visible(s.text)}{quote} ({s.id}; {'; '.join(s.sources)})" for s in variant.stop_tokens)
+
+
 def drift_line(variant: VariantResult) -> str:
     d = variant.drift
     if not d.steps and not d.rollouts:

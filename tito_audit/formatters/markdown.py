@@ -10,6 +10,7 @@ from tito_audit.formatters.common import (
     location,
     rewritten_message,
     side_labels,
+    stop_tokens_line,
     unrealizable_line,
     visible,
     window_tokens,
@@ -74,10 +75,7 @@ def _variant(variant: VariantResult) -> list[str]:
         )
         lines.append("")
     lines += [f"Re-render drift: {drift_line(variant)}.", ""]
-    lines.append(
-        "Stop tokens: "
-        + ", ".join(f"`{visible(s.text)}` ({s.id}; {', '.join(s.sources)})" for s in variant.stop_tokens)
-    )
+    lines.append("Stop tokens: " + stop_tokens_line(variant, code=True))
     lines.append("")
     for finding in variant.findings:
         lines.append(

@@ -91,6 +91,8 @@ def readme_summary(rows: Sequence[dict[str, Any]]) -> str:
         if row.get("status") != "audited":
             continue
         level = "text" if row.get("audit_level") == "text-level only" else "full"
+        if row.get("stop_tokens") == "unknown":
+            level += " (stop tokens unknown)"
         causes = _cell(row.get("main_causes"), 70)
         lines.append(
             f"| {row['model_id']} | {level} | **{row['verdict']}** | {row.get('verdict_with_real_data') or '–'} "

@@ -14,6 +14,7 @@ from tito_audit.formatters.common import (
     location,
     rewritten_message,
     side_labels,
+    stop_tokens_line,
     unrealizable_line,
     visible,
     window_tokens,
@@ -104,11 +105,7 @@ def _variant_panel(variant: VariantResult) -> Panel:
             if check.cause_counts
         ],
         Text("re-render drift (beside the verdict): " + drift_line(variant), style="cyan"),
-        Text(
-            "stop tokens: "
-            + ", ".join(f"{visible(s.text)} [{s.id}] ({'; '.join(s.sources)})" for s in variant.stop_tokens),
-            style="dim",
-        ),
+        Text("stop tokens: " + stop_tokens_line(variant), style="dim"),
     ]
     for finding in variant.findings:
         parts.append(
