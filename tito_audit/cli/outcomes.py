@@ -9,7 +9,7 @@ a patch that does not reach a good verdict).
 one line on stderr, never a traceback (``TITO_AUDIT_DEBUG=1`` shows one for unexpected errors).
 3: ``matrix`` only: the matrix was written, but some rows are ``not audited: audit error`` (an audit raised, or
 its worker process died twice).
-130: interrupted (Ctrl-C): finished work is kept; ``matrix`` says how many results were stored.
+130: interrupted (Ctrl-C; typer maps it): finished work is kept; ``matrix`` says how many results were stored.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from tito_audit.errors import EXIT_CANNOT_RUN, EXIT_INTERRUPTED, EXIT_OK, EXIT_VERDICT, AuditError
+from tito_audit.errors import EXIT_CANNOT_RUN, EXIT_OK, EXIT_VERDICT, AuditError
 from tito_audit.outputs import WriteFailed, describe
 from tito_audit.results import READY, READY_TOOL_ONLY, AuditReport
 
@@ -48,9 +48,6 @@ def run(app: typer.Typer) -> None:
         code = app(standalone_mode=False)
         sys.exit(code if isinstance(code, int) else EXIT_OK)
     except typer.Exit as done:
-        if isinstance(done.__cause__, KeyboardInterrupt):  # typer turns Ctrl-C into Exit(130)
-            err.print(str(done.__cause__) or "interrupted", highlight=False, soft_wrap=True)
-            sys.exit(EXIT_INTERRUPTED)
         sys.exit(done.exit_code)
     except AuditError as exc:
         err.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
