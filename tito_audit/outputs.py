@@ -107,6 +107,19 @@ def ensure_folder(path: Path) -> Path:
     return path
 
 
+def new_folder(parent: Path, prefix: str) -> Path:
+    """A new, empty folder with a random name in ``parent``, with the mode an ordinary new folder gets (``mkdtemp``
+    makes it ``0o700``, which a cache entry renamed from it would keep); raises ``OSError``."""
+    parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        folder = parent / f"{prefix}{secrets.token_hex(6)}"
+        try:
+            folder.mkdir(0o777)
+            return folder
+        except FileExistsError:
+            continue
+
+
 def describe(exc: OSError, path: Path) -> str:
     """Why writing ``path`` failed, in a few lowercase words."""
     code = exc.errno
