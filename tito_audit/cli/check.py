@@ -32,7 +32,7 @@ from tito_audit.cli.wiring import (
 from tito_audit.formatters import ci
 from tito_audit.formatters.json_report import to_json
 from tito_audit.outputs import write_outputs
-from tito_audit.policy import build_policy, evaluate, read_pyproject_policy
+from tito_audit.policy import build_policy, check_baseline_model, evaluate, read_pyproject_policy
 
 RequireOpt = Annotated[
     list[str],
@@ -81,6 +81,7 @@ def check_command(
     options = audit_options(sampling, settings, defaults=table)
     add_conversation_inputs(options, inputs)
     loaded = load(model, source)
+    check_baseline_model(policy, loaded.resolved.model_id)
     console = Console()
     report = audit_with_progress(loaded, options, console, show=True)
     if report_path is not None:

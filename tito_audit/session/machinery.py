@@ -26,6 +26,7 @@ from tito_audit.render import DEFAULT_CLOCK, Renderer, RenderLimits, frozen_cloc
 from tito_audit.results import StopToken
 from tito_audit.stops import collect_stop_tokens
 from tito_audit.tokens import TokenCodec
+from tito_audit.validate import check_stop_tokens
 from tito_audit.variants import template_inputs
 
 
@@ -78,6 +79,7 @@ def build_machinery(
             "the model's real tokenizer to keep token ids"
         )
     codec = codec_for(loaded)
+    check_stop_tokens(codec, extra_stop_tokens)
     kwargs = dict(template_kwargs or {})
     notes: list[str] = []
     if loaded.template_source is not None:
