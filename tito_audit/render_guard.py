@@ -52,6 +52,7 @@ class _Deadline:
 
 _DEADLINE: ContextVar[_Deadline | None] = ContextVar("tito_audit_render_deadline", default=None)
 _CLOCK: ContextVar[datetime | None] = ContextVar("tito_audit_render_clock", default=None)
+_current = _DEADLINE.get
 
 
 class deadline:
@@ -113,9 +114,12 @@ def guard(environment: Any) -> None:
 
 
 def _checked_call(call: Callable[..., Any]) -> Callable[..., Any]:
-    def checked_call(context: Any, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
-        current = _DEADLINE.get()
-        if current is not None and time.monotonic() > current.at:
+    # the context variable's getter and the clock are bound as locals: these run for every call of a template
+    def checked_call(
+        context: Any, obj: Any, /, *args: Any, _now: Callable[[], float] = time.monotonic, **kwargs: Any
+    ) -> Any:
+        current = _current()
+        if current is not None and _now() > current.at:
             raise current.expired()
         return call(context, obj, *args, **kwargs)
 
@@ -123,9 +127,11 @@ def _checked_call(call: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _checked(lookup: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    def checked(obj: Any, key: Any) -> Any:
-        current = _DEADLINE.get()
-        if current is not None and time.monotonic() > current.at:
+    def checked(
+        obj: Any, key: Any, /, _current: Callable[[], Any] = _current, _now: Callable[[], float] = time.monotonic
+    ) -> Any:
+        current = _current()
+        if current is not None and _now() > current.at:
             raise current.expired()
         return lookup(obj, key)
 
