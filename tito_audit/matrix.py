@@ -97,7 +97,10 @@ def run_matrix(
         if on_event is not None:
             on_event((model_id, "done", 1, 1))
 
-    identities = backend.identify(ordered, options)
+    try:
+        identities = backend.identify(ordered, options)
+    except KeyboardInterrupt as interrupted:
+        raise MatrixInterrupted("interrupted while reading the models' files: nothing was audited yet") from interrupted
     members: dict[str, list[Identity]] = {}
     for identity in identities:
         if identity.key is None:
