@@ -13,7 +13,7 @@ $(BIN)/tito-audit: pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev]" -c constraints.txt
 	@touch $@
 
-.PHONY: install audit matrix test lint bench bench-scale bench-session
+.PHONY: install audit matrix test lint bench bench-scale bench-session bench-render
 install: $(BIN)/tito-audit
 
 # exit code 1 only means "the verdict is broken or unsupported": the job itself succeeded
@@ -40,6 +40,10 @@ bench-scale: install
 # per-turn cost of TitoSession.extend against a full re-render + re-tokenize, at 10, 30 and 60 turns
 bench-session: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_session.py --mirror ../shared/tokenizers
+
+# cost of the render guard (per-thread time limit and clock) against no limit and the former SIGALRM limit
+bench-render: install
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_render.py --mirror ../shared/tokenizers
 
 # two test processes: the published-matrix test (about half the time) runs beside the rest
 test: install

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -161,3 +162,18 @@ def test_interrupted_download_leaves_no_entry(monkeypatch, tmp_path, tiny_model_
         resolve_model("acme/tiny", cache_dir=cache)
     assert not (cache / "acme--tiny" / "main").exists()
     assert list((cache / "acme--tiny").iterdir()) == []
+
+
+def test_a_downloaded_cache_entry_honours_the_umask(monkeypatch, tmp_path, tiny_model_dir):
+    """The entry is renamed from a staging folder: it must not keep a private temporary folder's 0o700."""
+    from tito_audit.resolve import MANIFEST
+
+    _fake_hub(monkeypatch, tiny_model_dir)
+    previous = os.umask(0o022)
+    try:
+        resolve_model("acme/tiny", cache_dir=tmp_path / "cache")
+    finally:
+        os.umask(previous)
+    entry = tmp_path / "cache" / "acme--tiny" / "main"
+    assert oct(entry.stat().st_mode & 0o777) == oct(0o755)
+    assert oct((entry / MANIFEST).stat().st_mode & 0o777) == oct(0o644)

@@ -11,6 +11,7 @@ from tito_audit.conversation import Conversation
 from tito_audit.generate import DEFAULT_MAX_TURNS, generate
 from tito_audit.render import DEFAULT_CLOCK, RenderLimits
 from tito_audit.validate import validate_conversations
+from tito_audit.windows import DEFAULT_MAX_MESSAGES, windowed
 
 DEFAULT_COUNT = 96
 
@@ -37,6 +38,9 @@ class AuditOptions:
     conversations_source: str = "generated"
     datasets: list[dict[str, Any]] = field(default_factory=list)
     limits: RenderLimits = field(default_factory=RenderLimits)
+    max_messages: int | None = DEFAULT_MAX_MESSAGES
+    """Given conversations longer than this are audited over a window of their first turns
+    (:mod:`tito_audit.windows`); None or 0 audits them whole."""
 
     @property
     def generates(self) -> bool:
@@ -50,6 +54,7 @@ def conversation_source(options: AuditOptions) -> ConversationSource:
     given = list(options.conversations) if options.conversations is not None else None
     if given is not None:
         validate_conversations(given)
+        given = windowed(given, options.max_messages)
     generated: dict[tuple[str, ...] | None, list[Conversation]] = {}
 
     def for_kinds(allowed: tuple[str, ...] | None) -> list[Conversation]:

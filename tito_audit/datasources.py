@@ -16,6 +16,7 @@ or from the single ``*tools*.json`` file next to the data file (the report names
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,8 +24,9 @@ from typing import Any
 
 from tito_audit.conversation import ASSISTANT, Conversation, Message
 from tito_audit.errors import BadInputError
-from tito_audit.validate import problems_of
+from tito_audit.validate import ENCODE_PROBLEM, problems_of
 
+_MESSAGE_NUMBER = re.compile(r"^message \d+ (\(\w+\) )?")
 MESSAGE_KEYS = ("messages", "traj", "trajectory", "history", "conversations", "conversation", "chat")
 STANDARD_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning_content")
 SHAREGPT_ROLES = {
@@ -248,6 +250,12 @@ def _sibling_tools(path: Path) -> Path | None:
     return candidates[0] if len(candidates) == 1 else None
 
 
+def _skip_reason(problem: str) -> str:
+    """A validation problem as a skip reason: counted by kind whichever message it was (``has an unknown role
+    'bot'``), except text the tokenizer cannot take, where the message and the character are what one looks for."""
+    return problem if ENCODE_PROBLEM in problem else _MESSAGE_NUMBER.sub("", problem)
+
+
 def load_conversations(
     source: str, *, split: str = "train", limit: int | None = None, tools_file: Path | None = None
 ) -> DataSet:
@@ -285,7 +293,7 @@ def load_conversations(
         )
         problems = problems_of(conversation)
         if problems:
-            dataset.skipped[problems[0].split(" ", 2)[-1] if problems[0].startswith("message") else problems[0]] += 1
+            dataset.skipped[_skip_reason(problems[0])] += 1
             continue
         dataset.conversations.append(conversation)
     return dataset

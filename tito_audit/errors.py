@@ -7,7 +7,12 @@ EXIT_OK = 0
 EXIT_VERDICT = 1
 """The audit ran and the verdict is worse (``broken`` or ``unsupported``)."""
 EXIT_CANNOT_RUN = 2
-"""The audit could not run: bad input, model not found, template missing."""
+"""The audit could not run: bad input, model not found, template missing, an output that cannot be written."""
+EXIT_ROWS_FAILED = 3
+"""``matrix``: the matrix was written, but some rows are ``not audited: audit error`` (an audit raised, or its
+worker process died twice); run again to retry them."""
+EXIT_INTERRUPTED = 130
+"""Interrupted (Ctrl-C, SIGINT): what finished is kept (128 + SIGINT, as shells report it)."""
 
 
 class AuditError(Exception):
@@ -28,5 +33,13 @@ class TemplateMissingError(AuditError):
     """The tokenizer has no chat template (or not the named one) and none was given."""
 
 
-class BadInputError(AuditError):
-    """An option or file given by the user is invalid."""
+class TemplateTimeoutError(AuditError):
+    """A render ran past the time limit: the template is refused for the rest of the audit."""
+
+
+class BadInputError(AuditError, ValueError):
+    """An option, file or value given by the user (or by a library caller) is invalid."""
+
+
+class OutputError(AuditError):
+    """An output file could not be written (the message names the option, the path and why)."""

@@ -22,11 +22,20 @@ from typing import Any
 from tito_audit.matrix_backends import backend_for
 from tito_audit.matrix_options import MATRIX_EXAMPLES_PER_GROUP, MatrixOptions
 from tito_audit.matrix_publish import Outcome, publish, report_stem
-from tito_audit.matrix_tasks import Identity, PairOutcome, PairResult, ProgressEvent
+from tito_audit.matrix_tasks import Identity, PairOutcome, ProgressEvent, pair_result
+from tito_audit.outputs import ensure_folder
 from tito_audit.results_cache import ResultsStore, StoreCounts
-from tito_audit.serialization import DecodeError, from_dict
+from tito_audit.serialization import DecodeError
 
-__all__ = ["MATRIX_EXAMPLES_PER_GROUP", "MatrixOptions", "MatrixRun", "ProgressEvent", "report_stem", "run_matrix"]
+__all__ = [
+    "MATRIX_EXAMPLES_PER_GROUP",
+    "MatrixInterrupted",
+    "MatrixOptions",
+    "MatrixRun",
+    "ProgressEvent",
+    "report_stem",
+    "run_matrix",
+]
 
 
 @dataclass
@@ -40,6 +49,13 @@ class MatrixRun:
     audited: int = 0
     """Pairs audited in this run (the others came from the results store)."""
     store: StoreCounts = field(default_factory=StoreCounts)
+    notes: list[str] = field(default_factory=list)
+    """What went wrong with the results store (the run went on; see :mod:`tito_audit.results_cache`)."""
+
+
+class MatrixInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a matrix run; the message says what was kept (``13 of 63 results stored; run again to
+    resume``). Every result that arrived before the interrupt is in the results store."""
 
 
 def _stored(store: ResultsStore, identity: Identity) -> Outcome | None:
@@ -48,10 +64,20 @@ def _stored(store: ResultsStore, identity: Identity) -> Outcome | None:
     if payload is None:
         return None
     try:
-        return from_dict(PairResult, payload)
+        return pair_result(payload)
     except DecodeError:  # stored by a tool whose key did not change but whose result shape did: recompute
         store.counts.corrupt += 1
         return None
+
+
+def _kept(store: ResultsStore, from_store: int, results: int, pairs: int) -> str:
+    """What an interrupted run kept, in one line (``from_store``: results read from the store at the start;
+    ``results``: all results at hand, computed or read)."""
+    if store.root is None:
+        return f"interrupted: {results} of {pairs} results computed, none stored (--no-results-cache)"
+    if not store.writable:
+        return f"interrupted: {results} of {pairs} results computed, none stored (the results store cannot be written)"
+    return f"{from_store + store.counts.written} of {pairs} results stored; run again to resume"
 
 
 def run_matrix(
@@ -59,9 +85,11 @@ def run_matrix(
     options: MatrixOptions,
     on_event: Callable[[ProgressEvent], None] | None = None,
 ) -> MatrixRun:
-    """Rows for ``models`` (sorted by model id, case-insensitively), each pair audited at most once."""
+    """Rows for ``models`` (sorted by model id, case-insensitively), each pair audited at most once.
+
+    Ctrl-C raises :class:`MatrixInterrupted` (a ``KeyboardInterrupt``) once the results that arrived are stored."""
     ordered = sorted(dict.fromkeys(models), key=str.lower)
-    options.out_dir.mkdir(parents=True, exist_ok=True)
+    ensure_folder(options.out_dir)
     store = ResultsStore(options.results_cache)
     backend = backend_for(options)
 
@@ -69,7 +97,10 @@ def run_matrix(
         if on_event is not None:
             on_event((model_id, "done", 1, 1))
 
-    identities = backend.identify(ordered, options)
+    try:
+        identities = backend.identify(ordered, options)
+    except KeyboardInterrupt as interrupted:
+        raise MatrixInterrupted("interrupted while reading the models' files: nothing was audited yet") from interrupted
     members: dict[str, list[Identity]] = {}
     for identity in identities:
         if identity.key is None:
@@ -87,18 +118,23 @@ def run_matrix(
         for identity in group:
             done(identity.model_id)
     by_id = {identity.model_id: identity for identity in to_audit}
+    from_store = len(outcomes)
 
     def on_outcome(outcome: PairOutcome) -> None:
         identity = by_id[outcome.model_id]
         assert identity.key is not None
         if outcome.result is not None:
             store.put(identity.key, outcome.result)
-            outcomes[identity.key.digest] = from_dict(PairResult, outcome.result)
+            outcomes[identity.key.digest] = pair_result(outcome.result)
         else:
             outcomes[identity.key.digest] = outcome.failure or {}
         for member in members[identity.key.digest]:
             done(member.model_id)
 
-    backend.audit([identity.model_id for identity in to_audit], options, on_outcome, on_event)
+    try:
+        backend.audit([identity.model_id for identity in to_audit], options, on_outcome, on_event)
+    except KeyboardInterrupt as interrupted:
+        results = sum(1 for outcome in outcomes.values() if not isinstance(outcome, dict))
+        raise MatrixInterrupted(_kept(store, from_store, results, len(members))) from interrupted
     rows = publish(identities, outcomes, options)
-    return MatrixRun(rows, len(ordered), len(members), len(to_audit), store.counts)
+    return MatrixRun(rows, len(ordered), len(members), len(to_audit), store.counts, store.notes)

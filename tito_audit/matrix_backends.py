@@ -10,17 +10,17 @@ the cluster named by ``RAY_ADDRESS``; the workers must have tito-audit installed
 
 from __future__ import annotations
 
-import multiprocessing
+import contextlib
 import os
 import queue
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, Protocol
 
 from tito_audit.errors import BadInputError
 from tito_audit.matrix_options import LOCAL, RAY, MatrixOptions
 from tito_audit.matrix_row import AUDIT_ERROR, base_row
 from tito_audit.matrix_tasks import Identity, PairOutcome, ProgressEvent, audit_pair, identify_many
+from tito_audit.worker_pool import WorkerPool
 
 OnOutcome = Callable[[PairOutcome], None]
 OnEvent = Callable[[ProgressEvent], None] | None
@@ -45,18 +45,16 @@ def backend_for(options: MatrixOptions) -> Backend:
     raise BadInputError(f"--backend {options.backend}: choose local or ray")
 
 
-def _worker_init() -> None:
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+WORKER_ENVIRONMENT = {"TOKENIZERS_PARALLELISM": "false", "TRANSFORMERS_VERBOSITY": "error"}
 
 
-def _worker_failed(model_id: str, exc: BaseException) -> PairOutcome:
-    return PairOutcome(model_id, failure=base_row(model_id, AUDIT_ERROR, f"worker failed: {type(exc).__name__}: {exc}"))
+def _worker_failed(model_id: str, reason: str) -> PairOutcome:
+    return PairOutcome(model_id, failure=base_row(model_id, AUDIT_ERROR, f"worker failed: {reason}"))
 
 
 class LocalBackend:
     """Identification in this process (it only reads and hashes files); audits in ``options.jobs`` spawned
-    worker processes, or in this process when ``jobs`` is 1."""
+    worker processes (:class:`~tito_audit.worker_pool.WorkerPool`), or in this process when ``jobs`` is 1."""
 
     def identify(self, model_ids: list[str], options: MatrixOptions) -> list[Identity]:
         return identify_many(model_ids, options)
@@ -69,25 +67,13 @@ class LocalBackend:
                 _drain(events, on_event)
                 on_outcome(outcome)
             return
-        context = multiprocessing.get_context("spawn")
-        with context.Manager() as manager:
-            shared_events = manager.Queue()
-            workers = min(options.jobs, len(model_ids))
-            with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_init) as pool:
-                futures: dict[Future, str] = {
-                    pool.submit(audit_pair, model_id, options, shared_events): model_id for model_id in model_ids
-                }
-                pending = set(futures)
-                while pending:
-                    done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-                    _drain(shared_events, on_event)
-                    for future in done:
-                        try:
-                            outcome = future.result()
-                        except Exception as exc:  # the worker process itself died
-                            outcome = _worker_failed(futures[future], exc)
-                        on_outcome(outcome)
-                _drain(shared_events, on_event)
+        pool = WorkerPool(min(options.jobs, len(model_ids)), audit_pair, WORKER_ENVIRONMENT)
+        pool.run(
+            [(model_id, (model_id, options)) for model_id in model_ids],
+            on_done=lambda model_id, outcome: on_outcome(outcome),
+            on_failed=lambda model_id, reason: on_outcome(_worker_failed(model_id, reason)),
+            on_event=on_event,
+        )
 
 
 def _drain(events: Any, on_event: OnEvent) -> None:
@@ -134,6 +120,15 @@ class RayBackend:
         ray = self._ray(options)
         task = ray.remote(num_cpus=1, max_retries=2)(audit_pair)
         pending = {task.remote(model_id, options, None): model_id for model_id in model_ids}
+        try:
+            self._collect(ray, pending, on_outcome)
+        except KeyboardInterrupt:  # Ctrl-C: what finished is stored; the rest is cancelled, not waited for
+            for ref in pending:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
+            raise
+
+    def _collect(self, ray: Any, pending: dict[Any, str], on_outcome: OnOutcome) -> None:
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
@@ -141,5 +136,5 @@ class RayBackend:
                 try:
                     outcome = ray.get(ref)
                 except Exception as exc:  # a worker or node lost beyond its retries
-                    outcome = _worker_failed(model_id, exc)
+                    outcome = _worker_failed(model_id, f"{type(exc).__name__}: {exc}")
                 on_outcome(outcome)

@@ -8,7 +8,7 @@ from typing import Any
 
 from tito_audit.conversation import STEP_KINDS
 from tito_audit.registry import family_of
-from tito_audit.results import AuditReport
+from tito_audit.results import AuditReport, worst_verdict
 
 AUDITED = "audited"
 NOT_REACHABLE = "not audited: not reachable"
@@ -121,7 +121,7 @@ def row_from_report(report: AuditReport, report_link: str, duration: float) -> d
     row.update(
         audit_level="text-level only" if report.text_level_only else "full",
         stop_tokens=stop_tokens_cell(report),
-        verdict=report.verdict,
+        verdict=worst_verdict([v.verdict for v in report.variants]),  # derived: a row never contradicts its variants
         variant_verdicts="; ".join(f"{v.name}: {v.verdict}" for v in report.variants),
         main_causes=", ".join(cause for cause, _ in sorted(rollout_causes.items(), key=lambda kv: (-kv[1], kv[0]))),
         roundtrip_findings=", ".join(sorted(roundtrip)) if not report.text_level_only else "n/a (text level)",

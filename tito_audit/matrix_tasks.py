@@ -26,8 +26,9 @@ from tito_audit.formatters.fix_report import FixPage
 from tito_audit.matrix_options import MatrixOptions
 from tito_audit.matrix_row import AUDIT_ERROR, FAILED_TO_LOAD, NOT_REACHABLE, base_row
 from tito_audit.registry import family_of
-from tito_audit.results import AuditReport
+from tito_audit.results import UNSUPPORTED, AuditReport, worst_verdict
 from tito_audit.results_cache import PairKey, pair_key
+from tito_audit.serialization import DecodeError, from_dict
 
 ProgressEvent = tuple[str, str, int, int]
 """(model id, stage or variant, done, total)."""
@@ -67,9 +68,29 @@ class PairResult:
     duration_seconds: float
 
 
+def pair_payload(result: PairResult) -> dict[str, Any]:
+    """A result as stored and sent between processes: ``asdict(result)`` without the report's verdict, which is
+    derived from the variants' verdicts again on reading (:func:`pair_result`), so that it is never stored twice and
+    an edited store entry cannot make a row say one thing and its variants another."""
+    payload = dataclasses.asdict(result)
+    del payload["report"]["verdict"]
+    return payload
+
+
+def pair_result(payload: Any) -> PairResult:
+    """A :class:`PairResult` from :func:`pair_payload`'s data, its report's verdict the worst of its variants'
+    (raises :class:`~tito_audit.serialization.DecodeError` when the data has another shape)."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("report"), dict):
+        raise DecodeError("not a stored pair result")
+    report = {key: value for key, value in payload["report"].items() if key != "verdict"}
+    result = from_dict(PairResult, {**payload, "report": {**report, "verdict": UNSUPPORTED}})
+    result.report.verdict = worst_verdict([variant.verdict for variant in result.report.variants])
+    return result
+
+
 @dataclass
 class PairOutcome:
-    """What :func:`audit_pair` returns: the result as plain data (``asdict(PairResult)``) or a failure row."""
+    """What :func:`audit_pair` returns: the result as plain data (:func:`pair_payload`) or a failure row."""
 
     model_id: str
     result: dict[str, Any] | None = None
@@ -196,7 +217,7 @@ def audit_pair(model_id: str, options: MatrixOptions, events: Any = None) -> Pai
             )
             real_data = real_data_of(combined)
         result = PairResult(report, page, real_data, round(time.monotonic() - started, 2))
-        return PairOutcome(model_id, result=dataclasses.asdict(result))
+        return PairOutcome(model_id, result=pair_payload(result))
     except Exception as exc:
         return PairOutcome(model_id, failure=base_row(model_id, AUDIT_ERROR, f"{type(exc).__name__}: {exc}"))
     finally:

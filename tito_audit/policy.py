@@ -91,13 +91,72 @@ def check_causes(causes: Iterable[str]) -> frozenset[str]:
 
 
 def load_baseline(path: Path) -> dict[str, Any]:
+    """A JSON report (``audit --json``, ``check --report``) to compare with, checked: its schema version, its model
+    and the shape of every part :func:`evaluate` reads (one line naming what is wrong)."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise BadInputError(f"--baseline {path}: not a readable JSON report ({exc})") from exc
-    if not isinstance(document, dict) or "variants" not in document:
-        raise BadInputError(f"--baseline {path}: not a tito-audit JSON report (no 'variants')")
+    problem = _baseline_problem(document)
+    if problem is not None:
+        raise BadInputError(f"--baseline {path}: {problem}")
     return document
+
+
+_FAILURE_FIELDS = {
+    "check": (str, "text"),
+    "aspect": (str, "text"),
+    "category": (str, "text"),
+    "conversation_id": (str, "text"),
+    "turn": (int, "an integer"),
+}
+"""What the comparison with a baseline reads of each failure."""
+
+
+def _baseline_problem(document: Any) -> str | None:
+    from tito_audit.service import SCHEMA_VERSION
+
+    if not isinstance(document, dict) or "schema_version" not in document:
+        return "not a tito-audit JSON report (no schema_version)"
+    if document["schema_version"] != SCHEMA_VERSION:
+        return f"schema version {document['schema_version']!r}; this tool reads version {SCHEMA_VERSION}"
+    model = document.get("model")
+    if not isinstance(model, dict) or not isinstance(model.get("model_id"), str):
+        return "model.model_id is missing: not a tito-audit JSON report"
+    variants = document.get("variants")
+    if not isinstance(variants, list):
+        return f"variants is {_kind(variants)}, not a list"
+    for v, variant in enumerate(variants):
+        if not isinstance(variant, dict) or not isinstance(variant.get("name"), str):
+            return f"variants[{v}] has no name"
+        failures = variant.get("failures")
+        if not isinstance(failures, list):
+            return f"variants[{v}].failures is {_kind(failures)}, not a list"
+        for f, failure in enumerate(failures):
+            where = f"variants[{v}].failures[{f}]"
+            if not isinstance(failure, dict):
+                return f"{where} is {_kind(failure)}, not an object"
+            for name, (kind, said) in _FAILURE_FIELDS.items():
+                value = failure.get(name)
+                if not isinstance(value, kind) or isinstance(value, bool):
+                    return f"{where}.{name} is {_kind(value)}, not {said}"
+            causes = failure.get("causes")
+            if not isinstance(causes, list) or not all(isinstance(c, str) for c in causes):
+                return f"{where}.causes is not a list of cause labels"
+    return None
+
+
+def _kind(value: Any) -> str:
+    return "missing" if value is None else f"a {type(value).__name__}"
+
+
+def check_baseline_model(policy: Policy, model_id: str) -> None:
+    """A baseline of another model compares nothing: refused."""
+    if policy.baseline is None:
+        return
+    baseline_model = policy.baseline["model"]["model_id"]
+    if baseline_model != model_id:
+        raise BadInputError(f"--baseline {policy.baseline_path}: a report of {baseline_model}, not of {model_id}")
 
 
 def read_pyproject_policy(path: Path) -> dict[str, Any]:

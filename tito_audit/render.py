@@ -9,8 +9,6 @@ nondeterminism check renders with a second clock to find templates that depend o
 from __future__ import annotations
 
 import logging
-import signal
-import threading
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -18,7 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from tito_audit.errors import TemplateTimeoutError
 from tito_audit.model import JINJA, LoadedModel
+from tito_audit.render_guard import RenderTimeout, clock, deadline, guard
 from tito_audit.tokens import TokenCodec
 
 DEFAULT_CLOCK = datetime(2026, 1, 15, 9, 30, 0)
@@ -34,29 +34,10 @@ class RenderLimits:
 
     max_chars: int = 2_000_000
     max_seconds: float = 10.0
-
-
-class RenderTimeout(Exception):
-    pass
-
-
-@contextmanager
-def deadline(seconds: float) -> Iterator[None]:
-    """Raise :class:`RenderTimeout` in the block after ``seconds`` (main thread only; elsewhere no limit)."""
-    if seconds <= 0 or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
-        yield
-        return
-
-    def on_alarm(signum: int, frame: Any) -> None:
-        raise RenderTimeout(f"rendering took longer than {seconds:g}s (raise it with --max-render-seconds)")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+    refuse_after_timeout: bool = True
+    """A render past ``max_seconds`` ends the audit (:class:`~tito_audit.errors.TemplateTimeoutError`), and every
+    later render of that renderer fails at once: a template slow once is slow on every conversation. False (a
+    session): the render is one refused render (:class:`RenderError`) and the next one is tried again."""
 
 
 class RenderError(Exception):
@@ -84,29 +65,30 @@ def one_line(exc: BaseException, limit: int = 200) -> str:
     return f"{type(exc).__name__}: {text[:limit]}"
 
 
+def guarded_template(template_source: str) -> Any:
+    """transformers' compiled template for ``template_source`` (compiled once per process), with the render
+    guard installed on its environment (:mod:`tito_audit.render_guard`)."""
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    compiled = _compile_jinja_template(template_source)
+    guard(compiled.environment)
+    return compiled
+
+
 @contextmanager
 def frozen_clock(template_source: str | None, when: datetime) -> Iterator[None]:
-    """Make ``strftime_now`` in ``template_source`` read ``when`` (restored on exit).
+    """Make ``strftime_now`` in ``template_source`` read ``when`` in this block, in this thread only.
 
-    transformers compiles each template once into its own sandboxed environment; we patch that
-    environment's global rather than passing a kwarg, because kwargs reach the template only as
-    plain data (a function would arrive as a placeholder string).
+    transformers compiles each template once into its own sandboxed environment; the guarded environment's
+    ``strftime_now`` reads a per-thread clock (a kwarg would not do: kwargs reach the template only as plain
+    data, and a function would arrive as a placeholder string).
     """
     if template_source is None:
         yield
         return
-    from transformers.utils.chat_template_utils import _compile_jinja_template
-
-    environment = _compile_jinja_template(template_source).environment
-    original = environment.globals.get("strftime_now")
-    environment.globals["strftime_now"] = lambda fmt: when.strftime(fmt)
-    try:
+    guarded_template(template_source)
+    with clock(when):
         yield
-    finally:
-        if original is None:
-            environment.globals.pop("strftime_now", None)
-        else:
-            environment.globals["strftime_now"] = original
 
 
 class _FastJinja:
@@ -138,6 +120,7 @@ class _FastJinja:
             )
 
             compiled = _compile_jinja_template(model.template_source)
+            guard(compiled.environment)
         except Exception:  # another transformers version, or a template that does not compile
             return None
         template_kwargs = _plain_template_data({**model.tokenizer.special_tokens_map, **kwargs})
@@ -203,6 +186,8 @@ class Renderer:
         self._fast = _FastJinja.create(model, self.kwargs) if model.backend == JINJA else None
         self._prepared: Any = None
         self._prepared_for: tuple[Sequence[Message], list[dict] | None] | None = None
+        self._timed_out: str | None = None
+        """Why this renderer refuses every render (a render ran past the time limit), when it does."""
 
     @property
     def uses_jinja(self) -> bool:
@@ -211,11 +196,13 @@ class Renderer:
     def text(self, messages: Sequence[Message], tools: list[dict] | None, gp: bool) -> str:
         """render(M, gp); raises :class:`RenderError` when the template refuses."""
         self.renders += 1
+        self._refuse_if_timed_out()
         tokenizer = self.model.tokenizer
         try:
             with warnings.catch_warnings(), deadline(self.limits.max_seconds):
                 warnings.simplefilter("ignore")
                 if self.uses_jinja:
+                    guarded_template(self.model.template_source)
                     return self._bounded(
                         tokenizer.apply_chat_template(
                             list(messages),
@@ -227,6 +214,9 @@ class Renderer:
                         )
                     )
                 return self._bounded(self._backend_text(list(messages), tools, gp))
+        except RenderTimeout as exc:
+            self._timeout(exc)
+            raise RenderError(one_line(exc)) from exc
         except RecursionError as exc:
             raise RenderError("RecursionError: template recursion too deep") from exc
         except Exception as exc:
@@ -284,6 +274,20 @@ class Renderer:
                 out[(k, gp)] = None
         return out
 
+    def _refuse_if_timed_out(self) -> None:
+        if self._timed_out is not None:
+            raise TemplateTimeoutError(self._timed_out)
+
+    def _timeout(self, exc: RenderTimeout) -> None:
+        """A render ran past the limit: with ``refuse_after_timeout`` the template is refused from now on (raises);
+        otherwise the caller reports this render as refused."""
+        if self.limits.refuse_after_timeout:
+            self._timed_out = (
+                f"rendering took longer than {self.limits.max_seconds:g}s: the template is refused for the rest of "
+                "the audit (raise the limit with --max-render-seconds)"
+            )
+            self._refuse_if_timed_out()
+
     def _bounded(self, text: str) -> str:
         if len(text) > self.limits.max_chars:
             raise RenderError(
@@ -309,9 +313,13 @@ class Renderer:
         texts = []
         for k, gp in keys:
             self.renders += 1
+            self._refuse_if_timed_out()
             try:
                 with deadline(self.limits.max_seconds):
                     texts.append(self._bounded(fast.render(prepared, k, gp)))
+            except RenderTimeout as exc:
+                self._timeout(exc)
+                raise PrefixRenderError(k, gp, one_line(exc)) from exc
             except RecursionError as exc:
                 raise PrefixRenderError(k, gp, "RecursionError: template recursion too deep") from exc
             except Exception as exc:

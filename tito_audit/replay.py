@@ -28,7 +28,9 @@ from tito_audit.diff import common_prefix_length, first_difference, mismatched_p
 from tito_audit.errors import BadInputError
 from tito_audit.results import TokenWindow
 from tito_audit.session import SessionBreak, TitoBreak, TitoSession
+from tito_audit.token_ids import token_ids
 from tito_audit.tokens import TokenCodec
+from tito_audit.validate import text_problem
 
 TURN_KEYS = ("turns", "steps", "rollout")
 PROMPT_KEYS = ("prompt_ids", "prompt_token_ids", "input_ids", "prompt_tokens")
@@ -92,6 +94,14 @@ def _ids(value: Any, what: str) -> list[int]:
     return list(value)
 
 
+def _check_vocabulary(pairs: list[tuple[list[int], list[int]]], id_limit: int, where: str) -> None:
+    """An id the tokenizer does not have is bad input naming the record, the turn and the position (decoding it
+    would fail deep inside the tokenizer, or silently give nothing)."""
+    for turn, (prompt, completion) in enumerate(pairs):
+        for name, ids in (("prompt ids", prompt), ("completion ids", completion)):
+            token_ids(ids, f"{where}, turn {turn}: {name}", id_limit)
+
+
 def turns_of(record: dict) -> list[tuple[list[int], list[int]]]:
     """(prompt ids, completion ids) per turn, from any of the accepted layouts."""
     turns = _first(record, TURN_KEYS)
@@ -137,9 +147,13 @@ def replay(records: list[Any], guard: TitoSession, model_id: str, source: str) -
             pairs = turns_of(record)
             messages = adapt_messages(record.get("messages") or [])
             tools = record.get("tools") if isinstance(record.get("tools"), list) else None
+            problem = text_problem(messages, tools)
+            if problem is not None:
+                raise SkipRecord(problem)
         except SkipRecord as reason:
             skipped[str(reason)] = skipped.get(str(reason), 0) + 1
             continue
+        _check_vocabulary(pairs, codec.id_limit, f"{source}: record {index}")
         total_turns += len(pairs)
         result = RecordResult(record=index, turns=len(pairs), consistent=True)
         for turn, (prompt, completion) in enumerate(pairs):

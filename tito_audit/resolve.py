@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tito_audit.errors import ResolutionError
+from tito_audit.outputs import new_folder
 
 CACHE_ENV = "TITO_AUDIT_CACHE"
 MIRROR_ENV = "TITO_AUDIT_MIRROR"
@@ -301,7 +302,7 @@ def _download_from_hub(
     if trust_remote_code:
         patterns.append(REMOTE_CODE_PATTERN)
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".download-", dir=target.parent))
+    staging = new_folder(target.parent, ".download-")  # renamed into the cache: the umask's mode, not mkdtemp's
     try:
         snapshot_download(
             repo_id=model,

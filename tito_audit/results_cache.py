@@ -13,10 +13,16 @@ Model ids whose files are identical (a fine-tune that ships its base model's tok
 key, so the pair is audited once. An entry is one JSON file ``<root>/<k[:2]>/<k>.json`` written atomically
 (temporary file + rename), carrying its key and the sha256 of its payload: an entry that does not parse,
 names another key or fails its digest is counted as corrupt and recomputed.
+
+A store problem never ends a run. A slot that cannot be read (the entry path is a folder, or unreadable) is a
+cache miss for that pair: recomputed, and noted. A slot that cannot be written is noted and the result kept in
+memory. A store that cannot be written at all (read-only, not creatable) is said once, and the run goes on
+uncached (entries already stored are still read).
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import json
@@ -25,9 +31,11 @@ from pathlib import Path
 from typing import Any
 
 import tito_audit
-from tito_audit.outputs import write_atomically
+from tito_audit.outputs import WriteFailed, describe, ensure_folder, write_atomically
 
 ENTRY_FORMAT = 1
+READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
+"""Write errors that mean the whole store cannot be written (not one bad slot)."""
 
 
 def canonical_json(data: Any) -> str:
@@ -89,6 +97,10 @@ class ResultsStore:
         self.root = root
         self._memory: dict[str, Any] = {}
         self.counts = StoreCounts()
+        self.notes: list[str] = []
+        """What went wrong with the store (one line each; the run went on)."""
+        self.writable = root is not None
+        """False once the store turned out not to be writable: results stay in memory."""
 
     def _path(self, key: str) -> Path:
         assert self.root is not None
@@ -113,7 +125,11 @@ class ResultsStore:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return None
-        except (OSError, UnicodeDecodeError):
+        except OSError as exc:  # a folder in its place, unreadable, ...: a miss for this pair
+            self.counts.corrupt += 1
+            self.notes.append(f"results store: cannot read {path} ({describe(exc, path)}); recomputed")
+            return None
+        except UnicodeDecodeError:
             self.counts.corrupt += 1
             return None
         try:
@@ -131,8 +147,10 @@ class ResultsStore:
         return entry["payload"]
 
     def put(self, key: PairKey, payload: Any) -> None:
+        """Keep ``payload`` under ``key``, in memory and in the folder when it can be written (see the module
+        docstring: a failure is noted, never raised)."""
         self._memory[key.digest] = payload
-        if self.root is None:
+        if self.root is None or not self.writable:
             return
         entry = {
             "format": ENTRY_FORMAT,
@@ -143,5 +161,23 @@ class ResultsStore:
         }
         # key order is kept (it is the order of the report's tables); the digests sort keys
         text = json.dumps(entry, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        write_atomically(self._path(key.digest), (text + "\n").encode("utf-8"))
+        try:
+            ensure_folder(self.root)
+        except WriteFailed as failed:
+            self._unwritable(failed)
+            return
+        try:
+            write_atomically(self._path(key.digest), (text + "\n").encode("utf-8"))
+        except WriteFailed as failed:
+            if failed.code in READ_ONLY:
+                self._unwritable(failed)
+            else:
+                self.notes.append(f"results store: cannot write {failed.path} ({failed.reason}); not stored")
+            return
         self.counts.written += 1
+
+    def _unwritable(self, failed: WriteFailed) -> None:
+        self.writable = False
+        self.notes.append(
+            f"results store {self.root} cannot be written ({failed.reason}): this run's results are not stored"
+        )

@@ -23,8 +23,10 @@ from tito_audit.errors import BadInputError
 from tito_audit.model import LoadedModel, codec_for
 from tito_audit.recommend import recommend
 from tito_audit.results import AuditReport, ModelInfo, Settings, worst_verdict
+from tito_audit.validate import check_stop_tokens
 from tito_audit.variant_audit import VariantAudit
 from tito_audit.variants import template_inputs, variants_for
+from tito_audit.windows import window_note
 
 __all__ = [
     "DEFAULT_COUNT",
@@ -86,6 +88,7 @@ def audit(
         raise BadInputError("--count must be at least 1")
     started = time.monotonic()
     codec = codec_for(loaded)
+    check_stop_tokens(codec, options.extra_stop_tokens)
     notes: list[str] = list(loaded.notes)
     if loaded.template_source is not None:
         inputs = template_inputs(loaded.template_source, codec.tokenizer.special_tokens_map.keys())
@@ -97,6 +100,9 @@ def audit(
         notes.append(
             f"the model renders through {loaded.backend} without Jinja: there are no template variants to detect"
         )
+    cut = window_note(options.conversations or [], options.max_messages)
+    if cut is not None:
+        notes.append(cut)
     variants = variants_for(inputs, options.pinned_kwargs)
     conversations_for = conversation_source(options)
     audits = [VariantAudit(loaded, codec, variant, options) for variant in variants]

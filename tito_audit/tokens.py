@@ -196,6 +196,16 @@ class TokenCodec:
         return ids[0] if len(ids) == 1 else None
 
     @cached_property
+    def id_limit(self) -> int:
+        """One past the largest id of the vocabulary (added tokens included): an id at or beyond it is no token."""
+        ids = [int(i) for i in self._added_tokens()]
+        if self._rust is not None and not self._piecewise:
+            ids.append(self._rust.get_vocab_size(with_added_tokens=True) - 1)
+        else:
+            ids.append(len(self.tokenizer) - 1)
+        return max(ids) + 1
+
+    @cached_property
     def bos_id(self) -> int | None:
         value = getattr(self.tokenizer, "bos_token_id", None)
         return value if isinstance(value, int) else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,6 +11,41 @@ from tito_audit.errors import BadInputError
 
 KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "ipython", "function"})
 MAX_DEPTH = 64
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+"""Half of a UTF-16 surrogate pair: a Python string can hold one, no UTF-8 text (and so no tokenizer) can."""
+
+
+def unencodable(value: Any, where: str = "") -> str | None:
+    """Where ``value`` (text, or JSON-like data holding text) has a character no tokenizer can take, as
+    ``a lone surrogate U+D800 at character 5 of content``; None when there is none."""
+    stack = [(value, where)]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            found = LONE_SURROGATE.search(item)
+            if found is not None:
+                where = path or "the text"
+                return f"a lone surrogate U+{ord(found.group()):04X} at character {found.start()} of {where}"
+        elif isinstance(item, dict):
+            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in reversed(list(item.items())))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, f"{path}[{i}]") for i, v in reversed(list(enumerate(item))))
+    return None
+
+
+ENCODE_PROBLEM = "has text the tokenizer cannot encode"
+
+
+def text_problem(messages: Sequence[Any], tools: Any = None, name: str = "message {index}") -> str | None:
+    """The first message (index, role) or tool schema holding text the tokenizer cannot take, in one line
+    (``name``: how a message is named, ``{index}`` its position)."""
+    for index, message in enumerate(messages):
+        found = unencodable(message)
+        if found is not None:
+            role = message.get("role") if isinstance(message, dict) else None
+            return f"{name.format(index=index)} ({role}) {ENCODE_PROBLEM}: {found}"
+    found = unencodable(tools, "tools")
+    return f"the tool schemas: {ENCODE_PROBLEM}: {found}" if found is not None else None
 
 
 def _depth(value: Any, limit: int = MAX_DEPTH) -> int:
@@ -53,7 +89,23 @@ def problems_of(conversation: Conversation) -> list[str]:
             problems.append(f"message {index} has malformed tool_calls (each needs function.name)")
     if conversation.tools is not None and not isinstance(conversation.tools, list):
         problems.append("tools is not a list")
+    if not problems:
+        text = text_problem(messages, conversation.tools)
+        if text is not None:
+            problems.append(text)
     return problems
+
+
+def check_stop_tokens(codec: Any, texts: Sequence[str]) -> None:
+    """Each extra stop token must be one token of the vocabulary: a text the tokenizer splits would never be
+    sampled as one id, and would turn the verdict without saying why."""
+    for text in texts:
+        if codec.id_of(text) is not None:
+            continue
+        ids = codec.encode(text) if text else []
+        pieces = ", ".join(repr(codec.decode([i])) for i in ids[:6]) + (", …" if len(ids) > 6 else "")
+        said = f"it encodes to {len(ids)} tokens ({pieces})" if ids else "it is empty"
+        raise BadInputError(f"--stop-token {text!r} is not a single token of the vocabulary: {said}")
 
 
 def validate_conversations(conversations: Sequence[Conversation]) -> None:

@@ -27,9 +27,10 @@ from tito_audit.cli.wiring import (
     fail_if_refused_everything,
     load,
 )
-from tito_audit.formatters.json_report import write_json
-from tito_audit.formatters.markdown import write_markdown
+from tito_audit.formatters.json_report import to_json
+from tito_audit.formatters.markdown import to_markdown
 from tito_audit.formatters.terminal import render_report, verdict_text
+from tito_audit.outputs import write_outputs
 
 ExamplesOpt = Annotated[
     int | None,
@@ -58,10 +59,12 @@ def audit_command(
     loaded = load(model, source)
     report = audit_with_progress(loaded, options, console, show=not quiet)
     attach_explanations(report, loaded)
+    outputs = []
     if json_path is not None:
-        write_json(report, json_path)
+        outputs.append(("--json", json_path, to_json(report)))
     if markdown_path is not None:
-        write_markdown(report, markdown_path)
+        outputs.append(("--markdown", markdown_path, to_markdown(report)))
+    write_outputs(outputs)
     fail_if_refused_everything(report)
     if quiet:
         console.print(verdict_text(report.verdict), f"{report.model.model_id}")

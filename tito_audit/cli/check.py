@@ -30,8 +30,9 @@ from tito_audit.cli.wiring import (
     load,
 )
 from tito_audit.formatters import ci
-from tito_audit.formatters.json_report import write_json
-from tito_audit.policy import build_policy, evaluate, read_pyproject_policy
+from tito_audit.formatters.json_report import to_json
+from tito_audit.outputs import write_outputs
+from tito_audit.policy import build_policy, check_baseline_model, evaluate, read_pyproject_policy
 
 RequireOpt = Annotated[
     list[str],
@@ -80,20 +81,23 @@ def check_command(
     options = audit_options(sampling, settings, defaults=table)
     add_conversation_inputs(options, inputs)
     loaded = load(model, source)
+    check_baseline_model(policy, loaded.resolved.model_id)
     console = Console()
     report = audit_with_progress(loaded, options, console, show=True)
     if report_path is not None:
-        write_json(report, report_path)
+        write_outputs([("--report", report_path, to_json(report))])
     fail_if_refused_everything(report)
     results = evaluate(report, policy)
     model_id = report.model.model_id
     for result in results:
         mark = "[bold green]PASS[/bold green]" if result.passed else "[bold red]FAIL[/bold red]"
         console.print(f"{mark} {result.requirement}: {result.reason}", highlight=False, soft_wrap=True)
+    outputs = []
     if junit is not None:
-        ci.write(junit, ci.to_junit(model_id, results, time.monotonic() - started))
+        outputs.append(("--junit", junit, ci.to_junit(model_id, results, time.monotonic() - started)))
     if json_path is not None:
-        ci.write(json_path, ci.to_json(model_id, results, report.verdict, policy.baseline_path))
+        outputs.append(("--json", json_path, ci.to_json(model_id, results, report.verdict, policy.baseline_path)))
+    write_outputs(outputs)
     if github:
         template = str(source.template) if source.template else None
         sys.stdout.write(ci.to_github_annotations(model_id, results, template))

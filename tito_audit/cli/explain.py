@@ -22,6 +22,7 @@ from tito_audit.cli.wiring import audit_options, audit_with_progress, load
 from tito_audit.explain import explain_report
 from tito_audit.formatters import explain as explain_format
 from tito_audit.model import codec_for
+from tito_audit.outputs import write_outputs
 
 CaseOpt = Annotated[int | None, typer.Option("--case", min=1, help="Explain one failing case in full (its number).")]
 QuickSampling = Annotated[Sampling, GroupDefaults(count=48)]
@@ -44,7 +45,7 @@ def explain_command(
     report = audit_with_progress(loaded, audit_options(sampling, settings), console, show=True)
     explained = explain_report(report, loaded, codec_for(loaded), case)
     if json_path is not None:
-        explain_format.write_json(explained, report.verdict, json_path)
+        write_outputs([("--json", json_path, explain_format.to_json(explained, report.verdict))])
     explain_format.render_explanations(
         report, explained.explanations, explained.causes, explained.cases, console, full=case is not None
     )

@@ -13,12 +13,15 @@ from rich.table import Table
 
 from tito_audit.cli.app import app
 from tito_audit.cli.options import CacheOpt, LimitOpt, MirrorOpt, NoHubOpt, Sampling, with_option_groups
-from tito_audit.errors import EXIT_OK, BadInputError
+from tito_audit.cli.outcomes import err
+from tito_audit.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_ROWS_FAILED, BadInputError, OutputError
 from tito_audit.formatters.matrix import update_readme, write_matrix
 from tito_audit.formatters.terminal import verdict_text
 from tito_audit.hub_listing import list_hub_models, parse_filter
-from tito_audit.matrix import MatrixOptions, MatrixRun, ProgressEvent, run_matrix
+from tito_audit.matrix import MatrixInterrupted, MatrixOptions, MatrixRun, ProgressEvent, run_matrix
 from tito_audit.matrix_options import BACKENDS, LOCAL
+from tito_audit.matrix_row import AUDIT_ERROR
+from tito_audit.outputs import WriteFailed, describe
 from tito_audit.registry import registry_model_ids
 from tito_audit.resolve import default_cache_dir
 
@@ -62,6 +65,8 @@ BackendOpt = Annotated[
     ),
 ]
 RESULTS_CACHE_ENV = "TITO_AUDIT_RESULTS_CACHE"
+NOTES_SHOWN = 5
+"""Results-store notes printed after the summary (the rest are counted)."""
 
 
 def results_cache_folder(given: Path | None, disabled: bool, cache_dir: Path | None) -> Path | None:
@@ -76,12 +81,18 @@ def results_cache_folder(given: Path | None, disabled: bool, cache_dir: Path | N
 
 
 def read_models_file(path: Path) -> list[str]:
-    """Model ids, one per line; ``#`` starts a comment."""
+    """Model ids, one per line; ``#`` starts a comment. A file without any id is refused (an empty list would
+    silently mean the whole registry)."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInputError(f"--models-file {path}: {exc}") from exc
-    return [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
+    except UnicodeDecodeError as exc:
+        raise BadInputError(f"--models-file {path}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
+    except OSError as exc:
+        raise BadInputError(f"--models-file {path}: {describe(exc, path)}") from exc
+    ids = [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
+    if not ids:
+        raise BadInputError(f"--models-file {path}: no model ids in {path}")
+    return ids
 
 
 @app.command("matrix")
@@ -129,15 +140,32 @@ def matrix_command(
         results_cache=results_cache_folder(results_cache, no_results_cache, cache_dir),
         backend=backend,
     )
-    run = _run_with_progress(chosen, options, console)
-    rows = run.rows
-    written = write_matrix(rows, out, options.settings_record(sorted(set(chosen)) if given else "registry"))
+    try:
+        run = _run_with_progress(chosen, options, console)
+        rows = run.rows
+        written = write_matrix(rows, out, options.settings_record(sorted(set(chosen)) if given else "registry"))
+    except WriteFailed as failed:
+        raise OutputError(f"--out {failed.path}: {failed.reason}") from failed
+    except MatrixInterrupted as interrupted:  # what was kept, in one line; typer would say nothing
+        err.print(str(interrupted), highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     if readme is not None:
         try:
             update_readme(readme, rows)
+        except WriteFailed as failed:
+            raise OutputError(f"--update-readme {failed.path}: {failed.reason}") from failed
         except (OSError, ValueError) as exc:
             raise BadInputError(f"--update-readme: {exc}") from exc
     _print_summary(run, written, console)
+    failed = [row["model_id"] for row in rows if row["status"] == AUDIT_ERROR]
+    if failed:
+        err.print(
+            f"{len(failed)} rows failed ({AUDIT_ERROR}: {', '.join(failed[:3])}{', …' if len(failed) > 3 else ''}); "
+            "see their reason column, run again to retry them",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(EXIT_ROWS_FAILED)
     raise typer.Exit(EXIT_OK)
 
 
@@ -187,3 +215,7 @@ def _print_summary(run: MatrixRun, written: list[Path], console: Console) -> Non
         + (f" ({store.corrupt} corrupt entries recomputed)" if store.corrupt else "")
     )
     console.print("wrote " + ", ".join(str(p) for p in written))
+    for note in dict.fromkeys(run.notes[:NOTES_SHOWN]):
+        err.print(f"note: {note}", highlight=False, soft_wrap=True)
+    if len(run.notes) > NOTES_SHOWN:
+        err.print(f"note: … and {len(run.notes) - NOTES_SHOWN} more results-store notes", highlight=False)

@@ -24,6 +24,7 @@ from tito_audit.render import DEFAULT_CLOCK, RenderLimits
 from tito_audit.scenarios import scenario_names
 from tito_audit.service import DEFAULT_COUNT
 from tito_audit.variants import parse_kwarg
+from tito_audit.windows import DEFAULT_MAX_MESSAGES
 
 # -- option types ------------------------------------------------------------------------------------
 ModelArg = Annotated[str, typer.Argument(help="Hub model id (org/name) or a local folder with tokenizer files.")]
@@ -78,6 +79,14 @@ ToolsOpt = Annotated[
 ScenarioOpt = Annotated[
     list[str],
     typer.Option("--scenario", help="An RL-environment scenario pack (repeatable): " + ", ".join(scenario_names())),
+]
+MaxMessagesOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-messages",
+        min=0,
+        help="Audit longer conversations over a window of their first turns (at most N messages); 0: all of them.",
+    ),
 ]
 WithGeneratedOpt = Annotated[
     bool,
@@ -148,6 +157,7 @@ class ConversationInputs:
     tools: ToolsOpt = None
     scenario: ScenarioOpt = field(default_factory=list)
     with_generated: WithGeneratedOpt = False
+    max_messages: MaxMessagesOpt = DEFAULT_MAX_MESSAGES
 
 
 def parse_kwargs(pairs: list[str]) -> dict[str, Any]:

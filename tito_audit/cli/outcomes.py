@@ -5,19 +5,24 @@
 the patched template reaches a good verdict and changes nothing else; ``matrix``: the matrix was written).
 1: the command ran and the result is bad (a worse verdict, a failed requirement, an inconsistent rollout,
 a patch that does not reach a good verdict).
-2: the command could not run (bad input, model not found, template missing); one line on stderr, never a
-traceback (``TITO_AUDIT_DEBUG=1`` shows one for unexpected errors).
+2: the command could not run (bad input, model not found, template missing, an output that cannot be written);
+one line on stderr, never a traceback (``TITO_AUDIT_DEBUG=1`` shows one for unexpected errors).
+3: ``matrix`` only: the matrix was written, but some rows are ``not audited: audit error`` (an audit raised, or
+its worker process died twice).
+130: interrupted (Ctrl-C; typer maps it): finished work is kept; ``matrix`` says how many results were stored.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import typer
 from rich.console import Console
 
 from tito_audit.errors import EXIT_CANNOT_RUN, EXIT_OK, EXIT_VERDICT, AuditError
+from tito_audit.outputs import WriteFailed, describe
 from tito_audit.results import READY, READY_TOOL_ONLY, AuditReport
 
 err = Console(stderr=True)
@@ -47,6 +52,14 @@ def run(app: typer.Typer) -> None:
     except AuditError as exc:
         err.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
+    except WriteFailed as failed:
+        err.print(f"error: {failed}", highlight=False, soft_wrap=True)
+        sys.exit(EXIT_CANNOT_RUN)
+    except OSError as exc:  # a file the command had to read or write: which one, and why
+        where = f"{exc.filename}: " if exc.filename else ""
+        why = describe(exc, Path(str(exc.filename))) if exc.filename else describe(exc, Path("."))
+        err.print(f"error: {where}{why}", highlight=False, soft_wrap=True)
+        sys.exit(EXIT_CANNOT_RUN)
     except typer.Abort:
         err.print("error: aborted", highlight=False)
         sys.exit(EXIT_CANNOT_RUN)

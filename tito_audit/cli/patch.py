@@ -15,6 +15,7 @@ from tito_audit.cli.outcomes import finish
 from tito_audit.cli.wiring import audit_options, audit_with_progress, load
 from tito_audit.errors import BadInputError
 from tito_audit.formatters.patch import render_fix, render_no_fix, render_setting
+from tito_audit.outputs import write_outputs
 from tito_audit.way_out import FIX, SETTING, find_way_out
 
 OutputOpt = Annotated[Path, typer.Option("-o", "--output", help="Write the patched template here.")]
@@ -52,9 +53,8 @@ def patch_command(
     if way.kind != FIX or way.fix is None or way.fix.patched_source is None:
         render_no_fix(way, console)
         raise finish(False)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(way.fix.patched_source, encoding="utf-8")
     diff_file = diff_path or output.with_name(output.name + ".diff")
-    diff_file.write_text(way.fix.diff(output.name), encoding="utf-8")
+    # both files or neither: a template without its diff (or a diff of a template not written) misleads
+    write_outputs([("-o", output, way.fix.patched_source), ("--diff", diff_file, way.fix.diff(output.name))])
     render_fix(way.fix, [output, diff_file], console)
     raise finish(True)

@@ -21,6 +21,7 @@ from tito_audit.cli.outcomes import finish
 from tito_audit.cli.wiring import load
 from tito_audit.errors import BadInputError
 from tito_audit.formatters import replay as replay_format
+from tito_audit.outputs import write_outputs
 from tito_audit.render import DEFAULT_CLOCK
 from tito_audit.replay import read_records, replay
 from tito_audit.session import TitoSession
@@ -44,10 +45,12 @@ def replay_command(
     loaded = load(model, source)
     guard = TitoSession.from_loaded(loaded, template_kwargs=parse_kwargs(kwarg), clock=DEFAULT_CLOCK)
     report = replay(records, guard, loaded.resolved.model_id, rollouts.name)
+    outputs = []
     if json_path is not None:
-        replay_format.write(json_path, replay_format.to_json(report))
+        outputs.append(("--json", json_path, replay_format.to_json(report)))
     if markdown_path is not None:
-        replay_format.write(markdown_path, replay_format.to_markdown(report))
+        outputs.append(("--markdown", markdown_path, replay_format.to_markdown(report)))
+    write_outputs(outputs)
     if not report.results:
         raise BadInputError(f"{rollouts}: no record could be replayed (" + "; ".join(report.skipped) + ")")
     replay_format.render_replay(report, Console())

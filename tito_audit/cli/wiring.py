@@ -3,6 +3,7 @@ loading real conversations, running the audit with a progress bar."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict
 from typing import Any
 
@@ -11,13 +12,21 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from tito_audit.cli.options import ConversationInputs, ModelSource, Sampling, TemplateSettings
 from tito_audit.cli.outcomes import err
-from tito_audit.datasources import load_conversations
+from tito_audit.datasources import DataSet, load_conversations
 from tito_audit.errors import AuditError, BadInputError
 from tito_audit.loading import load_by_id
 from tito_audit.model import LoadedModel, codec_for
 from tito_audit.results import AuditReport
 from tito_audit.scenarios import scenario_conversations
 from tito_audit.service import DEFAULT_COUNT, AuditOptions, audit, refused_everything
+from tito_audit.windows import window_note
+
+REASONS_SHOWN = 5
+"""Skip reasons printed per source when no conversation could be loaded."""
+LONG_CONVERSATION = 100
+"""Messages beyond which a conversation counts as long (progress lines off a terminal)."""
+PROGRESS_EVERY = 10.0
+"""Seconds between two progress lines off a terminal."""
 
 
 def load(model: str, source: ModelSource) -> LoadedModel:
@@ -58,12 +67,15 @@ def audit_options(
 
 def add_conversation_inputs(options: AuditOptions, inputs: ConversationInputs) -> None:
     """Load real trajectories and scenario packs into ``options`` (generated ones stay only if asked)."""
+    options.max_messages = inputs.max_messages or None
     if not inputs.conversations and not inputs.scenario:
         return
     conversations: list = []
     labels = [f"generated ({options.count})"] if inputs.with_generated else []
+    loaded = []
     for source in inputs.conversations:
         dataset = load_conversations(source, split=inputs.split, limit=inputs.limit, tools_file=inputs.tools)
+        loaded.append(dataset)
         options.datasets.append(dataset.summary())
         conversations += dataset.conversations
         skipped = sum(dataset.skipped.values())
@@ -77,14 +89,46 @@ def add_conversation_inputs(options: AuditOptions, inputs: ConversationInputs) -
         conversations += packed
         labels.append("scenarios " + ", ".join(inputs.scenario) + f" ({len(packed)})")
     if not conversations:
-        raise BadInputError("no conversation could be loaded from --conversations (see the skipped reasons)")
+        raise BadInputError("no conversation could be loaded from --conversations:\n" + skipped_reasons(loaded))
+    cut = window_note(conversations, options.max_messages)
+    if cut is not None:
+        err.print(f"note: {cut}", highlight=False, soft_wrap=True)
     options.conversations = conversations
     options.with_generated = inputs.with_generated
     options.conversations_source = "; ".join(labels)
 
 
+def skipped_reasons(datasets: list[DataSet], shown: int = REASONS_SHOWN) -> str:
+    """Why each source gave no conversation: per source, its record count, then the most frequent skip reasons
+    (count and reason, one line each; the others counted)."""
+    lines = []
+    for dataset in datasets:
+        if not dataset.records:
+            lines.append(f"  {dataset.name}: no records")
+            continue
+        skipped = sum(dataset.skipped.values())
+        lines.append(f"  {dataset.name}: {dataset.records} records, {skipped} skipped:")
+        ranked = sorted(dataset.skipped.items(), key=lambda kv: (-kv[1], kv[0]))
+        lines += [f"    {count} × {reason}" for reason, count in ranked[:shown]]
+        if len(ranked) > shown:
+            lines.append(f"    … and {len(ranked) - shown} other reasons ({sum(c for _, c in ranked[shown:])} records)")
+    return "\n".join(lines)
+
+
 def audit_with_progress(loaded: LoadedModel, options: AuditOptions, console: Console, show: bool) -> AuditReport:
-    """Run the audit with a progress bar per variant (on a terminal); warnings go to stderr."""
+    """Run the audit with a progress bar per variant (on a terminal, from the start); warnings go to stderr.
+
+    Long conversations take a while each (every prefix is rendered): when not on a terminal, their progress is a
+    line on stderr every :data:`PROGRESS_EVERY` seconds."""
+    longest = max((len(c.messages) for c in options.conversations or []), default=0)
+    lines = show and not console.is_terminal and longest > LONG_CONVERSATION
+    if lines:
+        err.print(
+            f"auditing {len(options.conversations or [])} conversations, the longest of {longest} messages "
+            f"(progress every {PROGRESS_EVERY:g}s)",
+            highlight=False,
+        )
+    said = [time.monotonic()]
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -95,11 +139,17 @@ def audit_with_progress(loaded: LoadedModel, options: AuditOptions, console: Con
         disable=not (show and console.is_terminal),
     ) as progress:
         tasks: dict[str, Any] = {}
+        starting = progress.add_task("auditing", total=None)  # shown until the first conversation is done
 
         def on_progress(variant: str, done: int, total: int) -> None:
+            if starting in progress.task_ids:
+                progress.remove_task(starting)
             if variant not in tasks:
                 tasks[variant] = progress.add_task(f"variant {variant}", total=total)
             progress.update(tasks[variant], completed=done)
+            if lines and (done == total or time.monotonic() - said[0] >= PROGRESS_EVERY):
+                err.print(f"variant {variant}: {done} of {total} conversations audited", highlight=False)
+                said[0] = time.monotonic()
 
         report = audit(loaded, options, on_progress)
     for note in report.notes:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from xml.etree import ElementTree
 
+from tito_audit.outputs import write_atomically
 from tito_audit.policy import RequirementResult
 
 
@@ -66,5 +67,5 @@ def to_json(model_id: str, results: Sequence[RequirementResult], verdict: str, b
 
 
 def write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    """``text`` written to ``path`` atomically."""
+    write_atomically(path, text)

@@ -14,6 +14,7 @@ from rich.text import Text
 from tito_audit.explain import ExplainReport, Explanation
 from tito_audit.formatters.common import location, rewritten_message, visible
 from tito_audit.formatters.terminal import token_diff, verdict_text
+from tito_audit.outputs import write_atomically
 from tito_audit.results import AuditReport
 
 
@@ -64,7 +65,7 @@ def render_explanations(
         console.print(Panel(Group(*parts), title=title, title_align="left"))
 
 
-def write_json(explained: ExplainReport, verdict: str, path: Path) -> None:
+def to_json(explained: ExplainReport, verdict: str) -> str:
     """The explanations as JSON: the model, its verdict, the cases per cause and each explanation in full."""
     document = {
         "model_id": explained.model_id,
@@ -74,5 +75,9 @@ def write_json(explained: ExplainReport, verdict: str, path: Path) -> None:
         "causes": explained.causes,
         "explanations": [asdict(e) for e in explained.explanations],
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+
+
+def write_json(explained: ExplainReport, verdict: str, path: Path) -> None:
+    """:func:`to_json` written to ``path`` atomically."""
+    write_atomically(path, to_json(explained, verdict))

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tito_audit.outputs import write_atomically
 from tito_audit.results import AuditReport
 
 VOLATILE_KEYS = ("generated_at", "duration_seconds")
@@ -25,5 +26,5 @@ def to_json(report: AuditReport) -> str:
 
 
 def write_json(report: AuditReport, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(to_json(report), encoding="utf-8")
+    """The JSON report written to ``path`` atomically."""
+    write_atomically(path, to_json(report))

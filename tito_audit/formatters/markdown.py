@@ -15,6 +15,7 @@ from tito_audit.formatters.common import (
     visible,
     window_tokens,
 )
+from tito_audit.outputs import write_atomically
 from tito_audit.results import AuditReport, Failure, VariantResult
 
 
@@ -143,5 +144,5 @@ def to_markdown(report: AuditReport) -> str:
 
 
 def write_markdown(report: AuditReport, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(to_markdown(report), encoding="utf-8")
+    """The Markdown report written to ``path`` atomically."""
+    write_atomically(path, to_markdown(report))

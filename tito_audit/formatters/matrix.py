@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tito_audit.matrix_row import COLUMNS
-from tito_audit.outputs import write_if_changed
+from tito_audit.outputs import ensure_folder, write_if_changed
 
 MARKDOWN_COLUMNS = (
     ("model", "model_id"),
@@ -156,7 +156,7 @@ def write_tables(rows: Sequence[dict[str, Any]], out_dir: Path) -> None:
 
 def write_matrix(rows: Sequence[dict[str, Any]], out_dir: Path, settings: dict[str, Any]) -> list[Path]:
     """Every matrix file; each is rewritten only when its content changed."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    ensure_folder(out_dir)
     write_tables(rows, out_dir)
     write_if_changed(out_dir / "matrix.md", to_markdown(rows, settings))
     write_if_changed(out_dir / "index.html", to_html(rows, settings))

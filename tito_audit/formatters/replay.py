@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tito_audit.formatters.common import visible, window_tokens
+from tito_audit.outputs import write_atomically
 from tito_audit.replay import ReplayReport, TurnIssue
 
 
@@ -77,5 +78,5 @@ def to_markdown(report: ReplayReport) -> str:
 
 
 def write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    """``text`` written to ``path`` atomically."""
+    write_atomically(path, text)

@@ -2,7 +2,9 @@
 
 Loading a tokenizer takes about a second and a trainer opens one session per rollout, so the machinery is
 built once per process for each (model source, template settings) and shared by every session opened with
-the same arguments. Renders go through one lock: the renderer keeps per-conversation preparation state.
+the same arguments. Renders of one machinery go through its lock (the renderer keeps per-conversation preparation
+state); no lock is shared between models, and none is held while another model loads, so a render stuck until its
+time limit holds up only the sessions of its own model.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from tito_audit.render import DEFAULT_CLOCK, Renderer, RenderLimits, frozen_cloc
 from tito_audit.results import StopToken
 from tito_audit.stops import collect_stop_tokens
 from tito_audit.tokens import TokenCodec
+from tito_audit.validate import check_stop_tokens
 from tito_audit.variants import template_inputs
 
 
@@ -76,6 +79,7 @@ def build_machinery(
             "the model's real tokenizer to keep token ids"
         )
     codec = codec_for(loaded)
+    check_stop_tokens(codec, extra_stop_tokens)
     kwargs = dict(template_kwargs or {})
     notes: list[str] = []
     if loaded.template_source is not None:
@@ -84,7 +88,9 @@ def build_machinery(
             notes.append(f"template_kwargs: {name} is not read by the template as a keyword argument")
     elif kwargs:
         notes.append(f"template_kwargs are ignored: {loaded.backend} renders without a Jinja template")
-    renderer = Renderer(loaded, codec, kwargs, limits)
+    # a render past the limit is one refused step of one rollout (a TitoBreak), never a refusal of the model for
+    # every later session of the process
+    renderer = Renderer(loaded, codec, kwargs, limits or RenderLimits(refuse_after_timeout=False))
     with frozen_clock(loaded.template_source, DEFAULT_CLOCK):
         stop_tokens = collect_stop_tokens(renderer, codec, loaded.generation_eos_ids, extra_stop_tokens)
     setup = CheckSetup.create(renderer, codec, [s.id for s in stop_tokens], seed=0)
@@ -96,7 +102,36 @@ def build_machinery(
 _LOADED: dict[tuple, LoadedModel] = {}
 _BUILT: dict[tuple, Machinery] = {}
 _CACHE_LOCK = threading.Lock()
+"""Guards the two caches and the table of key locks; never held while a model loads or a template renders."""
+_KEY_LOCKS: dict[tuple, threading.Lock] = {}
 MAX_CACHED = 8
+
+
+def _lock_for(key: tuple) -> threading.Lock:
+    """One lock per cache key: two threads opening sessions on one model load it once, and a model whose loading
+    or first renders are slow holds up no session of another model."""
+    with _CACHE_LOCK:
+        if key not in _KEY_LOCKS and len(_KEY_LOCKS) >= 8 * MAX_CACHED:
+            _KEY_LOCKS.clear()  # at worst, one later model is loaded twice at once
+        return _KEY_LOCKS.setdefault(key, threading.Lock())
+
+
+def _cached(cache: dict[tuple, Any], key: tuple, make: Any) -> Any:
+    with _CACHE_LOCK:
+        found = cache.get(key)
+    if found is not None:
+        return found
+    with _lock_for(key):
+        with _CACHE_LOCK:
+            found = cache.get(key)
+        if found is not None:
+            return found
+        made = make()
+        with _CACHE_LOCK:
+            if len(cache) >= MAX_CACHED:
+                cache.clear()
+            cache[key] = made
+        return made
 
 
 def machinery_for(
@@ -112,33 +147,28 @@ def machinery_for(
     if template is not None and template.is_file():
         stat = template.stat()
         stamp = (stat.st_mtime_ns, stat.st_size)
-    load_key = (model, source, stamp)
+    load_key = ("load", model, source, stamp)
     build_key = (
+        "build",
         load_key,
         json.dumps(dict(template_kwargs or {}), sort_keys=True, default=str),
         tuple(extra_stop_tokens),
     )
-    with _CACHE_LOCK:
-        built = _BUILT.get(build_key)
-        if built is not None:
-            return built
-        loaded = _LOADED.get(load_key)
-        if loaded is None:
-            loaded = load_by_id(
-                model,
-                mirrors=source.mirrors,
-                cache_dir=source.cache_dir,
-                revision=source.revision,
-                allow_hub=source.allow_hub,
-                trust_remote_code=source.trust_remote_code,
-                template_file=source.template_file,
-                template_name=source.template_name,
-            )
-            if len(_LOADED) >= MAX_CACHED:
-                _LOADED.clear()
-            _LOADED[load_key] = loaded
-        built = build_machinery(loaded, template_kwargs, extra_stop_tokens=extra_stop_tokens)
-        if len(_BUILT) >= MAX_CACHED:
-            _BUILT.clear()
-        _BUILT[build_key] = built
-        return built
+
+    def load() -> LoadedModel:
+        return load_by_id(
+            model,
+            mirrors=source.mirrors,
+            cache_dir=source.cache_dir,
+            revision=source.revision,
+            allow_hub=source.allow_hub,
+            trust_remote_code=source.trust_remote_code,
+            template_file=source.template_file,
+            template_name=source.template_name,
+        )
+
+    def build() -> Machinery:
+        loaded = _cached(_LOADED, load_key, load)
+        return build_machinery(loaded, template_kwargs, extra_stop_tokens=extra_stop_tokens)
+
+    return _cached(_BUILT, build_key, build)

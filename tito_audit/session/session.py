@@ -34,12 +34,15 @@ from typing import Any, Literal
 from tito_audit.checks.bridge import stand_in_bridge
 from tito_audit.conversation import ASSISTANT, Message, clone_data
 from tito_audit.diff import common_prefix_length
+from tito_audit.errors import BadInputError
 from tito_audit.join import Join, join
 from tito_audit.model import LoadedModel
 from tito_audit.render import RenderedPrefix, RenderError
 from tito_audit.session.breaks import SessionBreak, TitoBreak, TitoBreakWarning, diagnose, refused
 from tito_audit.session.machinery import Machinery, ModelSourceSettings, build_machinery, machinery_for
+from tito_audit.token_ids import token_ids
 from tito_audit.tokens import TokenCodec
+from tito_audit.validate import text_problem
 
 OnBreak = Literal["raise", "warn", "rerender"]
 POLICIES: dict[str, str] = {
@@ -114,6 +117,7 @@ class TitoSession:
         if on_break not in POLICIES:
             raise ValueError(f"on_break must be one of {', '.join(POLICIES)}, not {on_break!r}")
         self._machinery = machinery
+        _check_text([], tools)
         self._tools = clone_data(tools) if tools is not None else None
         self.on_break: OnBreak = on_break
         self.clock = clock or datetime.now().replace(microsecond=0)
@@ -246,6 +250,7 @@ class TitoSession:
         """The template's own ids of ``messages`` (what a trainer that re-renders gets), with the session's clock,
         tools and template settings."""
         history = [_message(m, "messages") for m in messages]
+        _check_text(history, None, "messages[{index}]")
         key = (len(history), add_generation_prompt)
         machinery = self._machinery
         with machinery.lock, machinery.rendering(self.clock):
@@ -262,6 +267,7 @@ class TitoSession:
         history = [_message(m, "messages") for m in messages]
         if not history:
             raise ValueError("start() needs at least one message")
+        _check_text(history, None, "messages[{index}]")
         prompt = self._render(history, step=0, roles=[str(m.get("role")) for m in history])
         self._messages = history
         self._buffer, self._mask = list(prompt.ids), [0] * len(prompt.ids)
@@ -284,11 +290,13 @@ class TitoSession:
         the next generation (tool results, a user or system turn); at least one.
         """
         self._require_open()
-        completion = _ids(completion_ids) if completion_ids is not None else None
+        completion = self._completion(completion_ids)
         assistant = _assistant(assistant_message)
         appended = [_message(m, "tool_messages") for m in tool_messages]
         if not appended:
             raise ValueError("extend() appends at least one message after the assistant turn; use finish() to end")
+        _check_text([assistant], None, "assistant_message")
+        _check_text(appended, None, "tool_messages[{index}]")
         machinery = self._machinery
         # one step at a time per model (the renderer and the tokenization cache are shared by the sessions of a
         # process), and every render of the step, diagnosis included, sees the session's clock
@@ -345,7 +353,8 @@ class TitoSession:
         return the whole buffer."""
         self._require_open()
         assistant = _assistant(assistant_message)
-        completion = _ids(completion_ids) if completion_ids is not None else None
+        _check_text([assistant], None, "assistant_message")
+        completion = self._completion(completion_ids)
         pending = _PendingTurn(len(self._messages), completion, len(self._buffer), self.stop_ids)
         if completion is not None:
             self._buffer += completion
@@ -358,6 +367,13 @@ class TitoSession:
         return list(self._buffer)
 
     # -- inside -------------------------------------------------------------------------------------------------
+    def _completion(self, value: Sequence[int] | None) -> list[int] | None:
+        """The sampled ids as plain ints (lists, numpy arrays, torch tensors, array.array), each a token of the
+        vocabulary; anything else is bad input naming the position (never a TitoBreak, never in the buffer)."""
+        if value is None:
+            return None
+        return token_ids(value, "completion_ids", self._machinery.codec.id_limit)
+
     def _require_open(self) -> None:
         if self._state == "new":
             raise RuntimeError("call start(messages) first")
@@ -484,11 +500,11 @@ def _find(haystack: list[int], needle: list[int], start: int) -> int | None:
         index += 1
 
 
-def _ids(value: Sequence[int]) -> list[int]:
-    ids = list(value)
-    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
-        raise ValueError("completion_ids must be a sequence of non-negative token ids")
-    return ids
+def _check_text(messages: Sequence[Message], tools: Any, name: str = "message {index}") -> None:
+    """Text no tokenizer can take (a lone surrogate) is bad input naming the message, its role and the character."""
+    problem = text_problem(messages, tools, name)
+    if problem is not None:
+        raise BadInputError(problem)
 
 
 def _assistant(value: Any) -> Message:

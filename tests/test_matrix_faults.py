@@ -1,0 +1,275 @@
+"""The matrix under faults: Ctrl-C, a killed parent, killed workers, bad results-store slots, a read-only store,
+an edited store entry, the umask, and an empty models file."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests import templates
+from tests.test_matrix_store import BASE, OTHER, options_for, run
+from tito_audit import results_cache
+from tito_audit.matrix_row import AUDIT_ERROR, base_row
+from tito_audit.outputs import WriteFailed
+from tito_audit.results_cache import digest_of
+from tito_audit.worker_pool import WorkerPool
+
+SLOW = "{%- for i in range(10000) -%}{%- for j in range(1000) -%}{%- endfor -%}{%- endfor -%}" + templates.GOOD
+"""About half a second per render, far under the render limit: an audit of it takes minutes."""
+ENV = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "COLUMNS": "200", "TOKENIZERS_PARALLELISM": "false"}
+
+
+@pytest.fixture
+def mirror(tmp_path, tiny_model_dir) -> Path:
+    """Two quick models (their own pairs) and two whose audit takes minutes."""
+    root = tmp_path / "mirror"
+    for name, source in (
+        ("a-quick", templates.GOOD),
+        ("b-quick", templates.MULTILINE_EMPTY_THINK),
+        ("y-slow", SLOW),
+        ("z-slow", SLOW + " "),
+    ):
+        folder = root / f"acme--{name}"
+        shutil.copytree(tiny_model_dir, folder)
+        (folder / "chat_template.jinja").write_text(source, encoding="utf-8")
+    return root
+
+
+def _matrix(mirror: Path, tmp_path: Path, *models: str) -> subprocess.Popen:
+    command = ["matrix", "--mirror", str(mirror), "--no-hub", "-n", "4", "-j", "2"]
+    command += ["--results-cache", str(tmp_path / "store"), "--out", str(tmp_path / "out"), *models]
+    return subprocess.Popen(
+        [sys.executable, "-m", "tito_audit.cli", *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+        start_new_session=True,  # a process group of its own, as a shell gives a command
+    )
+
+
+def _children(parent: int) -> list[int]:
+    """Worker processes of ``parent`` (spawned by multiprocessing)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == parent and b"spawn_main" in command:
+            found.append(int(entry.name))
+    return found
+
+
+def _threads(pid: int) -> int:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("Threads:")), 0)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
+def _wait_for(condition, timeout: float, what: str) -> None:
+    ends = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > ends:
+            pytest.fail(f"gave up waiting: {what}")
+        time.sleep(0.1)
+
+
+needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to find worker processes")
+
+
+@needs_proc
+def test_ctrl_c_stops_the_matrix_within_seconds_and_keeps_what_finished(mirror, tmp_path):
+    matrix = _matrix(mirror, tmp_path, "acme/a-quick", "acme/b-quick", "acme/z-slow")
+    try:
+        store = tmp_path / "store"
+        _wait_for(lambda: len(list(store.rglob("*.json"))) == 2 or matrix.poll() is not None, 240, "two results stored")
+        assert matrix.poll() is None, matrix.communicate()
+        workers = _children(matrix.pid)
+        started = time.monotonic()
+        os.killpg(matrix.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+        _, err = matrix.communicate(timeout=60)
+        took = time.monotonic() - started
+    finally:
+        if matrix.poll() is None:
+            os.killpg(matrix.pid, signal.SIGKILL)
+    assert took < 5, f"the interrupted matrix took {took:.1f}s to exit"
+    assert matrix.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "2 of 3 results stored; run again to resume", err
+    assert workers and all(_gone(pid) for pid in workers), "a worker outlived the interrupted matrix"
+    command = ["matrix", "--mirror", str(mirror), "--no-hub", "-n", "4", "-j", "2", "--results-cache", str(store)]
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tito_audit.cli",
+            *command,
+            "--out",
+            str(tmp_path / "again"),
+            "acme/a-quick",
+            "acme/b-quick",
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=300,
+    )
+    assert again.returncode == 0, again.stderr
+    assert "0 audited in this run, 2 from stored results" in again.stdout
+
+
+@needs_proc
+def test_workers_exit_when_the_matrix_is_killed(mirror, tmp_path):
+    matrix = _matrix(mirror, tmp_path, "acme/y-slow", "acme/z-slow")
+    try:
+        _wait_for(lambda: len(_children(matrix.pid)) == 2 or matrix.poll() is not None, 120, "two workers")
+        workers = _children(matrix.pid)
+        # a worker past its start has a second thread (it watches its parent) and is auditing (for minutes)
+        _wait_for(lambda: all(_threads(pid) >= 2 for pid in workers) or matrix.poll() is not None, 120, "auditing")
+        assert matrix.poll() is None, matrix.communicate()
+        matrix.kill()  # kill -9, as an OOM killer or a CI timeout does
+        matrix.wait(timeout=30)
+        _wait_for(lambda: all(_gone(pid) for pid in workers), 20, "the orphaned workers to exit")
+    finally:
+        for pid in _children(matrix.pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def dies(key: str, markers: str, events) -> str:
+    """A task for the pool test: kills its own worker the first time (``always``: every time)."""
+    marker = Path(markers) / key
+    if key == "always" or not marker.exists():
+        marker.touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+    events.put((key, "ran"))
+    return f"{key}: done"
+
+
+def test_a_killed_worker_is_retried_once_on_a_fresh_worker(tmp_path):
+    (tmp_path / "steady").touch()
+    done, failed, events = {}, {}, []
+    pool = WorkerPool(2, dies)
+    pool.run(
+        [(key, (key, str(tmp_path))) for key in ("steady", "once", "always")],
+        on_done=done.__setitem__,
+        on_failed=failed.__setitem__,
+        on_event=events.append,
+    )
+    assert done == {"steady": "steady: done", "once": "once: done"}
+    assert list(failed) == ["always"] and "died twice (killed by SIGKILL)" in failed["always"]
+    assert pool.lost == 3 and sorted(events) == [("once", "ran"), ("steady", "ran")]
+
+
+def test_failed_rows_give_their_own_exit_code(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from tito_audit.cli import app
+    from tito_audit.cli import matrix as matrix_command
+    from tito_audit.matrix import MatrixRun
+
+    rows = [base_row("acme/fine", "not audited: not reachable", "nowhere"), base_row("acme/bad", AUDIT_ERROR, "why")]
+    monkeypatch.setattr(matrix_command, "run_matrix", lambda models, options, on_event=None: MatrixRun(rows, 2))
+    result = CliRunner().invoke(app, ["matrix", "--out", str(tmp_path / "out"), "acme/fine", "acme/bad"])
+    assert result.exit_code == 3, result.output
+    assert "1 rows failed (not audited: audit error: acme/bad)" in result.output
+
+
+def test_an_empty_models_file_is_refused(tmp_path):
+    from typer.testing import CliRunner
+
+    from tito_audit.cli import app
+
+    models = tmp_path / "models.txt"
+    models.write_text("# nothing here yet\n\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["matrix", "--models-file", str(models)], standalone_mode=False)
+    assert isinstance(result.exception, Exception) and f"no model ids in {models}" in str(result.exception)
+
+
+def _entry(store: Path) -> Path:
+    (entry,) = store.rglob("*.json")
+    return entry
+
+
+def test_a_bad_store_slot_is_a_miss_for_that_pair_only(mirror, tmp_path):
+    store = tmp_path / "store"
+    first = run([BASE], options_for(_acme(mirror), tmp_path / "a", store))
+    entry = _entry(store)
+    entry.unlink()
+    entry.mkdir()  # the slot of the pair is a folder
+    again = run([BASE, OTHER], options_for(_acme(mirror), tmp_path / "b", store))
+    assert again.audited == 2 and [row["verdict"] for row in again.rows] == ["ready", "broken"]
+    assert again.rows[0]["verdict"] == first.rows[0]["verdict"]
+    assert any("cannot read" in note and "is a folder" in note for note in again.notes), again.notes
+    assert any("cannot write" in note for note in again.notes), again.notes
+    assert len(list(store.rglob("*.json"))) == 2, "the other pair was stored (the folder still counts as one)"
+
+
+def test_a_read_only_store_runs_uncached_and_says_so_once(mirror, tmp_path, monkeypatch):
+    def read_only(path, data):
+        raise WriteFailed(path, "read-only file system", errno.EROFS)
+
+    monkeypatch.setattr(results_cache, "write_atomically", read_only)
+    result = run([BASE, OTHER], options_for(_acme(mirror), tmp_path / "out", tmp_path / "store"))
+    assert [row["verdict"] for row in result.rows] == ["ready", "broken"]
+    assert result.store.written == 0
+    assert len(result.notes) == 1 and "cannot be written (read-only file system)" in result.notes[0]
+
+
+def test_a_row_verdict_is_derived_from_its_variants(mirror, tmp_path):
+    """An edited entry whose digest was recomputed cannot make a row say ``ready`` while its variants say
+    ``broken``: the report's verdict is not stored; it is derived from the variants on reading."""
+    store = tmp_path / "store"
+    run([OTHER], options_for(_acme(mirror), tmp_path / "a", store))
+    entry = _entry(store)
+    document = json.loads(entry.read_text())
+    assert "verdict" not in document["payload"]["report"], "the derived verdict was stored"
+    document["payload"]["report"]["verdict"] = "ready"
+    document["payload_sha256"] = digest_of(document["payload"])
+    entry.write_text(json.dumps(document))
+    again = run([OTHER], options_for(_acme(mirror), tmp_path / "b", store))
+    assert again.audited == 0
+    assert again.rows[0]["verdict"] == "broken"
+    assert json.loads((tmp_path / "b" / "models" / "acme--other.json").read_text())["verdict"] == "broken"
+
+
+def test_written_files_honour_the_umask(mirror, tmp_path):
+    previous = os.umask(0o027)
+    try:
+        run([BASE], options_for(_acme(mirror), tmp_path / "out", tmp_path / "store"))
+    finally:
+        os.umask(previous)
+    files = [p for folder in ("out", "store") for p in (tmp_path / folder).rglob("*") if p.is_file()]
+    assert len(files) >= 8
+    assert {oct(p.stat().st_mode & 0o777) for p in files} == {oct(0o640)}
+
+
+def _acme(mirror: Path) -> Path:
+    """``acme/base`` and ``acme/other`` (the store tests' models) beside the quick and slow ones."""
+    for name, source in (("base", templates.GOOD), ("other", templates.MULTILINE_EMPTY_THINK)):
+        folder = mirror / f"acme--{name}"
+        if not folder.exists():
+            shutil.copytree(mirror / "acme--a-quick", folder)
+            (folder / "chat_template.jinja").write_text(source, encoding="utf-8")
+    return mirror
