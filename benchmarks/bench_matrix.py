@@ -127,11 +127,11 @@ def best_of(repeat: int, function):
 
 def measure(model_id: str, mirrors: list[str], count: int, seed: int, repeat: int, result_queue) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from tito_audit.generate import generate
-    from tito_audit.model import JINJA, load_model
-    from tito_audit.resolve import resolve_model
-    from tito_audit.service import AuditOptions, audit
-    from tito_audit.variants import template_inputs, variants_for
+    from tito_audit.audit.service import AuditOptions, audit
+    from tito_audit.conversations.generate import generate
+    from tito_audit.model.loaded import JINJA, load_model
+    from tito_audit.model.resolve import resolve_model
+    from tito_audit.model.variants import template_inputs, variants_for
 
     model = load_model(resolve_model(model_id, mirrors=[Path(m) for m in mirrors], allow_hub=False))
     tool, report = best_of(repeat, lambda: audit(model, AuditOptions(count=count, seed=seed)))

@@ -7,7 +7,7 @@ process, so that other work on the machine counts less):
 - ``bare``: transformers' compiled template, no time limit, no clock;
 - ``signal``: the same under a ``SIGALRM``/``setitimer`` limit per render (the way before the guard; main thread
   only, and it cancels the caller's own timers);
-- ``guarded``: the template with :mod:`tito_audit.render_guard` installed, under its per-thread deadline and clock
+- ``guarded``: the template with :mod:`tito_audit.model.render_guard` installed, under its per-thread deadline and clock
   (what the audit does now).
 
 Run: ``python benchmarks/bench_render.py --mirror ../shared/tokenizers``.
@@ -76,10 +76,10 @@ def main() -> None:
         _plain_template_data,
     )
 
-    from tito_audit.generate import generate
-    from tito_audit.loading import load_by_id
-    from tito_audit.render import DEFAULT_CLOCK
-    from tito_audit.render_guard import clock, deadline, guard
+    from tito_audit.conversations.generate import generate
+    from tito_audit.model.loading import load_by_id
+    from tito_audit.model.render import DEFAULT_CLOCK
+    from tito_audit.model.render_guard import clock, deadline, guard
 
     conversations = list(generate(args.count, 0))
     ways = ("bare", "signal", "guarded")

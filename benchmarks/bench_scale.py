@@ -17,9 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from tito_audit.formatters.matrix import write_matrix
-from tito_audit.matrix import MatrixOptions, MatrixRun, run_matrix
-from tito_audit.resolve import follow_symlink_stub
+from tito_audit.matrix.tables import write_matrix
+from tito_audit.matrix.run import MatrixOptions, MatrixRun, run_matrix
+from tito_audit.model.resolve import follow_symlink_stub
 
 WIDTHS = (6, 6, 8, 8, 8, 10)
 

@@ -37,7 +37,7 @@ LENGTHS = (10, 30, 60)
 def trajectory(turns: int, salt: str) -> tuple[list[dict], list[dict] | None]:
     """A tool loop of ``turns`` assistant turns: the SWE-agent task's opening, then its tool steps and
     tau-bench's, cycled, each copy marked so that its text is new; the last turn answers."""
-    from tito_audit.datasources import load_conversations
+    from tito_audit.conversations.datasources import load_conversations
 
     swe = load_conversations(str(CONVERSATIONS / "swe-agent" / "marshmallow-1867__function_calling.traj"))
     tau = load_conversations(str(CONVERSATIONS / "tau-bench" / "gpt-4o-airline.json"), limit=6)

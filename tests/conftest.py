@@ -20,8 +20,8 @@ ADDED_NOT_SPECIAL = ["<think>", "</think>", "<tool_call>", "</tool_call>"]
 
 
 def _corpus() -> list[str]:
-    from tito_audit.generate import generate
-    from tito_audit.stress import OBSERVATIONS, STRESS_TEXTS
+    from tito_audit.conversations.generate import generate
+    from tito_audit.conversations.stress import OBSERVATIONS, STRESS_TEXTS
 
     texts = list(STRESS_TEXTS.values()) + list(OBSERVATIONS.values())
     for conversation in generate(40, seed=123):

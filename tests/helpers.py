@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tito_audit.model import LoadedModel, load_model
-from tito_audit.resolve import resolve_model
-from tito_audit.results import AuditReport, VariantResult
-from tito_audit.service import AuditOptions, audit
+from tito_audit.audit.results import AuditReport, VariantResult
+from tito_audit.audit.service import AuditOptions, audit
+from tito_audit.model.loaded import LoadedModel, load_model
+from tito_audit.model.resolve import resolve_model
 
 
 def load(folder: Path, template: Path | None = None) -> LoadedModel:
@@ -20,10 +20,10 @@ def run_audit(folder: Path, template: Path | None = None, **options) -> AuditRep
 
 
 def variant_audits(folder: Path, template: Path) -> list:
-    """A :class:`~tito_audit.service.VariantAudit` (default options) for every variant of ``template``."""
-    from tito_audit.service import VariantAudit
-    from tito_audit.tokens import TokenCodec
-    from tito_audit.variants import template_inputs, variants_for
+    """A :class:`~tito_audit.audit.service.VariantAudit` (default options) for every variant of ``template``."""
+    from tito_audit.audit.service import VariantAudit
+    from tito_audit.model.tokens import TokenCodec
+    from tito_audit.model.variants import template_inputs, variants_for
 
     model = load(folder, template)
     codec = TokenCodec(model.tokenizer, template_source=model.template_source)

@@ -231,7 +231,7 @@ PROMPT_CLOSES_THINK_HISTORY_NEVER_SHOWS = build(reasoning="", gen=CLOSED_THINK_P
 prompt mismatch, and the buffer's empty block is dropped (two labels on one failure)."""
 
 
-# -- fixes (tito_audit.fixes): one template per fix, and ones a fix must leave alone ----------------------------
+# -- fixes (tito_audit.repair.fixes): one template per fix, and ones a fix must leave alone ----------------------------
 
 QWQ_LIKE = build(
     reasoning="",

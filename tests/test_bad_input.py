@@ -15,12 +15,12 @@ from tests import templates
 from tests.helpers import load
 from tests.test_cli import run_cli
 from tito_audit import TitoBreak, TitoSession
+from tito_audit.audit.service import AuditOptions, audit
 from tito_audit.cli import app
-from tito_audit.conversation import Conversation
+from tito_audit.conversations.conversation import Conversation
+from tito_audit.conversations.windows import window
 from tito_audit.errors import BadInputError
-from tito_audit.policy import Policy, check_baseline_model, load_baseline
-from tito_audit.service import AuditOptions, audit
-from tito_audit.windows import window
+from tito_audit.gate.policy import Policy, check_baseline_model, load_baseline
 
 HELLO = [{"role": "user", "content": "What is the weather?"}]
 ANSWER = {"role": "assistant", "content": "Let me look."}

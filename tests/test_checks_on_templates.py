@@ -9,7 +9,7 @@ import pytest
 
 from tests import templates
 from tests.helpers import causes, default_variant, failed, run_audit
-from tito_audit.results import BROKEN, READY, READY_TOOL_ONLY, UNSUPPORTED
+from tito_audit.audit.results import BROKEN, READY, READY_TOOL_ONLY, UNSUPPORTED
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,11 @@ import pytest
 
 from tests import templates
 from tests.helpers import causes, default_variant, failed, run_audit, variant_audits
-from tito_audit.conversation import ASSISTANT, TOOL, USER, Conversation
-from tito_audit.datasources import load_conversations
-from tito_audit.generate import generate
-from tito_audit.reasoning_block import CLOSED, NO_BLOCK, OPEN, UNKNOWN, short_kind
-from tito_audit.results import BROKEN, READY, UNSUPPORTED
+from tito_audit.audit.results import BROKEN, READY, UNSUPPORTED
+from tito_audit.conversations.conversation import ASSISTANT, TOOL, USER, Conversation
+from tito_audit.conversations.datasources import load_conversations
+from tito_audit.conversations.generate import generate
+from tito_audit.conversations.reasoning_forms import CLOSED, NO_BLOCK, OPEN, UNKNOWN, short_kind
 
 
 def _tool_steps_after_empty(variant) -> tuple[int, int]:

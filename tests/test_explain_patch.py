@@ -10,9 +10,9 @@ from tests import templates
 from tests.conftest import SHARED_TOKENIZERS, requires_shared
 from tests.helpers import load, run_audit
 from tests.test_cli import run_cli
-from tito_audit.attribution import TemplateAttributor
-from tito_audit.explain import Explainer, numbered_failures
-from tito_audit.tokens import TokenCodec
+from tito_audit.model.tokens import TokenCodec
+from tito_audit.repair.attribution import TemplateAttributor
+from tito_audit.repair.explain import Explainer, numbered_failures
 
 
 def test_attribution_covers_every_character_and_matches_the_render(tiny_model_dir, write_template):
@@ -109,9 +109,9 @@ def test_qwen3_patch_is_ready_where_it_can_be(tmp_path):
     out = tmp_path / "qwen3.jinja"
     result = run_cli("patch", "Qwen/Qwen3-4B", "--mirror", str(SHARED_TOKENIZERS), "-n", "24", "-o", str(out))
     assert "no-change proof holds" in result.stdout
-    from tito_audit.model import load_model
-    from tito_audit.resolve import resolve_model
-    from tito_audit.service import AuditOptions, audit
+    from tito_audit.audit.service import AuditOptions, audit
+    from tito_audit.model.loaded import load_model
+    from tito_audit.model.resolve import resolve_model
 
     model = load_model(resolve_model("Qwen/Qwen3-4B", mirrors=[SHARED_TOKENIZERS], allow_hub=False), template_file=out)
     verdicts = {v.name: v.verdict for v in audit(model, AuditOptions(count=24)).variants}

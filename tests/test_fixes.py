@@ -1,4 +1,4 @@
-"""Fixes (``tito_audit.fixes``) and the way out: each fix turns its template ready with a no-change proof that
+"""Fixes (``tito_audit.repair.fixes``) and the way out: each fix turns its template ready with a no-change proof that
 holds; a template the fix must not apply to is left alone, with the reason; a setting that suffices means no
 patch. Expectations follow from reading each template (tests/templates.py)."""
 
@@ -8,12 +8,12 @@ import pytest
 
 from tests import templates
 from tests.helpers import load
-from tito_audit.fixes import as_sampled, closing_as_followed, empty_block_kept, history_boundary, reasoning_kept
-from tito_audit.fixes.search import search_fix
-from tito_audit.fixes.source import TemplateSource
-from tito_audit.results import BROKEN, READY, READY_TOOL_ONLY
-from tito_audit.service import AuditOptions, audit
-from tito_audit.way_out import FIX, NONE, SETTING, find_way_out
+from tito_audit.audit.results import BROKEN, READY, READY_TOOL_ONLY
+from tito_audit.audit.service import AuditOptions, audit
+from tito_audit.repair.fixes import as_sampled, closing_as_followed, empty_block_kept, history_boundary, reasoning_kept
+from tito_audit.repair.fixes.search import search_fix
+from tito_audit.repair.fixes.source import TemplateSource
+from tito_audit.repair.way_out import FIX, NONE, SETTING, find_way_out
 
 OPTIONS = AuditOptions(count=24)
 

@@ -140,7 +140,7 @@ def test_report_formatters(full_disk, tiny_model_dir, write_template):
     from tito_audit.formatters import ci
     from tito_audit.formatters.json_report import write_json
     from tito_audit.formatters.markdown import write_markdown
-    from tito_audit.policy import RequirementResult
+    from tito_audit.gate.policy import RequirementResult
 
     report = run_audit(tiny_model_dir, write_template("good", templates.GOOD), count=4)
     json_target, md_target, junit_target = (full_disk.target(n) for n in ("r.json", "r.md", "junit.xml"))
@@ -157,7 +157,7 @@ def test_report_formatters(full_disk, tiny_model_dir, write_template):
 
 def test_results_store_entry(full_disk):
     """A store that cannot be written is a note and a run without storing, never a half-written entry."""
-    from tito_audit.results_cache import PairKey, ResultsStore
+    from tito_audit.matrix.store import PairKey, ResultsStore
 
     store = ResultsStore(full_disk.folder / "store")
     full_disk.arm()

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from tests import templates
 from tests.helpers import load
-from tito_audit.conversation import Conversation
+from tito_audit.audit.service import AuditOptions, audit
+from tito_audit.conversations.conversation import Conversation
 from tito_audit.errors import AuditError
-from tito_audit.service import AuditOptions, audit
 
 FRAGMENTS = [
     "{% for m in messages %}",

@@ -7,8 +7,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tito_audit.conversation import ASSISTANT, SYSTEM, TOOL, USER, steps_of
-from tito_audit.generate import SHAPE_AXES, SHAPE_GRID, generate, generate_conversation
+from tito_audit.conversations.conversation import ASSISTANT, SYSTEM, TOOL, USER, steps_of
+from tito_audit.conversations.generate import SHAPE_AXES, SHAPE_GRID, generate, generate_conversation
 
 seeds = st.integers(min_value=0, max_value=2**31)
 indices = st.integers(min_value=0, max_value=2000)

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests import templates
-from tito_audit.formatters.matrix import write_matrix
-from tito_audit.matrix import MatrixOptions, run_matrix
-from tito_audit.matrix_row import AUDITED, FAILED_TO_LOAD, NOT_REACHABLE, VOLATILE_COLUMNS
+from tito_audit.matrix.row import AUDITED, FAILED_TO_LOAD, NOT_REACHABLE, VOLATILE_COLUMNS
+from tito_audit.matrix.run import MatrixOptions, run_matrix
+from tito_audit.matrix.tables import write_matrix
 
 MODELS = ["acme/ready", "acme/broken", "acme/oneline", "acme/corrupt", "acme/template-only", "acme/missing"]
 

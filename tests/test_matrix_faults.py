@@ -17,11 +17,11 @@ import pytest
 
 from tests import templates
 from tests.test_matrix_store import BASE, OTHER, options_for, run
-from tito_audit import results_cache
-from tito_audit.matrix_row import AUDIT_ERROR, base_row
+from tito_audit.matrix import store as results_cache
+from tito_audit.matrix.row import AUDIT_ERROR, base_row
+from tito_audit.matrix.store import digest_of
+from tito_audit.matrix.worker_pool import WorkerPool
 from tito_audit.outputs import WriteFailed
-from tito_audit.results_cache import digest_of
-from tito_audit.worker_pool import WorkerPool
 
 SLOW = "{%- for i in range(10000) -%}{%- for j in range(1000) -%}{%- endfor -%}{%- endfor -%}" + templates.GOOD
 """About half a second per render, far under the render limit: an audit of it takes minutes."""
@@ -187,7 +187,7 @@ def test_failed_rows_give_their_own_exit_code(monkeypatch, tmp_path):
 
     from tito_audit.cli import app
     from tito_audit.cli import matrix as matrix_command
-    from tito_audit.matrix import MatrixRun
+    from tito_audit.matrix.run import MatrixRun
 
     rows = [base_row("acme/fine", "not audited: not reachable", "nowhere"), base_row("acme/bad", AUDIT_ERROR, "why")]
     monkeypatch.setattr(matrix_command, "run_matrix", lambda models, options, on_event=None: MatrixRun(rows, 2))

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 from tests import templates
-from tito_audit import matrix_backends, results_cache
 from tito_audit.formatters.json_report import VOLATILE_KEYS
-from tito_audit.formatters.matrix import write_matrix
-from tito_audit.matrix import MatrixOptions, run_matrix
-from tito_audit.matrix_row import VOLATILE_COLUMNS
+from tito_audit.matrix import backends as matrix_backends
+from tito_audit.matrix import store as results_cache
+from tito_audit.matrix.row import VOLATILE_COLUMNS
+from tito_audit.matrix.run import MatrixOptions, run_matrix
+from tito_audit.matrix.tables import write_matrix
 
 BASE, FINE_TUNE, OTHER = "acme/base", "acme/base-ft", "acme/other"
 
@@ -228,7 +229,7 @@ class FakeHub:
 
 
 def test_hub_filter_is_parsed_and_passed_on(monkeypatch):
-    from tito_audit.hub_listing import list_hub_models, parse_filter
+    from tito_audit.matrix.hub_listing import list_hub_models, parse_filter
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     hub = FakeHub(["acme/a", "acme/b"])
@@ -246,7 +247,7 @@ def test_hub_filter_is_parsed_and_passed_on(monkeypatch):
 @pytest.mark.parametrize("text", ["author", "limit=0", "limit=x", "sort=random", "colour=red"])
 def test_bad_hub_filters_are_refused(text):
     from tito_audit.errors import BadInputError
-    from tito_audit.hub_listing import parse_filter
+    from tito_audit.matrix.hub_listing import parse_filter
 
     with pytest.raises(BadInputError):
         parse_filter(text)
@@ -254,7 +255,7 @@ def test_bad_hub_filters_are_refused(text):
 
 def test_hub_listing_offline_or_unreachable_is_one_clear_error(monkeypatch):
     from tito_audit.errors import ResolutionError
-    from tito_audit.hub_listing import list_hub_models, parse_filter
+    from tito_audit.matrix.hub_listing import list_hub_models, parse_filter
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ResolutionError, match="HF_HUB_OFFLINE"):

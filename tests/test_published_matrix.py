@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import requires_shared
-from tito_audit.formatters.matrix import README_END, README_START, readme_summary, to_markdown
-from tito_audit.matrix import MatrixOptions, run_matrix
-from tito_audit.matrix_row import VOLATILE_COLUMNS
-from tito_audit.registry import registry_model_ids
+from tito_audit.matrix.row import VOLATILE_COLUMNS
+from tito_audit.matrix.run import MatrixOptions, run_matrix
+from tito_audit.matrix.tables import README_END, README_START, readme_summary, to_markdown
+from tito_audit.model.registry import registry_model_ids
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "reports"

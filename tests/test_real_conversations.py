@@ -9,11 +9,11 @@ import pytest
 from tests import templates
 from tests.conftest import SHARED
 from tests.helpers import default_variant, load
-from tito_audit.datasources import load_conversations
+from tito_audit.audit.service import AuditOptions, audit
+from tito_audit.conversations.datasources import load_conversations
+from tito_audit.conversations.scenarios import scenario_conversation, scenario_conversations, scenario_names
+from tito_audit.conversations.validate import problems_of
 from tito_audit.errors import BadInputError
-from tito_audit.scenarios import scenario_conversation, scenario_conversations, scenario_names
-from tito_audit.service import AuditOptions, audit
-from tito_audit.validate import problems_of
 
 CALL = {"id": "abc123def", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "x"}'}}
 
@@ -222,7 +222,7 @@ MILES = SHARED / "conversations" / "miles-mock" / "mock_trajectories.json"
 def test_final_appended_step_of_every_miles_record_is_audited():
     """Every corpus model whose template takes the records with its own tool support audits the final appended
     step of each record that ends after its last assistant turn (counted from the file itself)."""
-    from tito_audit.loading import load_by_id
+    from tito_audit.model.loading import load_by_id
 
     records = json.loads(MILES.read_text(encoding="utf-8"))
     ending_after_assistant = sum(

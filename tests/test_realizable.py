@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from tests import templates
 from tests.helpers import causes, default_variant, failed, run_audit, variant_audits
-from tito_audit.conversation import ASSISTANT
-from tito_audit.generate import generate, generate_conversation
-from tito_audit.realize import ALIGNED, GEN_PROMPT_MISMATCH, HISTORY_REWRITE, with_reasoning_form
-from tito_audit.render import RenderError
-from tito_audit.results import BROKEN, READY
+from tito_audit.audit.realize import ALIGNED, GEN_PROMPT_MISMATCH, HISTORY_REWRITE, with_reasoning_form
+from tito_audit.audit.results import BROKEN, READY
+from tito_audit.conversations.conversation import ASSISTANT
+from tito_audit.conversations.generate import generate, generate_conversation
+from tito_audit.model.render import RenderError
 
 
 def _with_every_reasoning_kind(count: int = 48) -> list:

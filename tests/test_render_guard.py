@@ -12,11 +12,12 @@ import pytest
 
 from tests import templates
 from tests.helpers import load
-from tito_audit import TitoSession, render_guard
+from tito_audit import TitoSession
+from tito_audit.audit.service import AuditOptions, audit
 from tito_audit.errors import TemplateTimeoutError
-from tito_audit.model import codec_for
-from tito_audit.render import Renderer, RenderError, RenderLimits, frozen_clock
-from tito_audit.service import AuditOptions, audit
+from tito_audit.model import render_guard
+from tito_audit.model.loaded import codec_for
+from tito_audit.model.render import Renderer, RenderError, RenderLimits, frozen_clock
 from tito_audit.session import machinery
 
 NESTED_RANGES = "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}"

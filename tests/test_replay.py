@@ -10,9 +10,9 @@ import pytest
 from tests import templates
 from tests.helpers import load
 from tests.test_cli import run_cli
-from tito_audit.generate import generate_conversation
-from tito_audit.render import Renderer
-from tito_audit.tokens import TokenCodec
+from tito_audit.conversations.generate import generate_conversation
+from tito_audit.model.render import Renderer
+from tito_audit.model.tokens import TokenCodec
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tito_audit.errors import ModelLoadError, ResolutionError, TemplateMissingError
-from tito_audit.model import load_model
-from tito_audit.resolve import follow_symlink_stub, resolve_model, staged_folder, write_manifest
+from tito_audit.model.loaded import load_model
+from tito_audit.model.resolve import follow_symlink_stub, resolve_model, staged_folder, write_manifest
 
 
 @pytest.fixture
@@ -143,7 +143,7 @@ def _fake_hub(monkeypatch, source: Path, delay: float = 0.0, fail_after: int | N
 def test_concurrent_downloads_leave_one_valid_entry(monkeypatch, tmp_path, tiny_model_dir):
     from concurrent.futures import ThreadPoolExecutor
 
-    from tito_audit.resolve import cache_entry_is_valid
+    from tito_audit.model.resolve import cache_entry_is_valid
 
     _fake_hub(monkeypatch, tiny_model_dir, delay=0.01)
     cache = tmp_path / "cache"
@@ -166,7 +166,7 @@ def test_interrupted_download_leaves_no_entry(monkeypatch, tmp_path, tiny_model_
 
 def test_a_downloaded_cache_entry_honours_the_umask(monkeypatch, tmp_path, tiny_model_dir):
     """The entry is renamed from a staging folder: it must not keep a private temporary folder's 0o700."""
-    from tito_audit.resolve import MANIFEST
+    from tito_audit.model.resolve import MANIFEST
 
     _fake_hub(monkeypatch, tiny_model_dir)
     previous = os.umask(0o022)

@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from tests import templates
 from tests.helpers import load
 from tito_audit import TitoBreak, TitoBreakWarning, TitoSession
-from tito_audit.conversation import Conversation
+from tito_audit.audit.service import AuditOptions, audit
+from tito_audit.conversations.conversation import Conversation
+from tito_audit.conversations.stress import STRESS_TEXTS
 from tito_audit.errors import BadInputError
-from tito_audit.service import AuditOptions, audit
-from tito_audit.stress import STRESS_TEXTS
 
 CLOCK = datetime(2026, 1, 15, 9, 30)
 TOOLS = [

@@ -18,16 +18,17 @@ import pytest
 
 from tests.conftest import SHARED, SHARED_TOKENIZERS, requires_shared
 from tito_audit import TitoBreak, TitoSession
-from tito_audit.checks.context import CheckSetup, RolloutContext
-from tito_audit.checks.rollout import step_text_failure
-from tito_audit.conversation import TOOL
-from tito_audit.datasources import load_conversations
-from tito_audit.loading import load_by_id
-from tito_audit.model import codec_for
-from tito_audit.render import DEFAULT_CLOCK, frozen_clock
-from tito_audit.service import AuditOptions, VariantAudit
-from tito_audit.stops import collect_stop_tokens
-from tito_audit.variants import template_inputs, variants_for
+from tito_audit.audit.checks.context import CheckSetup, RolloutContext
+from tito_audit.audit.checks.rollout import step_text_failure
+from tito_audit.audit.checks.trace import trace_of
+from tito_audit.audit.service import AuditOptions, VariantAudit
+from tito_audit.audit.stops import collect_stop_tokens
+from tito_audit.conversations.conversation import TOOL
+from tito_audit.conversations.datasources import load_conversations
+from tito_audit.model.loaded import codec_for
+from tito_audit.model.loading import load_by_id
+from tito_audit.model.render import DEFAULT_CLOCK, frozen_clock
+from tito_audit.model.variants import template_inputs, variants_for
 
 REPORTS = Path(__file__).resolve().parent.parent / "reports"
 SOURCES = [
@@ -73,7 +74,7 @@ def walk(session: TitoSession, context: RolloutContext) -> list[tuple[int, str]]
     """Feed ``session`` the audit's rollout of ``context`` and check they agree at every step; returns the
     (turn, step kind) of every break. Under ``raise`` the walk ends at the first break, which must be the audit's
     first failing step; under ``rerender`` it goes on, as the audit's rollout starts again from ``R``."""
-    trace, messages = context.trace, context.conversation.messages
+    trace, messages = trace_of(context), context.conversation.messages
     turns = context.conversation.assistant_indices()
     steps = {step.turn: step for step in trace.steps}
     completions = {c.turn: c for c in trace.completions}

@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SHARED_TOKENIZERS, requires_shared
-from tito_audit.explain import audited_conversation
+from tito_audit.audit.results import BROKEN, READY, AuditReport
+from tito_audit.audit.service import AuditOptions, audit
+from tito_audit.conversations.generate import generate_conversation
 from tito_audit.formatters.json_report import VOLATILE_KEYS, report_to_dict
-from tito_audit.generate import generate_conversation
-from tito_audit.model import JINJA, LoadedModel, load_model
-from tito_audit.render import DEFAULT_CLOCK, Renderer, frozen_clock
-from tito_audit.resolve import resolve_model
-from tito_audit.results import BROKEN, READY, AuditReport
-from tito_audit.service import AuditOptions, audit
-from tito_audit.tokens import TokenCodec
+from tito_audit.model.loaded import JINJA, LoadedModel, load_model
+from tito_audit.model.render import DEFAULT_CLOCK, Renderer, frozen_clock
+from tito_audit.model.resolve import resolve_model
+from tito_audit.model.tokens import TokenCodec
+from tito_audit.repair.explain import audited_conversation
 
 pytestmark = [requires_shared, pytest.mark.shared]
 COUNT = 16

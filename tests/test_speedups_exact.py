@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from tests import templates
 from tests.conftest import SHARED_TOKENIZERS, requires_shared
 from tests.helpers import load
-from tito_audit.generate import generate
-from tito_audit.render import Renderer
-from tito_audit.segments import SegmentedEncoder
-from tito_audit.tokens import TokenCodec
+from tito_audit.conversations.generate import generate
+from tito_audit.model.render import Renderer
+from tito_audit.model.segments import SegmentedEncoder
+from tito_audit.model.tokens import TokenCodec
 
 pieces = st.sampled_from(
     [
@@ -95,8 +95,8 @@ def test_direct_rendering_equals_apply_chat_template(tiny_model_dir, write_templ
     ],
 )
 def test_real_tokenizers_segment_exactly(model_id):
-    from tito_audit.model import load_model
-    from tito_audit.resolve import resolve_model
+    from tito_audit.model.loaded import load_model
+    from tito_audit.model.resolve import resolve_model
 
     if not (SHARED_TOKENIZERS / model_id.replace("/", "--")).is_dir():
         pytest.skip(f"{model_id} is not in ../shared/tokenizers")
@@ -146,6 +146,6 @@ def test_segmented_encoding_is_exact_when_added_tokens_overlap(overlapping_codec
     st.text(alphabet="ab\n<>", min_size=0, max_size=7),
 )
 def test_indexed_overlap_agrees_with_the_pairwise_rule(written, text):
-    from tito_audit.tokens import _overlap, _Overlaps
+    from tito_audit.model.tokens import _overlap, _Overlaps
 
     assert _Overlaps(written).with_any(text) == any(_overlap(text, w) for w in written if w and text)

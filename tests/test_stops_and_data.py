@@ -10,13 +10,13 @@ import pytest
 
 from tests import templates
 from tests.helpers import default_variant, load, run_audit
-from tito_audit.conversation import Conversation
-from tito_audit.model import codec_for
-from tito_audit.registry import registry_stop_tokens
-from tito_audit.render import Renderer
-from tito_audit.results import READY
-from tito_audit.shapes import CALL_IDS, nine_character_id
-from tito_audit.stops import template_terminators
+from tito_audit.audit.results import READY
+from tito_audit.audit.stops import template_terminators
+from tito_audit.conversations.conversation import Conversation
+from tito_audit.conversations.shapes import CALL_IDS, nine_character_id
+from tito_audit.model.loaded import codec_for
+from tito_audit.model.registry import registry_stop_tokens
+from tito_audit.model.render import Renderer
 
 
 @pytest.mark.parametrize(
@@ -83,13 +83,14 @@ def test_glm_stops_come_from_the_registry_and_open_the_next_message():
     """GLM-4.5's template ends no assistant turn; its generation config stops on <|observation|> and <|user|>
     (registry). A turn followed by tool results is sampled with <|observation|>, the first token of the next
     message, and the bridge starts after it: every tool step is followed."""
-    from tito_audit.checks.context import CheckSetup, RolloutContext
-    from tito_audit.generate import generate
-    from tito_audit.loading import load_by_id
-    from tito_audit.render import frozen_clock
-    from tito_audit.service import AuditOptions, VariantAudit
-    from tito_audit.stops import collect_stop_tokens
-    from tito_audit.variants import template_inputs, variants_for
+    from tito_audit.audit.checks.context import CheckSetup, RolloutContext
+    from tito_audit.audit.checks.trace import trace_of
+    from tito_audit.audit.service import AuditOptions, VariantAudit
+    from tito_audit.audit.stops import collect_stop_tokens
+    from tito_audit.conversations.generate import generate
+    from tito_audit.model.loading import load_by_id
+    from tito_audit.model.render import frozen_clock
+    from tito_audit.model.variants import template_inputs, variants_for
 
     model = load_by_id("zai-org/GLM-4.5", mirrors=[SHARED_TEMPLATES], allow_hub=False)
     codec = codec_for(model)
@@ -110,9 +111,9 @@ def test_glm_stops_come_from_the_registry_and_open_the_next_message():
             realized = audit.realize(accepted, renders)
             context = RolloutContext(setup, realized.conversation, realized.renders, realized.alignments)
             messages = realized.conversation.messages
-            for completion in context.trace.completions:
+            for completion in trace_of(context).completions:
                 if completion.turn + 1 < len(messages) and messages[completion.turn + 1]["role"] == "tool":
                     followed_by_tools += 1
                     assert completion.stopped and completion.ids[-1] == observation
-            assert all(step.followed for step in context.trace.steps if step.kind == "tool")
+            assert all(step.followed for step in trace_of(context).steps if step.kind == "tool")
         assert followed_by_tools > 10

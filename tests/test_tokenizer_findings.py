@@ -7,14 +7,14 @@ import random
 from tests import templates
 from tests.conftest import build_tiny_tokenizer
 from tests.helpers import causes, default_variant, failed, load, run_audit
-from tito_audit.checks.context import CheckSetup, RolloutContext
-from tito_audit.checks.outcome import Outcome
-from tito_audit.checks.roundtrip import completion_roundtrip
-from tito_audit.checks.trace import Completion
-from tito_audit.conversation import Conversation
-from tito_audit.render import Renderer
-from tito_audit.results import READY
-from tito_audit.tokens import TokenCodec
+from tito_audit.audit.checks.context import CheckSetup, RolloutContext
+from tito_audit.audit.checks.outcome import Outcome
+from tito_audit.audit.checks.roundtrip import completion_roundtrip
+from tito_audit.audit.checks.trace import Completion
+from tito_audit.audit.results import READY
+from tito_audit.conversations.conversation import Conversation
+from tito_audit.model.render import Renderer
+from tito_audit.model.tokens import TokenCodec
 
 
 def test_normalizer_is_not_blamed_on_the_template(tmp_path, write_template):

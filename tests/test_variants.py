@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tito_audit.variants import TemplateInput, check_syntax, parse_kwarg, template_inputs, variants_for
+from tito_audit.model.variants import TemplateInput, check_syntax, parse_kwarg, template_inputs, variants_for
 
 
 def names(source: str) -> dict[str, tuple]:

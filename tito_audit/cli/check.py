@@ -31,8 +31,8 @@ from tito_audit.cli.wiring import (
 )
 from tito_audit.formatters import ci
 from tito_audit.formatters.json_report import to_json
+from tito_audit.gate.policy import build_policy, check_baseline_model, evaluate, read_pyproject_policy
 from tito_audit.outputs import write_outputs
-from tito_audit.policy import build_policy, check_baseline_model, evaluate, read_pyproject_policy
 
 RequireOpt = Annotated[
     list[str],

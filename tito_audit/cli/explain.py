@@ -19,10 +19,10 @@ from tito_audit.cli.options import (
 )
 from tito_audit.cli.outcomes import exit_code_for
 from tito_audit.cli.wiring import audit_options, audit_with_progress, load
-from tito_audit.explain import explain_report
 from tito_audit.formatters import explain as explain_format
-from tito_audit.model import codec_for
+from tito_audit.model.loaded import codec_for
 from tito_audit.outputs import write_outputs
+from tito_audit.repair.explain import explain_report
 
 CaseOpt = Annotated[int | None, typer.Option("--case", min=1, help="Explain one failing case in full (its number).")]
 QuickSampling = Annotated[Sampling, GroupDefaults(count=48)]

@@ -15,15 +15,15 @@ from tito_audit.cli.app import app
 from tito_audit.cli.options import CacheOpt, LimitOpt, MirrorOpt, NoHubOpt, Sampling, with_option_groups
 from tito_audit.cli.outcomes import err
 from tito_audit.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_ROWS_FAILED, BadInputError, OutputError
-from tito_audit.formatters.matrix import update_readme, write_matrix
 from tito_audit.formatters.terminal import verdict_text
-from tito_audit.hub_listing import list_hub_models, parse_filter
-from tito_audit.matrix import MatrixInterrupted, MatrixOptions, MatrixRun, ProgressEvent, run_matrix
-from tito_audit.matrix_options import BACKENDS, LOCAL
-from tito_audit.matrix_row import AUDIT_ERROR
+from tito_audit.matrix.hub_listing import list_hub_models, parse_filter
+from tito_audit.matrix.options import BACKENDS, LOCAL
+from tito_audit.matrix.row import AUDIT_ERROR
+from tito_audit.matrix.run import MatrixInterrupted, MatrixOptions, MatrixRun, ProgressEvent, run_matrix
+from tito_audit.matrix.tables import update_readme, write_matrix
+from tito_audit.model.registry import registry_model_ids
+from tito_audit.model.resolve import default_cache_dir
 from tito_audit.outputs import WriteFailed, describe
-from tito_audit.registry import registry_model_ids
-from tito_audit.resolve import default_cache_dir
 
 ModelsArg = Annotated[
     list[str] | None, typer.Argument(help="Model ids or folders (default: every model of the family registry).")

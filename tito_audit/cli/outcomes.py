@@ -21,9 +21,9 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from tito_audit.audit.results import READY, READY_TOOL_ONLY, AuditReport
 from tito_audit.errors import EXIT_CANNOT_RUN, EXIT_OK, EXIT_VERDICT, AuditError
 from tito_audit.outputs import WriteFailed, describe
-from tito_audit.results import READY, READY_TOOL_ONLY, AuditReport
 
 err = Console(stderr=True)
 

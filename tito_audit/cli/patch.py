@@ -16,7 +16,7 @@ from tito_audit.cli.wiring import audit_options, audit_with_progress, load
 from tito_audit.errors import BadInputError
 from tito_audit.formatters.patch import render_fix, render_no_fix, render_setting
 from tito_audit.outputs import write_outputs
-from tito_audit.way_out import FIX, SETTING, find_way_out
+from tito_audit.repair.way_out import FIX, SETTING, find_way_out
 
 OutputOpt = Annotated[Path, typer.Option("-o", "--output", help="Write the patched template here.")]
 DiffOpt = Annotated[Path | None, typer.Option("--diff", help="Write the unified diff here (default: OUTPUT.diff).")]

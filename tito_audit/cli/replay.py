@@ -21,10 +21,10 @@ from tito_audit.cli.outcomes import finish
 from tito_audit.cli.wiring import load
 from tito_audit.errors import BadInputError
 from tito_audit.formatters import replay as replay_format
+from tito_audit.model.render import DEFAULT_CLOCK
 from tito_audit.outputs import write_outputs
-from tito_audit.render import DEFAULT_CLOCK
-from tito_audit.replay import read_records, replay
 from tito_audit.session import TitoSession
+from tito_audit.session.replay import read_records, replay
 
 RolloutsArg = Annotated[Path, typer.Argument(help="A JSONL file of saved rollouts (see README, 'Replay').")]
 ReplayModelOpt = Annotated[str, typer.Option("--model", help="The model whose tokenizer and template produced them.")]

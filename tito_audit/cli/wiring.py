@@ -10,16 +10,16 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from tito_audit.audit.results import AuditReport
+from tito_audit.audit.service import DEFAULT_COUNT, AuditOptions, audit, refused_everything
 from tito_audit.cli.options import ConversationInputs, ModelSource, Sampling, TemplateSettings
 from tito_audit.cli.outcomes import err
-from tito_audit.datasources import DataSet, load_conversations
+from tito_audit.conversations.datasources import DataSet, load_conversations
+from tito_audit.conversations.scenarios import scenario_conversations
+from tito_audit.conversations.windows import window_note
 from tito_audit.errors import AuditError, BadInputError
-from tito_audit.loading import load_by_id
-from tito_audit.model import LoadedModel, codec_for
-from tito_audit.results import AuditReport
-from tito_audit.scenarios import scenario_conversations
-from tito_audit.service import DEFAULT_COUNT, AuditOptions, audit, refused_everything
-from tito_audit.windows import window_note
+from tito_audit.model.loaded import LoadedModel, codec_for
+from tito_audit.model.loading import load_by_id
 
 REASONS_SHOWN = 5
 """Skip reasons printed per source when no conversation could be loaded."""
@@ -160,7 +160,7 @@ def audit_with_progress(loaded: LoadedModel, options: AuditOptions, console: Con
 
 def attach_explanations(report: AuditReport, loaded: LoadedModel) -> None:
     """Template lines and cause confirmations for the first failure of each cause (JSON and terminal)."""
-    from tito_audit.explain import compact, explain_first_per_cause
+    from tito_audit.repair.explain import compact, explain_first_per_cause
 
     if loaded.template_source is None:
         return

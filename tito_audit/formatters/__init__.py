@@ -1,1 +1,1 @@
-"""Formatters turn an :class:`~tito_audit.results.AuditReport` into terminal output, JSON or Markdown."""
+"""Formatters turn an :class:`~tito_audit.audit.results.AuditReport` into terminal output, JSON or Markdown."""

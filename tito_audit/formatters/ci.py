@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from xml.etree import ElementTree
 
+from tito_audit.gate.policy import RequirementResult
 from tito_audit.outputs import write_atomically
-from tito_audit.policy import RequirementResult
 
 
 def to_junit(model_id: str, results: Sequence[RequirementResult], duration: float) -> str:

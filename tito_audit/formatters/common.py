@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tito_audit.results import Failure, TokenWindow, UnrealizableTurns, VariantResult
+from tito_audit.audit.results import Failure, TokenWindow, UnrealizableTurns, VariantResult
 
 CHECK_ORDER = ("rollout", "append", "bridge", "roundtrip")
 _QUIET_CAUSES = frozenset({"noncanonical-split"})

@@ -11,11 +11,11 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.text import Text
 
-from tito_audit.explain import ExplainReport, Explanation
+from tito_audit.audit.results import AuditReport
 from tito_audit.formatters.common import location, rewritten_message, visible
 from tito_audit.formatters.terminal import token_diff, verdict_text
 from tito_audit.outputs import write_atomically
-from tito_audit.results import AuditReport
+from tito_audit.repair.explain import ExplainReport, Explanation
 
 
 def render_explanations(

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tito_audit.fixes.search import FixOutcome
-from tito_audit.fixes.source import TemplateSource
+from tito_audit.audit.results import AuditReport
 from tito_audit.outputs import write_if_changed
-from tito_audit.results import AuditReport
-from tito_audit.way_out import WayOut
+from tito_audit.repair.fixes.search import FixOutcome
+from tito_audit.repair.fixes.source import TemplateSource
+from tito_audit.repair.way_out import WayOut
 
 WINDOW = 40
 """Characters of context on each side of an edit."""
@@ -22,10 +22,16 @@ MAX_DIFF_LINE = 240
 """A diff with a longer line is not published (it would quote too much of the template)."""
 
 
+FOLDED = (
+    "The constants the edits left behind (`{% if true %}`, `x and true`, …) are folded: the template offered renders "
+    "byte-identically to the unfolded edit under every variant, and its audit is the one above."
+)
+
+
 def edit_windows(fix: FixOutcome) -> list[str]:
     """The edits as ``line N (fixes): …before… → …after…``, nearby edits shown together, with some context."""
     source = TemplateSource(fix.before_source)
-    edits = sorted(((e, a.rule.name) for a in fix.applied for e in a.edits), key=lambda pair: pair[0].start)
+    edits = fix.shown_edits()
     groups: list[list[tuple]] = []
     for pair in edits:
         if groups and pair[0].start - groups[-1][-1][0].end <= 2 * WINDOW:
@@ -137,6 +143,8 @@ def _fix_section(report: AuditReport, fix: FixOutcome) -> list[str]:
         )
     lines += ["", "Edits:", ""]
     lines += [f"- {line}" for line in edit_windows(fix)]
+    if fix.folded:
+        lines += ["", FOLDED]
     lines += ["", "| variant | before | after | why not ready after |", "|---|---|---|---|"]
     after = {v.name: v for v in fix.after.variants}
     for variant in report.variants:

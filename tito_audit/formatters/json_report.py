@@ -1,4 +1,4 @@
-"""JSON report: the :class:`~tito_audit.results.AuditReport` dataclasses, as a stable document.
+"""JSON report: the :class:`~tito_audit.audit.results.AuditReport` dataclasses, as a stable document.
 
 Keys keep the dataclass field order; only ``generated_at`` and ``duration_seconds`` change between two
 runs with the same model, settings and seed.
@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tito_audit.audit.results import AuditReport
 from tito_audit.outputs import write_atomically
-from tito_audit.results import AuditReport
 
 VOLATILE_KEYS = ("generated_at", "duration_seconds")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tito_audit.audit.results import AuditReport, Failure, VariantResult
 from tito_audit.formatters.common import (
     drift_line,
     first_example_per_cause,
@@ -16,7 +17,6 @@ from tito_audit.formatters.common import (
     window_tokens,
 )
 from tito_audit.outputs import write_atomically
-from tito_audit.results import AuditReport, Failure, VariantResult
 
 
 def _cell(text: object) -> str:

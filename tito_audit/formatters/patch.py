@@ -7,11 +7,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from tito_audit.fixes.search import UNFIXED, FixOutcome, causes_of
+from tito_audit.audit.results import READY
 from tito_audit.formatters.fix_report import edit_windows
 from tito_audit.formatters.terminal import verdict_text
-from tito_audit.results import READY
-from tito_audit.way_out import WayOut
+from tito_audit.repair.fixes.search import UNFIXED, FixOutcome, causes_of
+from tito_audit.repair.way_out import WayOut
 
 
 def render_setting(way: WayOut, console: Console) -> None:

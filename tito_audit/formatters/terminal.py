@@ -7,6 +7,15 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from tito_audit.audit.results import (
+    BROKEN,
+    READY,
+    READY_TOOL_ONLY,
+    UNSUPPORTED,
+    AuditReport,
+    Failure,
+    VariantResult,
+)
 from tito_audit.formatters.common import (
     differing_positions,
     drift_line,
@@ -18,15 +27,6 @@ from tito_audit.formatters.common import (
     unrealizable_line,
     visible,
     window_tokens,
-)
-from tito_audit.results import (
-    BROKEN,
-    READY,
-    READY_TOOL_ONLY,
-    UNSUPPORTED,
-    AuditReport,
-    Failure,
-    VariantResult,
 )
 
 VERDICT_STYLE = {

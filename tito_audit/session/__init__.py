@@ -2,6 +2,8 @@
 checks every step against the model's template with the audit's own machinery."""
 
 from tito_audit.session.breaks import SessionBreak, TitoBreak, TitoBreakWarning
-from tito_audit.session.session import POLICIES, SessionTurn, TitoSession
+from tito_audit.session.policies import POLICIES
+from tito_audit.session.session import TitoSession
+from tito_audit.session.turns import SessionTurn
 
 __all__ = ["POLICIES", "SessionBreak", "SessionTurn", "TitoBreak", "TitoBreakWarning", "TitoSession"]

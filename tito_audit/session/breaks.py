@@ -1,7 +1,7 @@
 """What a session says when the template cannot be followed: a :class:`SessionBreak` (plain data) and the
 :class:`TitoBreak` exception that carries it.
 
-The diagnosis is the audit's own (:func:`tito_audit.checks.rollout.text_break` and ``seam_break``): the same
+The diagnosis is the audit's own (:func:`tito_audit.audit.checks.rollout.text_break` and ``seam_break``): the same
 cause labels, the same attribution to the message whose rendering changed, the same evidence windows.
 """
 
@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tito_audit.causes import token_boundary
-from tito_audit.checks.context import CheckSetup, RolloutContext
-from tito_audit.checks.rollout import seam_break, text_break
-from tito_audit.conversation import Conversation, Message, step_kind
-from tito_audit.diff import common_prefix_length
-from tito_audit.join import Join
-from tito_audit.results import Failure, TokenWindow
+from tito_audit.audit.causes import token_boundary
+from tito_audit.audit.checks.context import CheckSetup, RolloutContext
+from tito_audit.audit.checks.rollout import seam_break, text_break
+from tito_audit.audit.diff import common_prefix_length
+from tito_audit.audit.join import Join
+from tito_audit.audit.results import Failure, TokenWindow
+from tito_audit.conversations.conversation import Conversation, Message, step_kind
 
 TEXT = "text"
 SEAM = "seam"

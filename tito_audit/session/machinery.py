@@ -18,16 +18,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tito_audit.checks.context import CheckSetup
+from tito_audit.audit.checks.context import CheckSetup
+from tito_audit.audit.results import StopToken
+from tito_audit.audit.stops import collect_stop_tokens
+from tito_audit.conversations.validate import check_stop_tokens
 from tito_audit.errors import BadInputError
-from tito_audit.loading import load_by_id
-from tito_audit.model import LoadedModel, codec_for
-from tito_audit.render import DEFAULT_CLOCK, Renderer, RenderLimits, frozen_clock
-from tito_audit.results import StopToken
-from tito_audit.stops import collect_stop_tokens
-from tito_audit.tokens import TokenCodec
-from tito_audit.validate import check_stop_tokens
-from tito_audit.variants import template_inputs
+from tito_audit.model.loaded import LoadedModel, codec_for
+from tito_audit.model.loading import load_by_id
+from tito_audit.model.render import DEFAULT_CLOCK, Renderer, RenderLimits, frozen_clock
+from tito_audit.model.tokens import TokenCodec
+from tito_audit.model.variants import template_inputs
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,28 @@ class ModelSourceSettings:
     trust_remote_code: bool = False
     template_file: Path | None = None
     template_name: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        mirrors: Sequence[str | Path],
+        cache_dir: str | Path | None,
+        revision: str | None,
+        allow_hub: bool,
+        trust_remote_code: bool,
+        template: str | Path | None,
+        template_name: str | None,
+    ) -> ModelSourceSettings:
+        """The settings from what a caller passes (paths as strings or paths)."""
+        return cls(
+            mirrors=tuple(Path(m) for m in mirrors),
+            cache_dir=Path(cache_dir) if cache_dir is not None else None,
+            revision=revision,
+            allow_hub=allow_hub,
+            trust_remote_code=trust_remote_code,
+            template_file=Path(template) if template is not None else None,
+            template_name=template_name,
+        )
 
 
 @dataclass

@@ -5,7 +5,7 @@ generation calls :meth:`TitoSession.extend` with the ids the engine returned, th
 them and the messages to append (tool results, a user turn). The session appends the sampled ids untouched,
 renders the next prompt ``R`` with the model's own template, and appends the bridge (``R`` after the buffer)
 only when the buffer's text is a prefix of ``R`` and its canonical tokens are a prefix of ``ids(R)``: the same
-decision the audit makes (:func:`tito_audit.join.join`). When the template cannot be followed, the policy
+decision the audit makes (:func:`tito_audit.audit.join.join`). When the template cannot be followed, the policy
 chosen at creation decides (see :data:`POLICIES`).
 
 Example (a generic loop; ``engine``, ``parse`` and ``run_tools`` are yours)::
@@ -26,81 +26,25 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from tito_audit.checks.bridge import stand_in_bridge
-from tito_audit.conversation import ASSISTANT, Message, clone_data
-from tito_audit.diff import common_prefix_length
-from tito_audit.errors import BadInputError
-from tito_audit.join import Join, join
-from tito_audit.model import LoadedModel
-from tito_audit.render import RenderedPrefix, RenderError
+from tito_audit.audit.join import Join, join
+from tito_audit.conversations.conversation import Message, clone_data
+from tito_audit.model.loaded import LoadedModel
+from tito_audit.model.render import RenderedPrefix, RenderError
+from tito_audit.model.token_ids import token_ids
+from tito_audit.model.tokens import TokenCodec
 from tito_audit.session.breaks import SessionBreak, TitoBreak, TitoBreakWarning, diagnose, refused
+from tito_audit.session.inputs import as_assistant_message, check_text, message_copy
 from tito_audit.session.machinery import Machinery, ModelSourceSettings, build_machinery, machinery_for
-from tito_audit.token_ids import token_ids
-from tito_audit.tokens import TokenCodec
-from tito_audit.validate import text_problem
+from tito_audit.session.policies import POLICIES, OnBreak, rerendered_mask, stand_in_suffix
+from tito_audit.session.turns import PendingTurn, SessionTurn
 
-OnBreak = Literal["raise", "warn", "rerender"]
-POLICIES: dict[str, str] = {
-    "raise": "raise TitoBreak; the session is left as it was before the call",
-    "warn": (
-        "warn (TitoBreakWarning), record the break and keep the buffer append-only: the sampled ids stay, the new "
-        "messages are bridged with the template's history-free suffix (a short stand-in conversation), and later "
-        "steps are checked against the template's own rendering"
-    ),
-    "rerender": (
-        "record the break and continue from the template's render of the conversation: the buffer becomes "
-        "ids(R); the loss mask keeps the tokens before the first changed token and every earlier completion whose "
-        "ids appear unchanged, and masks the rest"
-    ),
-}
 DECODE_CONTEXT = 16
 """Tokens of the buffer decoded with a new completion, so that decoders that treat the first token of a
 sequence specially (a leading space dropped) decode the completion as it reads in the buffer."""
-
-
-@dataclass(frozen=True)
-class SessionTurn:
-    """One assistant turn as the session recorded it."""
-
-    message_index: int
-    sampled: bool
-    """False when the assistant message was appended without sampled ids (its tokens are the template's)."""
-    stopped: bool | None
-    """Whether the completion ends with a stop token (None when not sampled); a completion without one was cut
-    by the engine's length limit, and the template's terminator comes with the bridge, outside the loss."""
-    completion: tuple[int, int]
-    """Where the sampled ids sit in the buffer (start, end); empty when not sampled."""
-    bridge: tuple[int, int]
-    """Where the bridge appended after this turn sits in the buffer; empty for the last turn."""
-    broke: SessionBreak | None = None
-
-
-@dataclass(frozen=True)
-class _PendingTurn:
-    """The turn an ``extend``/``finish`` call appends, before its bridge is known."""
-
-    message_index: int
-    completion: list[int] | None
-    start: int
-    stop_ids: frozenset[int]
-
-    @property
-    def stopped(self) -> bool | None:
-        if self.completion is None:
-            return None
-        return bool(self.completion) and self.completion[-1] in self.stop_ids
-
-    @property
-    def span(self) -> tuple[int, int]:
-        return (self.start, self.start + len(self.completion or []))
-
-    def done(self, bridge: tuple[int, int], broke: SessionBreak | None = None) -> SessionTurn:
-        return SessionTurn(self.message_index, self.completion is not None, self.stopped, self.span, bridge, broke)
 
 
 class TitoSession:
@@ -117,7 +61,7 @@ class TitoSession:
         if on_break not in POLICIES:
             raise ValueError(f"on_break must be one of {', '.join(POLICIES)}, not {on_break!r}")
         self._machinery = machinery
-        _check_text([], tools)
+        check_text([], tools)
         self._tools = clone_data(tools) if tools is not None else None
         self.on_break: OnBreak = on_break
         self.clock = clock or datetime.now().replace(microsecond=0)
@@ -162,14 +106,8 @@ class TitoSession:
         ``template_kwargs`` select the variant (``enable_thinking``, ...); ``stop_tokens`` adds stop tokens (by
         text) to those found in the configs and the template.
         """
-        source = ModelSourceSettings(
-            mirrors=tuple(Path(m) for m in mirrors),
-            cache_dir=Path(cache_dir) if cache_dir is not None else None,
-            revision=revision,
-            allow_hub=allow_hub,
-            trust_remote_code=trust_remote_code,
-            template_file=Path(template) if template is not None else None,
-            template_name=template_name,
+        source = ModelSourceSettings.of(
+            mirrors, cache_dir, revision, allow_hub, trust_remote_code, template, template_name
         )
         machinery = machinery_for(model, source, template_kwargs, tuple(stop_tokens))
         return cls(machinery, tools=tools, on_break=on_break, clock=clock)
@@ -185,7 +123,7 @@ class TitoSession:
         stop_tokens: Sequence[str] = (),
         clock: datetime | None = None,
     ) -> TitoSession:
-        """A session for a model already loaded (:func:`tito_audit.model.load_model`); not cached."""
+        """A session for a model already loaded (:func:`tito_audit.model.loaded.load_model`); not cached."""
         machinery = build_machinery(loaded, template_kwargs, extra_stop_tokens=stop_tokens)
         return cls(machinery, tools=tools, on_break=on_break, clock=clock)
 
@@ -243,14 +181,14 @@ class TitoSession:
 
     @property
     def stop_tokens(self) -> list:
-        """The stop tokens with where each came from (:class:`~tito_audit.results.StopToken`)."""
+        """The stop tokens with where each came from (:class:`~tito_audit.audit.results.StopToken`)."""
         return list(self._machinery.stop_tokens)
 
     def template_ids(self, messages: Sequence[Message], add_generation_prompt: bool) -> list[int]:
         """The template's own ids of ``messages`` (what a trainer that re-renders gets), with the session's clock,
         tools and template settings."""
-        history = [_message(m, "messages") for m in messages]
-        _check_text(history, None, "messages[{index}]")
+        history = [message_copy(m, "messages") for m in messages]
+        check_text(history, None, "messages[{index}]")
         key = (len(history), add_generation_prompt)
         machinery = self._machinery
         with machinery.lock, machinery.rendering(self.clock):
@@ -264,10 +202,10 @@ class TitoSession:
         """
         if self._state != "new":
             raise RuntimeError("start() was already called on this session; open a new one with spawn()")
-        history = [_message(m, "messages") for m in messages]
+        history = [message_copy(m, "messages") for m in messages]
         if not history:
             raise ValueError("start() needs at least one message")
-        _check_text(history, None, "messages[{index}]")
+        check_text(history, None, "messages[{index}]")
         prompt = self._render(history, step=0, roles=[str(m.get("role")) for m in history])
         self._messages = history
         self._buffer, self._mask = list(prompt.ids), [0] * len(prompt.ids)
@@ -291,12 +229,12 @@ class TitoSession:
         """
         self._require_open()
         completion = self._completion(completion_ids)
-        assistant = _assistant(assistant_message)
-        appended = [_message(m, "tool_messages") for m in tool_messages]
+        assistant = as_assistant_message(assistant_message)
+        appended = [message_copy(m, "tool_messages") for m in tool_messages]
         if not appended:
             raise ValueError("extend() appends at least one message after the assistant turn; use finish() to end")
-        _check_text([assistant], None, "assistant_message")
-        _check_text(appended, None, "tool_messages[{index}]")
+        check_text([assistant], None, "assistant_message")
+        check_text(appended, None, "tool_messages[{index}]")
         machinery = self._machinery
         # one step at a time per model (the renderer and the tokenization cache are shared by the sessions of a
         # process), and every render of the step, diagnosis included, sees the session's clock
@@ -314,7 +252,7 @@ class TitoSession:
         messages = [*self._messages, assistant, *appended]
         roles = [str(m.get("role")) for m in appended]
         buffer, mask, view_ids, view_text = self._buffer, self._mask, self._view_ids, self._view_text
-        pending = _PendingTurn(len(self._messages), completion, len(buffer), self.stop_ids)
+        pending = PendingTurn(len(self._messages), completion, len(buffer), self.stop_ids)
         if completion is not None:
             piece = self._decode_in_context(completion)
             buffer, mask = buffer + completion, mask + [1] * len(completion)
@@ -352,10 +290,10 @@ class TitoSession:
         """Append the last completion (nothing follows it, so there is no step to check) and close the session;
         return the whole buffer."""
         self._require_open()
-        assistant = _assistant(assistant_message)
-        _check_text([assistant], None, "assistant_message")
+        assistant = as_assistant_message(assistant_message)
+        check_text([assistant], None, "assistant_message")
         completion = self._completion(completion_ids)
-        pending = _PendingTurn(len(self._messages), completion, len(self._buffer), self.stop_ids)
+        pending = PendingTurn(len(self._messages), completion, len(self._buffer), self.stop_ids)
         if completion is not None:
             self._buffer += completion
             self._mask += [1] * len(completion)
@@ -418,7 +356,7 @@ class TitoSession:
         mask: list[int],
         view_ids: list[int],
         view_text: str,
-        pending: _PendingTurn,
+        pending: PendingTurn,
     ) -> None:
         self._messages, self._buffer, self._mask = messages, buffer, mask
         self._view_ids, self._view_text = view_ids, view_text
@@ -433,19 +371,12 @@ class TitoSession:
         buffer: list[int],
         mask: list[int],
         prompt: RenderedPrefix,
-        pending: _PendingTurn,
+        pending: PendingTurn,
     ) -> bool:
         """``warn``: keep the buffer as sampled and bridge with the template's history-free suffix; False when
         that suffix cannot be had (the stand-in is refused, or the turn was cut without its terminator)."""
-        if pending.stopped is False:
-            details.notes.append("the turn has no stop token: the stand-in suffix would lack its terminator")
-            return False
-        machinery = self._machinery
-        try:
-            with machinery.lock, machinery.rendering(self.clock):
-                suffix, _ = stand_in_bridge(machinery.setup, appended, self._tools)
-        except RenderError as exc:
-            details.notes.append(f"the stand-in suffix could not be rendered ({exc})")
+        suffix = stand_in_suffix(self._machinery, appended, self._tools, self.clock, pending, details)
+        if suffix is None:
             return False
         details.handled = "warned; buffer kept as sampled, new messages bridged with the stand-in suffix"
         self._commit(messages, buffer + suffix, mask + [0] * len(suffix), list(prompt.ids), prompt.text, pending)
@@ -459,63 +390,14 @@ class TitoSession:
         buffer: list[int],
         mask: list[int],
         prompt: RenderedPrefix,
-        pending: _PendingTurn,
+        pending: PendingTurn,
     ) -> None:
         """Continue from ``ids(R)``; the loss mask keeps what is still sampled (see :data:`POLICIES`)."""
         ids = list(prompt.ids)
-        kept = common_prefix_length(buffer, ids)
-        new_mask = mask[:kept] + [0] * (len(ids) - kept)
         spans = self._sampled_spans + ([pending.span] if pending.completion else [])
-        moved: list[tuple[int, int]] = []
-        position = kept
-        for begin, end in spans:
-            if end <= kept:
-                moved.append((begin, end))
-                continue
-            found = _find(ids, buffer[begin:end], position)
-            if found is not None:
-                new_mask[found : found + end - begin] = [1] * (end - begin)
-                moved.append((found, found + end - begin))
-                position = found + end - begin
+        new_mask, moved = rerendered_mask(buffer, mask, spans, ids)
         details.handled = ("warned; " if self.on_break == "warn" else "") + "re-rendered from the template"
         self._messages, self._buffer, self._mask = messages, ids, new_mask
         self._view_ids, self._view_text = list(ids), prompt.text
         self._sampled_spans = moved
         self._turns.append(pending.done((len(ids), len(ids)), details))
-
-
-def _find(haystack: list[int], needle: list[int], start: int) -> int | None:
-    """The first index >= ``start`` where ``needle`` occurs in ``haystack``."""
-    if not needle:
-        return None
-    first, size = needle[0], len(needle)
-    index = start
-    while True:
-        try:
-            index = haystack.index(first, index)
-        except ValueError:
-            return None
-        if haystack[index : index + size] == needle:
-            return index
-        index += 1
-
-
-def _check_text(messages: Sequence[Message], tools: Any, name: str = "message {index}") -> None:
-    """Text no tokenizer can take (a lone surrogate) is bad input naming the message, its role and the character."""
-    problem = text_problem(messages, tools, name)
-    if problem is not None:
-        raise BadInputError(problem)
-
-
-def _assistant(value: Any) -> Message:
-    message = _message(value, "assistant_message")
-    message.setdefault("role", ASSISTANT)
-    if message.get("role") != ASSISTANT:
-        raise ValueError(f"assistant_message has role {message.get('role')!r}, not 'assistant'")
-    return message
-
-
-def _message(value: Any, what: str) -> Message:
-    if not isinstance(value, Mapping):
-        raise ValueError(f"{what}: each message must be a mapping (role, content, ...), not {type(value).__name__}")
-    return clone_data(dict(value))

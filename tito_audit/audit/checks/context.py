@@ -1,0 +1,93 @@
+"""The rollout context: what every check of one conversation reads, built once per conversation.
+
+It holds the variant's machinery (renderer, codec, stop tokens), the accepted conversation with its renders
+and the alignment of each assistant turn (:mod:`tito_audit.audit.realize`), and, computed on first use, the
+simulated rollout itself (:class:`~tito_audit.audit.checks.trace.RolloutTrace`): the buffer, the sampled
+completions and each appended step. Checks read it; none of them renders or simulates on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from tito_audit.audit.causes import TextContext
+from tito_audit.audit.realize import TurnAlignment
+from tito_audit.conversations.conversation import Conversation
+from tito_audit.model.render import RenderedPrefix, Renderer, RenderError
+from tito_audit.model.tokens import TokenCodec
+
+Key = tuple[int, bool]
+
+
+@dataclass
+class CheckSetup:
+    """One variant's machinery, shared by the contexts of all its conversations."""
+
+    renderer: Renderer
+    codec: TokenCodec
+    stop_ids: frozenset[int]
+    seed: int
+    text_only: bool = False
+    """The tokenizer is a stand-in (no vocabulary): only text-level results are made."""
+    stop_texts: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.stop_texts = tuple(self.codec.decode([i]) for i in sorted(self.stop_ids))
+
+    @classmethod
+    def create(
+        cls, renderer: Renderer, codec: TokenCodec, stop_ids: Sequence[int], seed: int, text_only: bool = False
+    ) -> CheckSetup:
+        return cls(renderer, codec, frozenset(stop_ids), seed, text_only)
+
+    def decode_one(self, token_id: int) -> str:
+        return self.codec.decode([token_id])
+
+
+@dataclass
+class RolloutContext:
+    setup: CheckSetup
+    conversation: Conversation
+    renders: dict[Key, RenderedPrefix]
+    alignments: dict[int, TurnAlignment]
+    _refused: set[Key] = field(default_factory=set)
+    traced: object | None = field(default=None, repr=False)
+    """The simulated rollout, once :func:`tito_audit.audit.checks.trace.trace_of` has walked it."""
+
+    @cached_property
+    def text(self) -> TextContext:
+        codec = self.setup.codec
+        return TextContext(
+            self.conversation.messages, codec.written_controls, self.setup.stop_texts, codec.written_control_pattern
+        )
+
+    def history(self, k: int) -> RenderedPrefix | None:
+        """``render(M[:k], gp=False)``, rendered on first use (None when the template refuses it)."""
+        key = (k, False)
+        if key not in self.renders and key not in self._refused:
+            self.render_histories([k])
+        return self.renders.get(key)
+
+    def render_histories(self, ks: Sequence[int]) -> None:
+        """Render ``render(M[:k], gp=False)`` for every ``k`` not yet rendered: in one batch (one tokenizer
+        call) when the template renders them all, else one by one, remembering refusals."""
+        missing = [(k, False) for k in ks if (k, False) not in self.renders and (k, False) not in self._refused]
+        if not missing:
+            return
+        messages, tools = self.conversation.messages, self.conversation.tools
+        try:
+            self.renders.update(self.setup.renderer.prefixes(messages, tools, missing))
+            return
+        except RenderError:
+            pass
+        for key in missing:
+            try:
+                self.renders.update(self.setup.renderer.prefixes(messages, tools, [key]))
+            except RenderError:
+                self._refused.add(key)
+
+    def history_text(self, k: int) -> str | None:
+        rendered = self.history(k)
+        return rendered.text if rendered is not None else None

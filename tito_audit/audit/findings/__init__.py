@@ -1,0 +1,28 @@
+"""Findings beside the verdict: model-level observations that never change a verdict.
+
+Each finding is a module with a ``find(context) -> list[Finding]`` function reading a
+:class:`FindingContext` (the variant's model, codec and renderer, the accepted conversations with their full
+renders, and the per-turn totals of the rollout). They run in :data:`REGISTRY` order after the checks.
+
+Adding a finding: a module beside these and one line in :data:`REGISTRY`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tito_audit.audit.findings import bos_duplication, gen_prompt_mismatch, nondeterminism
+from tito_audit.audit.findings.context import FindingContext, FindingRule
+from tito_audit.audit.results import Finding
+
+__all__ = ["REGISTRY", "FindingContext", "FindingRule", "run_findings"]
+
+REGISTRY: tuple[FindingRule, ...] = (
+    FindingRule(nondeterminism.NAME, nondeterminism.find),
+    FindingRule(bos_duplication.NAME, bos_duplication.find),
+    FindingRule(gen_prompt_mismatch.NAME, gen_prompt_mismatch.find),
+)
+
+
+def run_findings(context: FindingContext, rules: Sequence[FindingRule] = REGISTRY) -> list[Finding]:
+    return [finding for rule in rules for finding in rule.find(context)]

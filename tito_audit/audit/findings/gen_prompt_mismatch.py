@@ -1,0 +1,29 @@
+"""``gen-prompt-mismatch`` (as a count): assistant turns whose generation prompt is not a prefix of the turn
+as the template renders it, in any form a model could produce (see :mod:`tito_audit.audit.realize`).
+
+The step failures carry the label where the buffer breaks; this finding says how many turns are affected,
+e.g. "98 of 290 assistant turns".
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tito_audit.audit.results import Finding
+
+if TYPE_CHECKING:
+    from tito_audit.audit.findings.context import FindingContext
+
+NAME = "gen-prompt-mismatch"
+
+
+def find(context: FindingContext) -> list[Finding]:
+    if not context.gen_prompt_mismatches:
+        return []
+    return [
+        Finding(
+            NAME,
+            f"{context.gen_prompt_mismatches} of {context.completions} assistant turns: the generation prompt "
+            "is not a prefix of the turn as the template renders it, in any form a model could produce",
+        )
+    ]

@@ -1,0 +1,68 @@
+"""The settings of one audit, and the conversations they select for each variant."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from tito_audit.conversations.conversation import Conversation
+from tito_audit.conversations.generate import DEFAULT_MAX_TURNS, generate
+from tito_audit.conversations.validate import validate_conversations
+from tito_audit.conversations.windows import DEFAULT_MAX_MESSAGES, windowed
+from tito_audit.model.render import DEFAULT_CLOCK, RenderLimits
+
+DEFAULT_COUNT = 96
+
+ProgressCallback = Callable[[str, int, int], None]
+"""(variant name, conversations done, conversations in all)."""
+ConversationSource = Callable[[tuple[str, ...] | None], list[Conversation]]
+"""The conversations to audit for a variant, given the reasoning kinds a model can produce under it."""
+
+
+@dataclass
+class AuditOptions:
+    seed: int = 0
+    count: int = DEFAULT_COUNT
+    max_turns: int = DEFAULT_MAX_TURNS
+    pinned_kwargs: dict[str, Any] = field(default_factory=dict)
+    clock: datetime = DEFAULT_CLOCK
+    extra_stop_tokens: list[str] = field(default_factory=list)
+    max_examples_per_group: int | None = None
+    """Keep only this many failures per (check, aspect, category, causes) group; None keeps all."""
+    conversations: Sequence[Conversation] | None = None
+    """Conversations to audit instead of generated ones (the seam for real trajectories)."""
+    with_generated: bool = False
+    """With ``conversations``: audit the generated conversations too (first)."""
+    conversations_source: str = "generated"
+    datasets: list[dict[str, Any]] = field(default_factory=list)
+    limits: RenderLimits = field(default_factory=RenderLimits)
+    max_messages: int | None = DEFAULT_MAX_MESSAGES
+    """Given conversations longer than this are audited over a window of their first turns
+    (:mod:`tito_audit.conversations.windows`); None or 0 audits them whole."""
+
+    @property
+    def generates(self) -> bool:
+        """Whether generated conversations are audited (alone or beside given ones)."""
+        return self.conversations is None or self.with_generated
+
+
+def conversation_source(options: AuditOptions) -> ConversationSource:
+    """The conversations to audit for a variant, given the reasoning kinds it allows: the given ones as they
+    are, or the generated ones drawn for those kinds (generated once per distinct set of kinds)."""
+    given = list(options.conversations) if options.conversations is not None else None
+    if given is not None:
+        validate_conversations(given)
+        given = windowed(given, options.max_messages)
+    generated: dict[tuple[str, ...] | None, list[Conversation]] = {}
+
+    def for_kinds(allowed: tuple[str, ...] | None) -> list[Conversation]:
+        if given is not None and not options.with_generated:
+            return given
+        if allowed not in generated:
+            drawn = list(generate(options.count, options.seed, options.max_turns, allowed))
+            generated[allowed] = drawn + (given or [])
+        return generated[allowed]
+
+    return for_kinds

@@ -1,0 +1,166 @@
+"""One variant's audit: accept (or reshape) each conversation, realize its turns, run the checks, aggregate,
+then the findings and the verdict.
+
+The path of one conversation: :class:`~tito_audit.audit.acceptance.Acceptor` (renders or a refusal) →
+:func:`~tito_audit.audit.realize.realize` (each assistant turn in a form a model could produce) →
+:class:`~tito_audit.audit.checks.context.RolloutContext` → :func:`~tito_audit.audit.checks.run_checks` →
+:class:`~tito_audit.audit.aggregate.VariantTotals`.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from tito_audit.audit.acceptance import Acceptor, Renders
+from tito_audit.audit.aggregate import VariantTotals, group_refusals, group_unrealized, keep_examples, steps_by_form
+from tito_audit.audit.checks import run_checks
+from tito_audit.audit.checks.context import CheckSetup, RolloutContext
+from tito_audit.audit.findings import FindingContext, run_findings
+from tito_audit.audit.options import AuditOptions, ConversationSource, ProgressCallback
+from tito_audit.audit.realize import RealizedConversation, realize
+from tito_audit.audit.reasoning_block import VariantReasoning, variant_reasoning
+from tito_audit.audit.results import VariantResult
+from tito_audit.audit.stops import collect_stop_tokens
+from tito_audit.audit.verdict import form_clause, verdict_for
+from tito_audit.conversations.conversation import USER, Conversation
+from tito_audit.conversations.generate import tool_schemas
+from tito_audit.conversations.reasoning_forms import CLOSED, OPEN
+from tito_audit.conversations.shapes import NOT_NATIVE_TOOLS
+from tito_audit.model.loaded import LoadedModel
+from tito_audit.model.render import Renderer, RenderError, frozen_clock
+from tito_audit.model.tokens import TokenCodec
+from tito_audit.model.variants import Variant
+
+_STATE_WORDS = {OPEN: "opens", CLOSED: "closes"}
+
+
+class VariantAudit:
+    """Audits one variant of one model."""
+
+    def __init__(self, model: LoadedModel, codec: TokenCodec, variant: Variant, options: AuditOptions) -> None:
+        self.model = model
+        self.codec = codec
+        self.variant = variant
+        self.options = options
+        self.renderer = Renderer(model, codec, variant.kwargs, options.limits)
+        self.acceptor = Acceptor(self.renderer)
+
+    def accept(self, conversation: Conversation):
+        """See :meth:`tito_audit.audit.acceptance.Acceptor.accept`."""
+        return self.acceptor.accept(conversation)
+
+    @cached_property
+    def reasoning(self) -> VariantReasoning:
+        """The template's reasoning block and the reasoning forms this variant's generation prompt admits."""
+        with frozen_clock(self.model.template_source, self.options.clock):
+            return variant_reasoning(self.renderer.text_or_none, tool_schemas())
+
+    def realize(self, conversation: Conversation, renders: Renders) -> RealizedConversation:
+        """``conversation`` with every assistant turn in a form a model could produce after its prompt."""
+        return realize(conversation, renders, self.renderer.prefixes, self.renderer.texts, self.reasoning.block)
+
+    def probe_prompt(self) -> str | None:
+        """The generation prompt this variant writes after one user message (None when it refuses)."""
+        with frozen_clock(self.model.template_source, self.options.clock):
+            try:
+                return self.renderer.text([{"role": USER, "content": "Hello there."}], None, True)
+            except RenderError:
+                return None
+
+    def run(self, conversations_for: ConversationSource, progress: ProgressCallback | None) -> VariantResult:
+        """Audit the conversations ``conversations_for`` gives for the reasoning kinds this variant allows."""
+        options, model = self.options, self.model
+        totals = VariantTotals()
+        accepted: list[tuple[Conversation, str]] = []
+        native_tool_conversations = 0
+        with frozen_clock(model.template_source, options.clock):
+            allowed = self.reasoning.kinds
+            conversations = conversations_for(allowed)
+            stop_tokens = collect_stop_tokens(
+                self.renderer,
+                self.codec,
+                model.generation_eos_ids,
+                options.extra_stop_tokens,
+                model.resolved.model_id,
+                model.text_level_only,
+            )
+            setup = CheckSetup.create(
+                self.renderer, self.codec, [s.id for s in stop_tokens], options.seed, model.text_level_only
+            )
+            for number, conversation in enumerate(conversations, start=1):
+                audited, renders, refusal = self.accept(conversation)
+                if refusal is not None:
+                    totals.refusals.append(refusal)
+                if audited is None or renders is None:
+                    totals.add_refused(conversation)
+                else:
+                    changes = list(refusal.accepted_after or ()) if refusal is not None else []
+                    if audited.has_tool_traffic() and not set(changes) & NOT_NATIVE_TOOLS:
+                        native_tool_conversations += 1
+                    realized = self.realize(audited, renders)
+                    totals.unrealized += realized.unrealized
+                    context = RolloutContext(setup, realized.conversation, realized.renders, realized.alignments)
+                    totals.add(run_checks(context), changes)
+                    last = (len(realized.conversation.messages), False)
+                    accepted.append((realized.conversation, realized.renders[last].text))
+                if progress is not None:
+                    progress(self.variant.name, number, len(conversations))
+            findings = run_findings(
+                FindingContext(
+                    model,
+                    self.codec,
+                    self.renderer,
+                    options.clock,
+                    accepted,
+                    totals.completions,
+                    totals.gen_prompt_mismatches,
+                )
+            )
+        verdict, reason = verdict_for(totals.checks, native_tool_conversations)
+        forms = steps_by_form(totals.forms)
+        reason += form_clause(verdict, forms)
+        self._notes(totals, allowed)
+        return VariantResult(
+            name=self.variant.name,
+            kwargs=dict(self.variant.kwargs),
+            verdict=verdict,
+            verdict_reason=reason,
+            checks=totals.checks,
+            failures=keep_examples(totals.failures, options.max_examples_per_group),
+            refused=group_refusals(totals.refusals),
+            drift=totals.drift,
+            stop_tokens=stop_tokens,
+            findings=findings,
+            conversations=len(conversations),
+            conversations_audited=len(accepted),
+            unrealizable=group_unrealized(totals.unrealized),
+            steps_by_form=forms,
+            assistant_turns=totals.completions,
+        )
+
+    def _notes(self, totals: VariantTotals, allowed: tuple[str, ...] | None) -> None:
+        """Sort the check tables and add the notes a reader needs beside them."""
+        checks = totals.checks
+        for check in checks.values():
+            check.rows.sort(key=lambda row: row.category)
+        notes = []
+        if totals.completions_without_stop:
+            notes.append(
+                f"{totals.completions_without_stop} of {totals.completions} completions contain no stop token "
+                "(the whole generated text was taken as sampled)"
+            )
+        if totals.final_steps:
+            notes.append(
+                f"{totals.final_steps} conversations end with messages after their last assistant turn: that final "
+                "appended step is audited against the next prompt render(M, gp=True)"
+            )
+        if allowed is not None and self.options.generates:
+            notes.append(
+                f"the generation prompt {_STATE_WORDS.get(self.reasoning.state, 'limits')} the reasoning block: "
+                f"generated assistant turns carry reasoning only as a model can produce it there: {', '.join(allowed)} "
+                "(other kinds of the grid take the nearest of these)"
+            )
+        checks["rollout"].notes.extend(notes)
+        if self.model.text_level_only:
+            checks["roundtrip"].notes.append("not applicable: text-level audit (no vocabulary)")
+            checks["rollout"].notes.append("text stability only: seam and drift need the real vocabulary")

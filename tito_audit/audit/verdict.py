@@ -1,0 +1,71 @@
+"""Verdict rules (SPEC "Verdicts"), read from the check results of one variant and nothing else.
+
+- ``ready``: every step kind is text- and seam-stable;
+- ``ready-tool-only``: tool-only steps are, steps with user, system or assistant-after-assistant messages
+  are not;
+- ``broken``: some tool-only step is not;
+- ``unsupported``: no conversation with tool calls and tool results rendered faithfully (the template
+  raises or drops them), so there is no tool-only step to judge.
+
+Re-render drift, roundtrip findings and the bridge check are reported beside the verdict, never folded in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from tito_audit.audit.results import BROKEN, READY, READY_TOOL_ONLY, UNSUPPORTED, CheckResult, FormSteps
+from tito_audit.conversations.conversation import TOOL
+
+FORM_WORDS = {
+    "reasoning empty": "when the model closes the reasoning block at once",
+    "reasoning present": "after turns with reasoning",
+    "reasoning absent": "after turns without reasoning",
+}
+
+
+def verdict_for(checks: Mapping[str, CheckResult], native_tool_conversations: int) -> tuple[str, str]:
+    """(verdict, one-line reason) from the ``rollout`` check's rows and the number of conversations audited
+    with the template's own tool support (not reshaped into chat)."""
+    rows = {row.category: row for row in checks["rollout"].rows}
+    tool = rows.get(TOOL)
+    causes = ", ".join(sorted(checks["rollout"].cause_counts)) or "no cause"
+    if native_tool_conversations == 0 or tool is None or tool.cases - tool.refused == 0:
+        return UNSUPPORTED, "no conversation with tool calls and tool results rendered faithfully"
+    if tool.failed:
+        return BROKEN, (
+            f"{tool.failed} of {tool.cases - tool.refused} tool-only steps are not text- or seam-stable ({causes})"
+        )
+    other = [row for category, row in rows.items() if category != TOOL and row.failed]
+    if other:
+        failed = sum(r.failed for r in other)
+        audited = sum(r.cases - r.refused for r in other)
+        kinds = "/".join(sorted(r.category for r in other))
+        return READY_TOOL_ONLY, (
+            f"every tool-only step is stable; {failed} of {audited} steps with {kinds} messages are not ({causes})"
+        )
+    return READY, "every appended step is text- and seam-stable"
+
+
+def form_clause(verdict: str, forms: Sequence[FormSteps]) -> str:
+    """When the failing steps all follow turns of one reasoning form and the steps after the other forms hold,
+    which form that is, e.g. ``"; fails when the model closes the reasoning block at once: 33 of 33 tool steps"``
+    (a reader can judge how often their model writes it); empty otherwise."""
+    if verdict == BROKEN:
+        kinds, label = {TOOL}, "tool"
+    elif verdict == READY_TOOL_ONLY:
+        kinds, label = {form.kind for form in forms} - {TOOL}, "non-tool"
+    else:
+        return ""
+    totals: dict[str, list[int]] = {}
+    for form in forms:
+        if form.kind in kinds:
+            tally = totals.setdefault(form.form, [0, 0])
+            tally[0] += form.steps
+            tally[1] += form.failed
+    failing = [(form, steps, failed) for form, (steps, failed) in totals.items() if failed]
+    holding = [form for form, (steps, failed) in totals.items() if steps and not failed]
+    if len(failing) != 1 or not holding:
+        return ""
+    form, steps, failed = failing[0]
+    return f"; fails {FORM_WORDS.get(form, form)}: {failed} of {steps} {label} steps"

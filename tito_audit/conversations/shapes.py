@@ -1,0 +1,274 @@
+"""Refused shapes: when a template rejects a conversation, retry it in the nearest shape it accepts.
+
+A template refuses a conversation when rendering raises, or when the text drops a tool call or a tool
+result. We then apply the smallest set of shape changes (below, in order of preference) after which it
+renders faithfully. The refusal is always reported; the retried conversation is audited in its new
+shape, and a conversation no change rescues is counted as refused, never as passed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tito_audit.conversations.conversation import ASSISTANT, SYSTEM, TOOL, USER, Conversation, Message
+
+TOOL_AS_USER = "tool results -> user messages"
+CHAT_ONLY = "tool calls and results removed (chat only)"
+
+
+@dataclass(frozen=True)
+class ShapeChange:
+    name: str
+    applies: Callable[[Conversation], bool]
+    apply: Callable[[Conversation], Conversation]
+
+
+def _calls(conversation: Conversation) -> list[dict]:
+    return [call for m in conversation.messages for call in m.get("tool_calls") or []]
+
+
+CALL_ID = re.compile(r"[A-Za-z0-9]{9}")
+"""Tool-call ids as Mistral's backend (mistral-common) and its templates demand them: nine alphanumerics."""
+
+
+def _ids_not_nine_alphanumerics(conversation: Conversation) -> bool:
+    ids = [call.get("id") for call in _calls(conversation)]
+    ids += [m.get("tool_call_id") for m in conversation.messages if m.get("role") == TOOL and "tool_call_id" in m]
+    return any(not isinstance(i, str) or not CALL_ID.fullmatch(i) for i in ids)
+
+
+def nine_character_id(original: object) -> str:
+    """A nine-alphanumeric id for ``original``, the same for the same id (so calls and results still pair).
+
+    >>> nine_character_id("call_1"), nine_character_id("call_1") == nine_character_id("call_2")
+    ('c74196fe7', False)
+    """
+    return "c" + hashlib.sha256(str(original).encode("utf-8")).hexdigest()[:8]
+
+
+def _ids_to_nine_alphanumerics(conversation: Conversation) -> Conversation:
+    """Each tool-call id, and every tool result's ``tool_call_id`` naming it, replaced by a nine-alphanumeric
+    id derived from it (data a backend refuses for its id format, not a template behaviour)."""
+    out = conversation.copy()
+    for call in _calls(out):
+        if "id" in call:
+            call["id"] = nine_character_id(call["id"])
+    for message in out.messages:
+        if message.get("role") == TOOL and "tool_call_id" in message:
+            message["tool_call_id"] = nine_character_id(message["tool_call_id"])
+    return out
+
+
+def _none_content_to_empty(conversation: Conversation) -> Conversation:
+    out = conversation.copy()
+    for message in out.messages:
+        if message.get("role") == ASSISTANT and message.get("content") is None:
+            message["content"] = ""
+    return out
+
+
+def _arguments_to(kind: type) -> Callable[[Conversation], Conversation]:
+    def change(conversation: Conversation) -> Conversation:
+        out = conversation.copy()
+        for call in _calls(out):
+            function = call["function"]
+            if kind is dict and isinstance(function.get("arguments"), str):
+                function["arguments"] = json.loads(function["arguments"])
+            elif kind is str and isinstance(function.get("arguments"), dict):
+                function["arguments"] = json.dumps(function["arguments"], ensure_ascii=False)
+        return out
+
+    return change
+
+
+def _split_parallel_calls(conversation: Conversation) -> Conversation:
+    """Turn an assistant message with n calls and its n results into n (call, result) pairs."""
+    out = conversation.copy()
+    messages: list[Message] = []
+    pending: dict[str, Message] = {}
+    for message in out.messages:
+        calls = message.get("tool_calls") or []
+        if message.get("role") == ASSISTANT and len(calls) > 1:
+            for number, call in enumerate(calls):
+                part = {**message, "tool_calls": [call]}
+                if number > 0:
+                    part["content"] = ""
+                    part.pop("reasoning_content", None)
+                messages.append(part)
+                pending[call["id"]] = part
+            continue
+        if message.get("role") == TOOL and message.get("tool_call_id") in pending:
+            owner = pending.pop(message["tool_call_id"])
+            messages.insert(messages.index(owner) + 1, message)
+            continue
+        messages.append(message)
+    out.messages = messages
+    return out
+
+
+def _later_system_to_user(conversation: Conversation) -> Conversation:
+    out = conversation.copy()
+    for index, message in enumerate(out.messages):
+        if index > 0 and message.get("role") == SYSTEM:
+            message["role"] = USER
+    return out
+
+
+def _tool_to_user(conversation: Conversation) -> Conversation:
+    out = conversation.copy()
+    for message in out.messages:
+        if message.get("role") == TOOL:
+            message["role"] = USER
+            message.pop("tool_call_id", None)
+            message.pop("name", None)
+    return out
+
+
+def _empty_content_with_calls(conversation: Conversation) -> Conversation:
+    out = conversation.copy()
+    for message in out.messages:
+        if message.get("tool_calls") and message.get("content"):
+            message["content"] = ""
+    return out
+
+
+def _without_reasoning(conversation: Conversation) -> Conversation:
+    out = conversation.copy()
+    for message in out.messages:
+        message.pop("reasoning_content", None)
+    return out
+
+
+def _chat_only(conversation: Conversation) -> Conversation:
+    """Drop tool calls and tool results: the nearest shape for templates that know no tools."""
+    out = conversation.copy()
+    messages: list[Message] = []
+    for message in out.messages:
+        if message.get("role") == TOOL:
+            continue
+        if message.get("tool_calls"):
+            message = {k: v for k, v in message.items() if k != "tool_calls"}
+            if not message.get("content"):
+                continue
+        if messages and message.get("role") == ASSISTANT and messages[-1].get("role") == ASSISTANT:
+            messages.pop()
+        messages.append(message)
+    out.messages = messages
+    out.tools = None
+    out.must_appear = [n for n in out.must_appear if any(n in str(m.get("content")) for m in messages)]
+    return out
+
+
+CALL_IDS = "tool-call ids -> 9 alphanumeric characters"
+
+SHAPE_CHANGES: tuple[ShapeChange, ...] = (
+    ShapeChange(CALL_IDS, _ids_not_nine_alphanumerics, _ids_to_nine_alphanumerics),
+    ShapeChange(
+        "assistant content None -> empty string",
+        lambda c: any(m.get("role") == ASSISTANT and m.get("content") is None for m in c.messages),
+        _none_content_to_empty,
+    ),
+    ShapeChange(
+        "arguments JSON string -> dict",
+        lambda c: any(isinstance(call["function"].get("arguments"), str) for call in _calls(c)),
+        _arguments_to(dict),
+    ),
+    ShapeChange(
+        "arguments dict -> JSON string",
+        lambda c: any(isinstance(call["function"].get("arguments"), dict) for call in _calls(c)),
+        _arguments_to(str),
+    ),
+    ShapeChange(
+        "parallel tool calls -> one call per turn",
+        lambda c: any(len(m.get("tool_calls") or []) > 1 for m in c.messages),
+        _split_parallel_calls,
+    ),
+    ShapeChange(
+        "later system messages -> user messages",
+        lambda c: any(m.get("role") == SYSTEM for m in c.messages[1:]),
+        _later_system_to_user,
+    ),
+    ShapeChange(
+        "reasoning removed",
+        lambda c: any("reasoning_content" in m for m in c.messages),
+        _without_reasoning,
+    ),
+    ShapeChange(
+        "assistant text beside tool calls -> empty",
+        lambda c: any(m.get("tool_calls") and m.get("content") for m in c.messages),
+        _empty_content_with_calls,
+    ),
+    ShapeChange(TOOL_AS_USER, lambda c: any(m.get("role") == TOOL for m in c.messages), _tool_to_user),
+    ShapeChange(CHAT_ONLY, Conversation.has_tool_traffic, _chat_only),
+)
+NOT_NATIVE_TOOLS = frozenset({TOOL_AS_USER, CHAT_ONLY})
+"""Changes after which a conversation no longer exercises the template's own tool support."""
+MAX_CHANGES_TRIED = 48
+
+
+def missing_from_render(conversation: Conversation, text: str) -> list[str]:
+    """Strings of ``conversation.must_appear`` (tool-result phrases) absent from ``text``."""
+    return [needle for needle in conversation.must_appear if needle not in text]
+
+
+def without_tool_calls(conversation: Conversation) -> Conversation:
+    """The conversation with every ``tool_calls`` removed: if it renders the same, the calls were dropped."""
+    out = conversation.copy()
+    for message in out.messages:
+        message.pop("tool_calls", None)
+    return out
+
+
+def first_calls_only(conversation: Conversation) -> Conversation | None:
+    """Each parallel call list cut to its first call (None without parallel calls).
+
+    If this renders the same as the original, the template drops every call after the first.
+    """
+    if not any(len(m.get("tool_calls") or []) > 1 for m in conversation.messages):
+        return None
+    out = conversation.copy()
+    for message in out.messages:
+        if len(message.get("tool_calls") or []) > 1:
+            message["tool_calls"] = message["tool_calls"][:1]
+    return out
+
+
+def candidate_change_sets(
+    conversation: Conversation, preferred: list[tuple[str, ...]], natives_first: bool = True
+) -> list[tuple[ShapeChange, ...]]:
+    """Change sets to try: the sets that worked before for the same refusal, then the smallest. With
+    ``natives_first``, every set that keeps the template's own tool support comes before those that give it up
+    (a conversation reshaped into chat no longer says anything about tool steps)."""
+    applicable = [change for change in SHAPE_CHANGES if change.applies(conversation)]
+    by_name = {change.name: change for change in applicable}
+    ordered: list[tuple[ShapeChange, ...]] = []
+    for names in preferred:
+        if all(name in by_name for name in names):
+            ordered.append(tuple(by_name[name] for name in names))
+    for size in range(1, len(applicable) + 1):
+        for combination in itertools.combinations(applicable, size):
+            if combination not in ordered:
+                ordered.append(combination)
+    if natives_first:
+        ordered.sort(key=gives_up_tools)
+    return ordered[:MAX_CHANGES_TRIED]
+
+
+def gives_up_tools(changes: tuple[ShapeChange, ...]) -> bool:
+    """Whether a change set no longer exercises the template's own tool support."""
+    return any(change.name in NOT_NATIVE_TOOLS for change in changes)
+
+
+def apply_changes(conversation: Conversation, changes: tuple[ShapeChange, ...]) -> Conversation:
+    for change in changes:
+        conversation = change.apply(conversation)
+    return conversation
+
+
+def describe_shape(conversation: Conversation) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(conversation.shape.items())) or "unspecified"

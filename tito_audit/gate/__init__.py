@@ -1,0 +1,1 @@
+"""The CI gate: a report (and a baseline) in; which requirements hold out (``tito-audit check``)."""

@@ -1,0 +1,53 @@
+"""The settings of one matrix run (shared by the driver, the workers and the results key)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tito_audit.conversations.generate import DEFAULT_MAX_TURNS
+
+MATRIX_EXAMPLES_PER_GROUP = 3
+"""Failures kept per group in published per-model reports (counts stay complete)."""
+
+LOCAL = "local"
+RAY = "ray"
+BACKENDS = (LOCAL, RAY)
+
+
+@dataclass
+class MatrixOptions:
+    out_dir: Path
+    mirrors: list[Path] = field(default_factory=list)
+    cache_dir: Path | None = None
+    allow_hub: bool = True
+    seed: int = 0
+    count: int = 96
+    max_turns: int = DEFAULT_MAX_TURNS
+    jobs: int = 1
+    examples_per_group: int | None = MATRIX_EXAMPLES_PER_GROUP
+    conversation_sources: list[str] = field(default_factory=list)
+    """Real trajectories for the combined audit (generated + real), the matrix's own column; full audits only
+    (template-only rows say n/a: the column is about real token traffic)."""
+    conversations_limit: int | None = None
+    results_cache: Path | None = None
+    """Folder of the content-addressed results (see :mod:`tito_audit.matrix.store`); None keeps results in
+    memory for this run only (identical pairs are still audited once)."""
+    backend: str = LOCAL
+    """``local`` (worker processes on this machine) or ``ray`` (tasks on a local or existing Ray cluster)."""
+
+    def settings_record(self, models: str | list[str]) -> dict[str, Any]:
+        """What ``reports/matrix_settings.json`` records, so that the matrix can be regenerated as it was
+        (``models``: ``"registry"`` or the ids given). Where and how it ran (cache, backend) is left out: it
+        does not change the result."""
+        return {
+            "models": models,
+            "mirrors": [str(m) for m in self.mirrors],
+            "hub": self.allow_hub,
+            "seed": self.seed,
+            "count": self.count,
+            "max_turns": self.max_turns,
+            "conversations": list(self.conversation_sources),
+            "conversations_limit": self.conversations_limit,
+        }

@@ -1,0 +1,150 @@
+"""From pair results to matrix rows and per-model pages.
+
+Every model id gets a row. The first id (in sorted order) of each (template, tokenizer) pair is the pair's
+representative: its report and way-out pages are written under its own name, from the pair's stored result
+published under its id (the result does not depend on the id it was audited under). Every other id of the pair
+gets the representative's verdict columns, its own identity columns and ``same_as`` naming the representative.
+
+Results that did not change keep the timing of the run that produced them (read back from the output folder),
+and every file is written only when its bytes change, so a re-run over unchanged models rewrites nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from tito_audit.audit.results import AuditReport
+from tito_audit.formatters import fix_report
+from tito_audit.formatters.json_report import VOLATILE_KEYS, to_json
+from tito_audit.formatters.markdown import to_markdown
+from tito_audit.matrix.options import MatrixOptions
+from tito_audit.matrix.row import VOLATILE_COLUMNS, add_combined, base_row, row_from_report
+from tito_audit.matrix.tasks import Identity, PairResult
+from tito_audit.model.registry import family_of
+from tito_audit.model.resolve import folder_name
+from tito_audit.outputs import write_if_changed
+
+Outcome = PairResult | dict[str, Any]
+"""A pair's result, or the failure row of its representative."""
+
+
+def report_stem(model_id: str) -> str:
+    return folder_name(model_id)
+
+
+def _without(data: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k not in keys}
+
+
+class PreviousRun:
+    """What an earlier run left in the output folder: its rows and per-model JSON reports."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.out_dir = out_dir
+        self.rows: dict[str, dict[str, Any]] = {}
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+            self.rows = {row["model_id"]: row for row in json.loads((out_dir / "matrix.json").read_text("utf-8"))}
+
+    def report_timing(self, report: AuditReport, stem: str) -> AuditReport:
+        """``report`` with the timing of the earlier report of ``stem`` when nothing else differs."""
+        try:
+            earlier = json.loads((self.out_dir / "models" / f"{stem}.json").read_text("utf-8"))
+        except (OSError, ValueError):
+            return report
+        if not isinstance(earlier, dict) or _without(earlier, VOLATILE_KEYS) != _without(asdict(report), VOLATILE_KEYS):
+            return report
+        return replace(report, generated_at=earlier["generated_at"], duration_seconds=earlier["duration_seconds"])
+
+    def row_timing(self, row: dict[str, Any]) -> dict[str, Any]:
+        earlier = self.rows.get(row["model_id"])
+        if earlier is None or _without(earlier, VOLATILE_COLUMNS) != _without(row, VOLATILE_COLUMNS):
+            return row
+        return {**row, **{column: earlier.get(column) for column in VOLATILE_COLUMNS}}
+
+
+def published_under(report: AuditReport, identity: Identity) -> AuditReport:
+    """The pair's report as the audit of ``identity`` would have written it (only where the files were found
+    differs between ids of one pair)."""
+    model = replace(
+        report.model,
+        model_id=identity.resolved_id or identity.model_id,
+        source=identity.source,
+        path=identity.location,
+        revision=identity.revision,
+    )
+    return replace(report, model=model)
+
+
+def _representative_row(
+    identity: Identity, result: PairResult, options: MatrixOptions, previous: PreviousRun
+) -> dict[str, Any]:
+    stem = report_stem(identity.model_id)
+    report = previous.report_timing(published_under(result.report, identity), stem)
+    write_if_changed(options.out_dir / "models" / f"{stem}.json", to_json(report))
+    write_if_changed(options.out_dir / "models" / f"{stem}.md", to_markdown(report))
+    row = row_from_report(report, f"models/{stem}.md", result.duration_seconds)
+    if result.way_out is not None:
+        fix_report.write(report, result.way_out, options.out_dir / "fixes", stem)
+        row.update(way_out=result.way_out.summary, fix_report=f"fixes/{stem}.md")
+    if options.conversation_sources and report.text_level_only:
+        row["verdict_with_real_data"] = "n/a (text level)"
+    elif options.conversation_sources and result.real_data is not None:
+        add_combined(row, result.real_data.verdict, result.real_data.causes)
+    return row
+
+
+def _same_pair_row(identity: Identity, representative: dict[str, Any]) -> dict[str, Any]:
+    family = family_of(identity.model_id)
+    row = dict(representative)
+    row.update(
+        model_id=identity.resolved_id or identity.model_id,
+        family=family.family if family else "",
+        same_as=representative["model_id"],
+        source=identity.source,
+        location=identity.location,
+        revision=identity.revision or "",
+    )
+    return row
+
+
+def _failure_row(identity: Identity, failure: dict[str, Any]) -> dict[str, Any]:
+    return base_row(identity.model_id, failure["status"], failure["reason"])
+
+
+def publish(identities: list[Identity], outcomes: dict[str, Outcome], options: MatrixOptions) -> list[dict[str, Any]]:
+    """The rows of ``identities`` (in their order), writing the representatives' pages."""
+    previous = PreviousRun(options.out_dir)
+    representatives: dict[str, dict[str, Any]] = {}
+    rows = []
+    for identity in identities:
+        if identity.failure is not None or identity.key is None:
+            rows.append(previous.row_timing(identity.failure or base_row(identity.model_id, "")))
+            continue
+        outcome = outcomes[identity.key.digest]
+        if isinstance(outcome, dict):
+            row = previous.row_timing(_failure_row(identity, outcome))
+        elif identity.key.digest in representatives:  # the representative's timing, already settled
+            row = _same_pair_row(identity, representatives[identity.key.digest])
+        else:
+            row = previous.row_timing(_representative_row(identity, outcome, options, previous))
+            representatives[identity.key.digest] = row
+        rows.append(row)
+    prune_pages(rows, options.out_dir)
+    return rows
+
+
+def prune_pages(rows: list[dict[str, Any]], out_dir: Path) -> None:
+    """Remove per-model and way-out pages that no row refers to (a model that left the matrix, a way out that
+    changed, an id that became the duplicate of another)."""
+    for folder, column, suffixes in (("models", "report", (".md", ".json")), ("fixes", "fix_report", (".md", ".diff"))):
+        path = out_dir / folder
+        if not path.is_dir():
+            continue
+        kept = {Path(row[column]).stem for row in rows if row.get(column) and not row.get("same_as")}
+        for item in path.iterdir():
+            if item.suffix in suffixes and item.stem not in kept:
+                item.unlink()

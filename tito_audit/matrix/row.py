@@ -1,0 +1,161 @@
+"""One matrix row per model: the audit report summarised into flat, table-friendly fields."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from typing import Any
+
+from tito_audit.audit.results import AuditReport, worst_verdict
+from tito_audit.conversations.conversation import STEP_KINDS
+from tito_audit.model.registry import family_of
+
+AUDITED = "audited"
+NOT_REACHABLE = "not audited: not reachable"
+FAILED_TO_LOAD = "not audited: failed to load"
+AUDIT_ERROR = "not audited: audit error"
+
+COLUMNS = (
+    "model_id",
+    "family",
+    "status",
+    "reason",
+    "same_as",
+    "audit_level",
+    "stop_tokens",
+    "verdict",
+    "variant_verdicts",
+    *(f"rollout_{kind}" for kind in STEP_KINDS),
+    *(f"append_{kind}" for kind in STEP_KINDS),
+    "main_causes",
+    "way_out",
+    "fix_report",
+    "verdict_with_real_data",
+    "real_data_causes",
+    "roundtrip_findings",
+    "bridge",
+    "drift",
+    "findings",
+    "refused_shapes",
+    "report",
+    "source",
+    "location",
+    "revision",
+    "backend",
+    "tokenizer_sha256",
+    "template_sha256",
+    "seed",
+    "count",
+    "tool_version",
+    "library_versions",
+    "generated_at",
+    "duration_seconds",
+)
+VOLATILE_COLUMNS = ("generated_at", "duration_seconds")
+"""The only columns that change between two runs with the same code, models, settings and seed."""
+
+_EVERYWHERE = frozenset({"noncanonical-split"})
+
+
+def base_row(model_id: str, status: str, reason: str = "") -> dict[str, Any]:
+    family = family_of(model_id)
+    row: dict[str, Any] = dict.fromkeys(COLUMNS, "")
+    row.update(model_id=model_id, family=family.family if family else "", status=status, reason=reason)
+    row.update(seed=None, count=None, duration_seconds=None)
+    return row
+
+
+def tokenizer_digest(file_sha256: dict[str, str]) -> str:
+    """One digest over every tokenizer/template/config file's sha256 (sorted by name)."""
+    lines = "".join(f"{name} {digest}\n" for name, digest in sorted(file_sha256.items()))
+    return hashlib.sha256(lines.encode("utf-8")).hexdigest()
+
+
+def _kind_status(report: AuditReport, check: str, kind: str) -> str:
+    """``stable``/``unstable``/``refused``/``n/a`` for a step kind (rollout) or appended role (append), all variants."""
+    cases = failed = refused = 0
+    for variant in report.variants:
+        for row in variant.checks[check].rows:
+            if row.category == kind or row.category.startswith(f"{kind} after "):
+                cases += row.cases
+                failed += row.failed
+                refused += row.refused
+    if cases == 0:
+        return "n/a"
+    if failed:
+        return "unstable"
+    return "refused" if refused == cases else "stable"
+
+
+UNKNOWN_STOPS = "unknown"
+
+
+def stop_tokens_cell(report: AuditReport) -> str:
+    """The stop tokens of every variant (their texts), or ``unknown`` when some variant has none."""
+    if any(not variant.stop_tokens for variant in report.variants):
+        return UNKNOWN_STOPS
+    return " ".join(sorted({s.text for variant in report.variants for s in variant.stop_tokens}))
+
+
+def row_from_report(report: AuditReport, report_link: str, duration: float) -> dict[str, Any]:
+    row = base_row(report.model.model_id, AUDITED)
+    rollout_causes: Counter[str] = Counter()
+    roundtrip: set[str] = set()
+    bridge_cases = bridge_failed = 0
+    findings: set[str] = set()
+    refused: Counter[str] = Counter()
+    drift_steps = drift_failed = mismatched = total = 0
+    for variant in report.variants:
+        rollout_causes.update(variant.checks["rollout"].cause_counts)
+        roundtrip.update(set(variant.checks["roundtrip"].cause_counts) - _EVERYWHERE)
+        for bridge_row in variant.checks["bridge"].rows:
+            bridge_cases += bridge_row.cases - bridge_row.refused
+            bridge_failed += bridge_row.failed
+        findings.update(f.cause for f in variant.findings)
+        for shape in variant.refused:
+            refused[shape.reason] += shape.count
+        drift_steps += variant.drift.steps
+        drift_failed += variant.drift.canonical_drift_steps
+        mismatched += variant.drift.mismatched_tokens
+        total += variant.drift.total_tokens
+    row.update(
+        audit_level="text-level only" if report.text_level_only else "full",
+        stop_tokens=stop_tokens_cell(report),
+        verdict=worst_verdict([v.verdict for v in report.variants]),  # derived: a row never contradicts its variants
+        variant_verdicts="; ".join(f"{v.name}: {v.verdict}" for v in report.variants),
+        main_causes=", ".join(cause for cause, _ in sorted(rollout_causes.items(), key=lambda kv: (-kv[1], kv[0]))),
+        roundtrip_findings=", ".join(sorted(roundtrip)) if not report.text_level_only else "n/a (text level)",
+        bridge=f"{bridge_cases - bridge_failed}/{bridge_cases} equal" if bridge_cases else "n/a",
+        drift=(
+            f"{drift_failed}/{drift_steps} steps; {mismatched}/{total} tokens"
+            if drift_steps and not report.text_level_only
+            else "n/a"
+        ),
+        findings=", ".join(sorted(findings)),
+        refused_shapes="; ".join(
+            f"{count}× {reason}" for reason, count in sorted(refused.items(), key=lambda kv: -kv[1])
+        ),
+        report=report_link,
+        source=report.model.source,
+        location=report.model.path,
+        revision=report.model.revision or "",
+        backend=report.model.backend,
+        tokenizer_sha256=tokenizer_digest(report.model.file_sha256),
+        template_sha256=report.model.template_sha256 or "",
+        seed=report.settings.seed,
+        count=report.settings.count,
+        tool_version=report.tool_version,
+        library_versions=", ".join(f"{k} {v}" for k, v in sorted(report.library_versions.items())),
+        generated_at=report.generated_at,
+        duration_seconds=round(duration, 2),
+    )
+    for kind in STEP_KINDS:
+        row[f"rollout_{kind}"] = _kind_status(report, "rollout", kind)
+        row[f"append_{kind}"] = _kind_status(report, "append", kind)
+    return row
+
+
+def add_combined(row: dict[str, Any], verdict: str, causes: str) -> None:
+    """The combined audit (generated + real trajectories): its verdict and the causes it found."""
+    row["verdict_with_real_data"] = verdict
+    row["real_data_causes"] = causes

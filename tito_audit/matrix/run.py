@@ -1,0 +1,140 @@
+"""The compatibility matrix: many model ids, each (template, tokenizer) pair audited once.
+
+A run has three phases:
+
+1. identify: resolve every id and key its pair from the digests of its files, the settings and the tool
+   version (:mod:`tito_audit.matrix.store`); ids that do not resolve get a row that says why;
+2. audit: the first id of every pair whose result is not in the results store is audited by a backend
+   (:mod:`tito_audit.matrix.backends`: this process, worker processes or Ray); each result is stored the
+   moment it arrives, so an interrupted run resumes where it stopped;
+3. publish: rows and pages from the results (:mod:`tito_audit.matrix.publish`).
+
+The output depends only on the ids, their files and the settings: cold or warm, interrupted or not, local or
+on Ray, the files are the same apart from timestamps and durations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tito_audit.matrix.backends import backend_for
+from tito_audit.matrix.options import MATRIX_EXAMPLES_PER_GROUP, MatrixOptions
+from tito_audit.matrix.publish import Outcome, publish, report_stem
+from tito_audit.matrix.serialization import DecodeError
+from tito_audit.matrix.store import ResultsStore, StoreCounts
+from tito_audit.matrix.tasks import Identity, PairOutcome, ProgressEvent, pair_result
+from tito_audit.outputs import ensure_folder
+
+__all__ = [
+    "MATRIX_EXAMPLES_PER_GROUP",
+    "MatrixInterrupted",
+    "MatrixOptions",
+    "MatrixRun",
+    "ProgressEvent",
+    "report_stem",
+    "run_matrix",
+]
+
+
+@dataclass
+class MatrixRun:
+    """The rows of a run and what it took to produce them."""
+
+    rows: list[dict[str, Any]]
+    model_ids: int = 0
+    pairs: int = 0
+    """Distinct (template, tokenizer) pairs among the ids that resolved."""
+    audited: int = 0
+    """Pairs audited in this run (the others came from the results store)."""
+    store: StoreCounts = field(default_factory=StoreCounts)
+    notes: list[str] = field(default_factory=list)
+    """What went wrong with the results store (the run went on; see :mod:`tito_audit.matrix.store`)."""
+
+
+class MatrixInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a matrix run; the message says what was kept (``13 of 63 results stored; run again to
+    resume``). Every result that arrived before the interrupt is in the results store."""
+
+
+def _stored(store: ResultsStore, identity: Identity) -> Outcome | None:
+    assert identity.key is not None
+    payload = store.get(identity.key)
+    if payload is None:
+        return None
+    try:
+        return pair_result(payload)
+    except DecodeError:  # stored by a tool whose key did not change but whose result shape did: recompute
+        store.counts.corrupt += 1
+        return None
+
+
+def _kept(store: ResultsStore, from_store: int, results: int, pairs: int) -> str:
+    """What an interrupted run kept, in one line (``from_store``: results read from the store at the start;
+    ``results``: all results at hand, computed or read)."""
+    if store.root is None:
+        return f"interrupted: {results} of {pairs} results computed, none stored (--no-results-cache)"
+    if not store.writable:
+        return f"interrupted: {results} of {pairs} results computed, none stored (the results store cannot be written)"
+    return f"{from_store + store.counts.written} of {pairs} results stored; run again to resume"
+
+
+def run_matrix(
+    models: Sequence[str],
+    options: MatrixOptions,
+    on_event: Callable[[ProgressEvent], None] | None = None,
+) -> MatrixRun:
+    """Rows for ``models`` (sorted by model id, case-insensitively), each pair audited at most once.
+
+    Ctrl-C raises :class:`MatrixInterrupted` (a ``KeyboardInterrupt``) once the results that arrived are stored."""
+    ordered = sorted(dict.fromkeys(models), key=str.lower)
+    ensure_folder(options.out_dir)
+    store = ResultsStore(options.results_cache)
+    backend = backend_for(options)
+
+    def done(model_id: str) -> None:
+        if on_event is not None:
+            on_event((model_id, "done", 1, 1))
+
+    try:
+        identities = backend.identify(ordered, options)
+    except KeyboardInterrupt as interrupted:
+        raise MatrixInterrupted("interrupted while reading the models' files: nothing was audited yet") from interrupted
+    members: dict[str, list[Identity]] = {}
+    for identity in identities:
+        if identity.key is None:
+            done(identity.model_id)
+        else:
+            members.setdefault(identity.key.digest, []).append(identity)
+    outcomes: dict[str, Outcome] = {}
+    to_audit: list[Identity] = []
+    for digest, group in members.items():
+        stored = _stored(store, group[0])
+        if stored is None:
+            to_audit.append(group[0])
+            continue
+        outcomes[digest] = stored
+        for identity in group:
+            done(identity.model_id)
+    by_id = {identity.model_id: identity for identity in to_audit}
+    from_store = len(outcomes)
+
+    def on_outcome(outcome: PairOutcome) -> None:
+        identity = by_id[outcome.model_id]
+        assert identity.key is not None
+        if outcome.result is not None:
+            store.put(identity.key, outcome.result)
+            outcomes[identity.key.digest] = pair_result(outcome.result)
+        else:
+            outcomes[identity.key.digest] = outcome.failure or {}
+        for member in members[identity.key.digest]:
+            done(member.model_id)
+
+    try:
+        backend.audit([identity.model_id for identity in to_audit], options, on_outcome, on_event)
+    except KeyboardInterrupt as interrupted:
+        results = sum(1 for outcome in outcomes.values() if not isinstance(outcome, dict))
+        raise MatrixInterrupted(_kept(store, from_store, results, len(members))) from interrupted
+    rows = publish(identities, outcomes, options)
+    return MatrixRun(rows, len(ordered), len(members), len(to_audit), store.counts, store.notes)

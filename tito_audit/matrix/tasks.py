@@ -1,0 +1,233 @@
+"""The two kinds of work a matrix hands to its workers, as module-level functions any backend can run.
+
+- :func:`identify`: resolve a model id and compute the key of its (template, tokenizer) pair; cheap, no
+  tokenizer is loaded.
+- :func:`audit_pair`: resolve, load and audit one model id (the first id of a pair), find its way out and run
+  the real-data audit; returns plain data the driver stores under the pair's key.
+
+Both never raise for a model's own problems: they return a failure row instead, so one bad folder cannot stop
+the matrix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import gc
+import time
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from tito_audit.audit.options import AuditOptions
+from tito_audit.audit.results import UNSUPPORTED, AuditReport, worst_verdict
+from tito_audit.errors import AuditError, ResolutionError
+from tito_audit.formatters.fix_report import FixPage
+from tito_audit.matrix.options import MatrixOptions
+from tito_audit.matrix.row import AUDIT_ERROR, FAILED_TO_LOAD, NOT_REACHABLE, base_row
+from tito_audit.matrix.serialization import DecodeError, from_dict
+from tito_audit.matrix.store import PairKey, pair_key
+from tito_audit.model.registry import family_of
+
+ProgressEvent = tuple[str, str, int, int]
+"""(model id, stage or variant, done, total)."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Where a model id's files are and the key of its pair (``failure``: the row of an id that did not
+    resolve)."""
+
+    model_id: str
+    """As given (an id, or a folder path)."""
+    key: PairKey | None = None
+    resolved_id: str = ""
+    """The id the resolution found (a folder's ``<org>--<name>`` read back as ``org/name``)."""
+    source: str = ""
+    location: str = ""
+    revision: str | None = None
+    failure: dict[str, Any] | None = None
+
+
+@dataclass
+class RealData:
+    """The combined audit (generated + real trajectories): its verdict and the causes it found."""
+
+    verdict: str
+    causes: str
+
+
+@dataclass
+class PairResult:
+    """Everything the matrix publishes for a pair, independent of the model id it is published under."""
+
+    report: AuditReport
+    way_out: FixPage | None
+    real_data: RealData | None
+    duration_seconds: float
+
+
+def pair_payload(result: PairResult) -> dict[str, Any]:
+    """A result as stored and sent between processes: ``asdict(result)`` without the report's verdict, which is
+    derived from the variants' verdicts again on reading (:func:`pair_result`), so that it is never stored twice and
+    an edited store entry cannot make a row say one thing and its variants another."""
+    payload = dataclasses.asdict(result)
+    del payload["report"]["verdict"]
+    return payload
+
+
+def pair_result(payload: Any) -> PairResult:
+    """A :class:`PairResult` from :func:`pair_payload`'s data, its report's verdict the worst of its variants'
+    (raises :class:`~tito_audit.matrix.serialization.DecodeError` when the data has another shape)."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("report"), dict):
+        raise DecodeError("not a stored pair result")
+    report = {key: value for key, value in payload["report"].items() if key != "verdict"}
+    result = from_dict(PairResult, {**payload, "report": {**report, "verdict": UNSUPPORTED}})
+    result.report.verdict = worst_verdict([variant.verdict for variant in result.report.variants])
+    return result
+
+
+@dataclass
+class PairOutcome:
+    """What :func:`audit_pair` returns: the result as plain data (:func:`pair_payload`) or a failure row."""
+
+    model_id: str
+    result: dict[str, Any] | None = None
+    failure: dict[str, Any] | None = None
+
+
+@functools.cache
+def _source_digest(source: str) -> str:
+    """A conversation source's sha256 when it is a local file; a hub dataset id stands for itself."""
+    from tito_audit.model.resolve import sha256_file
+
+    path = Path(source)
+    return sha256_file(path) if path.is_file() else f"id:{source}"
+
+
+def audit_settings(options: MatrixOptions) -> dict[str, Any]:
+    """The settings that decide an audit's result, as they enter the results key."""
+    return {
+        "seed": options.seed,
+        "count": options.count,
+        "max_turns": options.max_turns,
+        "max_examples_per_group": options.examples_per_group,
+        "pinned_kwargs": {},
+        "conversations": [[Path(s).name, _source_digest(s)] for s in options.conversation_sources],
+        "conversations_limit": options.conversations_limit,
+    }
+
+
+def identify(model_id: str, options: MatrixOptions) -> Identity:
+    """Resolve ``model_id`` and key its pair (file digests are computed once per file per process)."""
+    from tito_audit.audit.service import library_versions
+    from tito_audit.model.resolve import resolve_model
+
+    try:
+        resolved = resolve_model(
+            model_id, mirrors=options.mirrors, cache_dir=options.cache_dir, allow_hub=options.allow_hub
+        )
+        files = resolved.file_hashes()
+    except ResolutionError as exc:
+        return Identity(model_id, failure=base_row(model_id, NOT_REACHABLE, str(exc)))
+    except OSError as exc:
+        return Identity(model_id, failure=base_row(model_id, FAILED_TO_LOAD, f"{type(exc).__name__}: {exc}"))
+    family = family_of(model_id)
+    key = pair_key(files, family.special_tokens if family else None, audit_settings(options), library_versions())
+    return Identity(
+        model_id,
+        key=key,
+        resolved_id=resolved.model_id,
+        source=resolved.source,
+        location=resolved.location or str(resolved.path),
+        revision=resolved.revision,
+    )
+
+
+def identify_many(model_ids: list[str], options: MatrixOptions) -> list[Identity]:
+    return [identify(model_id, options) for model_id in model_ids]
+
+
+_REAL_CONVERSATIONS: dict[tuple, list] = {}
+
+
+def _real_conversations(options: MatrixOptions) -> list:
+    """The real trajectories, loaded once per worker process."""
+    from tito_audit.conversations.datasources import load_conversations
+
+    key = (tuple(options.conversation_sources), options.conversations_limit)
+    if key not in _REAL_CONVERSATIONS:
+        loaded = []
+        for source in options.conversation_sources:
+            loaded += load_conversations(source, limit=options.conversations_limit).conversations
+        _REAL_CONVERSATIONS[key] = loaded
+    return _REAL_CONVERSATIONS[key]
+
+
+def audit_pair(model_id: str, options: MatrixOptions, events: Any = None) -> PairOutcome:
+    """Resolve, load and audit ``model_id``; its way out and real-data verdict when the matrix asks for them."""
+    from tito_audit.audit.service import audit
+    from tito_audit.formatters.fix_report import page_of
+    from tito_audit.model.loading import load_resolved
+    from tito_audit.model.resolve import resolve_model
+    from tito_audit.repair.way_out import find_way_out, needs_way_out
+
+    def emit(stage: str, done: int, total: int) -> None:
+        if events is not None:
+            events.put((model_id, stage, done, total))
+
+    started = time.monotonic()
+    emit("loading", 0, 1)
+    try:
+        resolved = resolve_model(
+            model_id, mirrors=options.mirrors, cache_dir=options.cache_dir, allow_hub=options.allow_hub
+        )
+    except ResolutionError as exc:
+        return PairOutcome(model_id, failure=base_row(model_id, NOT_REACHABLE, str(exc)))
+    try:
+        loaded = load_resolved(resolved)
+    except AuditError as exc:
+        return PairOutcome(model_id, failure=base_row(model_id, FAILED_TO_LOAD, str(exc)))
+    except Exception as exc:  # a broken tokenizer folder must not stop the matrix
+        return PairOutcome(model_id, failure=base_row(model_id, FAILED_TO_LOAD, f"{type(exc).__name__}: {exc}"))
+    settings = AuditOptions(
+        seed=options.seed,
+        count=options.count,
+        max_turns=options.max_turns,
+        max_examples_per_group=options.examples_per_group,
+    )
+    try:
+        report = audit(loaded, settings, progress=lambda variant, done, total: emit(variant, done, total))
+        page = None
+        if needs_way_out(report):
+            emit("way out", 0, 1)
+            page = page_of(find_way_out(loaded, report, settings, audit), report)
+        real_data = None
+        if options.conversation_sources and not report.text_level_only:
+            emit("real conversations", 0, 1)
+            combined = audit(
+                loaded,
+                replace(
+                    settings,
+                    conversations=_real_conversations(options),
+                    with_generated=True,
+                    conversations_source="generated + " + ", ".join(Path(s).name for s in options.conversation_sources),
+                ),
+            )
+            real_data = real_data_of(combined)
+        result = PairResult(report, page, real_data, round(time.monotonic() - started, 2))
+        return PairOutcome(model_id, result=pair_payload(result))
+    except Exception as exc:
+        return PairOutcome(model_id, failure=base_row(model_id, AUDIT_ERROR, f"{type(exc).__name__}: {exc}"))
+    finally:
+        del loaded
+        gc.collect()
+
+
+def real_data_of(combined: AuditReport) -> RealData:
+    causes: Counter[str] = Counter()
+    for variant in combined.variants:
+        causes.update(variant.checks["rollout"].cause_counts)
+    ranked = sorted(causes.items(), key=lambda kv: (-kv[1], kv[0]))
+    return RealData(combined.verdict, ", ".join(cause for cause, _ in ranked))

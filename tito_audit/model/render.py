@@ -1,0 +1,362 @@
+"""Render conversations through the model's own chat-template machinery, with a frozen clock.
+
+``render(M, gp)`` is ``apply_chat_template(M, tools=T, add_generation_prompt=gp, **kwargs)`` as text and
+``ids(M, gp)`` the same tokenized as ``apply_chat_template(..., tokenize=True)`` does. The template's
+``strftime_now`` reads a fixed clock during the audit so that reports are reproducible; the
+nondeterminism check renders with a second clock to find templates that depend on the date.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from tito_audit.errors import TemplateTimeoutError
+from tito_audit.model.loaded import JINJA, LoadedModel
+from tito_audit.model.render_guard import RenderTimeout, clock, deadline, guard
+from tito_audit.model.tokens import TokenCodec
+
+DEFAULT_CLOCK = datetime(2026, 1, 15, 9, 30, 0)
+"""The date templates see through ``strftime_now`` unless ``--clock`` says otherwise."""
+ALTERNATE_CLOCK = datetime(2027, 8, 3, 17, 45, 0)
+
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RenderLimits:
+    """Bounds on one render: a template that loops forever or writes megabytes is refused, not waited for."""
+
+    max_chars: int = 2_000_000
+    max_seconds: float = 10.0
+    refuse_after_timeout: bool = True
+    """A render past ``max_seconds`` ends the audit (:class:`~tito_audit.errors.TemplateTimeoutError`), and every
+    later render of that renderer fails at once: a template slow once is slow on every conversation. False (a
+    session): the render is one refused render (:class:`RenderError`) and the next one is tried again."""
+
+
+class RenderError(Exception):
+    """The template (or backend) refused to render; ``str(err)`` is one line naming the exception."""
+
+
+class PrefixRenderError(RenderError):
+    """Rendering ``messages[:k]`` with ``add_generation_prompt=gp`` failed."""
+
+    def __init__(self, k: int, gp: bool, reason: str) -> None:
+        super().__init__(reason)
+        self.k = k
+        self.gp = gp
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class RenderedPrefix:
+    text: str
+    ids: list[int]
+
+
+def one_line(exc: BaseException, limit: int = 200) -> str:
+    text = " ".join(str(exc).split()) or "(no message)"
+    return f"{type(exc).__name__}: {text[:limit]}"
+
+
+def guarded_template(template_source: str) -> Any:
+    """transformers' compiled template for ``template_source`` (compiled once per process), with the render
+    guard installed on its environment (:mod:`tito_audit.model.render_guard`)."""
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    compiled = _compile_jinja_template(template_source)
+    guard(compiled.environment)
+    return compiled
+
+
+@contextmanager
+def frozen_clock(template_source: str | None, when: datetime) -> Iterator[None]:
+    """Make ``strftime_now`` in ``template_source`` read ``when`` in this block, in this thread only.
+
+    transformers compiles each template once into its own sandboxed environment; the guarded environment's
+    ``strftime_now`` reads a per-thread clock (a kwarg would not do: kwargs reach the template only as plain
+    data, and a function would arrive as a placeholder string).
+    """
+    if template_source is None:
+        yield
+        return
+    guarded_template(template_source)
+    with clock(when):
+        yield
+
+
+class _FastJinja:
+    """The compiled template called directly, as ``render_jinja_template`` calls it, minus the per-call
+    conversion of the whole conversation (done once per conversation instead of once per prefix)."""
+
+    VERIFY_FIRST = 24
+    VERIFY_EVERY = 50
+
+    MAX_PREPARED = 4096
+    """Prepared messages kept (with the messages themselves, so that an id is never reused while kept)."""
+
+    def __init__(self, compiled: Any, plain: Any, alias: Any, kwargs: dict[str, Any]) -> None:
+        self.compiled = compiled
+        self.plain = plain
+        self.alias = alias
+        self.kwargs = kwargs
+        self.calls = 0
+        self._prepared: dict[int, tuple[Message, Any]] = {}
+        self._prepared_tools: tuple[list[dict], Any] | None = None
+
+    @classmethod
+    def create(cls, model: LoadedModel, kwargs: Mapping[str, Any]) -> _FastJinja | None:
+        try:
+            from transformers.utils.chat_template_utils import (
+                _alias_reasoning_fields,
+                _compile_jinja_template,
+                _plain_template_data,
+            )
+
+            compiled = _compile_jinja_template(model.template_source)
+            guard(compiled.environment)
+        except Exception:  # another transformers version, or a template that does not compile
+            return None
+        template_kwargs = _plain_template_data({**model.tokenizer.special_tokens_map, **kwargs})
+        return cls(compiled, _plain_template_data, _alias_reasoning_fields, template_kwargs)
+
+    def prepare(self, messages: Sequence[Message], tools: list[dict] | None) -> tuple[list, Any]:
+        """The template's view of ``messages`` and ``tools``: ``None`` values left out, plain JSON types, reasoning
+        fields aliased, as ``render_jinja_template`` makes it. Each message is prepared on its own (both steps
+        work message by message) and kept: conversations that differ in one message (the reasoning forms of a
+        turn) share the preparation of the others."""
+        prepared: list[Any] = []
+        missing: list[int] = []
+        for index, message in enumerate(messages):
+            kept = self._prepared.get(id(message))
+            if kept is not None and kept[0] is message:
+                prepared.append(kept[1])
+            else:
+                prepared.append(None)
+                missing.append(index)
+        if missing:  # one call for all that are missing (most conversations are new)
+            if len(self._prepared) + len(missing) > self.MAX_PREPARED:
+                self._prepared.clear()
+            fresh = self.alias(self.plain([{k: v for k, v in messages[i].items() if v is not None} for i in missing]))
+            for index, value in zip(missing, fresh, strict=True):
+                prepared[index] = value
+                self._prepared[id(messages[index])] = (messages[index], value)
+        return prepared, self._prepare_tools(tools)
+
+    def _prepare_tools(self, tools: list[dict] | None) -> Any:
+        if tools is None:
+            return None
+        kept = self._prepared_tools
+        if kept is None or kept[0] is not tools:
+            kept = self._prepared_tools = (tools, self.plain(tools))
+        return kept[1]
+
+    def render(self, prepared: tuple[list, Any], k: int, gp: bool) -> str:
+        chat, tools = prepared
+        return self.compiled.render(
+            messages=chat[:k], tools=tools, documents=None, add_generation_prompt=gp, **self.kwargs
+        )
+
+    def should_verify(self) -> bool:
+        self.calls += 1
+        return self.calls <= self.VERIFY_FIRST or self.calls % self.VERIFY_EVERY == 0
+
+
+class Renderer:
+    """Renders prefixes of conversations for one model, template and variant."""
+
+    def __init__(
+        self,
+        model: LoadedModel,
+        codec: TokenCodec,
+        kwargs: Mapping[str, Any] | None = None,
+        limits: RenderLimits | None = None,
+    ) -> None:
+        self.limits = limits or RenderLimits()
+        self.model = model
+        self.codec = codec
+        self.kwargs = dict(kwargs or {})
+        self.renders = 0
+        self._fast = _FastJinja.create(model, self.kwargs) if model.backend == JINJA else None
+        self._prepared: Any = None
+        self._prepared_for: tuple[Sequence[Message], list[dict] | None] | None = None
+        self._timed_out: str | None = None
+        """Why this renderer refuses every render (a render ran past the time limit), when it does."""
+
+    @property
+    def uses_jinja(self) -> bool:
+        return self.model.backend == JINJA
+
+    def text(self, messages: Sequence[Message], tools: list[dict] | None, gp: bool) -> str:
+        """render(M, gp); raises :class:`RenderError` when the template refuses."""
+        self.renders += 1
+        self._refuse_if_timed_out()
+        tokenizer = self.model.tokenizer
+        try:
+            with warnings.catch_warnings(), deadline(self.limits.max_seconds):
+                warnings.simplefilter("ignore")
+                if self.uses_jinja:
+                    guarded_template(self.model.template_source)
+                    return self._bounded(
+                        tokenizer.apply_chat_template(
+                            list(messages),
+                            tools=tools,
+                            chat_template=self.model.template_source,
+                            add_generation_prompt=gp,
+                            tokenize=False,
+                            **self.kwargs,
+                        )
+                    )
+                return self._bounded(self._backend_text(list(messages), tools, gp))
+        except RenderTimeout as exc:
+            self._timeout(exc)
+            raise RenderError(one_line(exc)) from exc
+        except RecursionError as exc:
+            raise RenderError("RecursionError: template recursion too deep") from exc
+        except Exception as exc:
+            raise RenderError(one_line(exc)) from exc
+
+    def text_or_none(self, messages: Sequence[Message], tools: list[dict] | None, gp: bool) -> str | None:
+        """render(M, gp), or None when the template refuses."""
+        try:
+            return self.text(messages, tools, gp)
+        except RenderError:
+            return None
+
+    def prefixes(
+        self, messages: Sequence[Message], tools: list[dict] | None, needed: Sequence[tuple[int, bool]]
+    ) -> dict[tuple[int, bool], RenderedPrefix]:
+        """Render ``messages[:k]`` with ``add_generation_prompt=gp`` for each ``(k, gp)``, once each.
+
+        Texts are tokenized in one batch. For Jinja templates ids equal
+        ``apply_chat_template(..., tokenize=True)``; backends that tokenize piecewise (mistral-common)
+        are asked for their own ids.
+        """
+        keys = list(dict.fromkeys(needed))
+        texts = self._fast_texts(messages, tools, keys) if self._fast is not None else None
+        if texts is None:
+            texts = []
+            for k, gp in keys:
+                try:
+                    texts.append(self.text(messages[:k], tools, gp))
+                except RenderError as exc:
+                    raise PrefixRenderError(k, gp, str(exc)) from exc
+        if self.uses_jinja:
+            all_ids = self.codec.encode_many(texts)
+        else:
+            all_ids = [self._backend_ids(list(messages[:k]), tools, gp) for k, gp in keys]
+        return {key: RenderedPrefix(text, ids) for key, text, ids in zip(keys, texts, all_ids, strict=True)}
+
+    def texts(
+        self, messages: Sequence[Message], tools: list[dict] | None, needed: Sequence[tuple[int, bool]]
+    ) -> dict[tuple[int, bool], str | None]:
+        """Render ``messages[:k]`` for each ``(k, gp)`` as text only (no tokenization); None where the template
+        refuses. Batched through the direct path when it is on, one by one otherwise."""
+        keys = list(dict.fromkeys(needed))
+        if self._fast is not None:
+            try:
+                texts = self._fast_texts(messages, tools, keys)
+            except PrefixRenderError:
+                texts = None
+            if texts is not None:
+                return dict(zip(keys, texts, strict=True))
+        out: dict[tuple[int, bool], str | None] = {}
+        for k, gp in keys:
+            try:
+                out[(k, gp)] = self.text(messages[:k], tools, gp)
+            except RenderError:
+                out[(k, gp)] = None
+        return out
+
+    def _refuse_if_timed_out(self) -> None:
+        if self._timed_out is not None:
+            raise TemplateTimeoutError(self._timed_out)
+
+    def _timeout(self, exc: RenderTimeout) -> None:
+        """A render ran past the limit: with ``refuse_after_timeout`` the template is refused from now on (raises);
+        otherwise the caller reports this render as refused."""
+        if self.limits.refuse_after_timeout:
+            self._timed_out = (
+                f"rendering took longer than {self.limits.max_seconds:g}s: the template is refused for the rest of "
+                "the audit (raise the limit with --max-render-seconds)"
+            )
+            self._refuse_if_timed_out()
+
+    def _bounded(self, text: str) -> str:
+        if len(text) > self.limits.max_chars:
+            raise RenderError(
+                f"output longer than {self.limits.max_chars} characters (raise it with --max-render-chars)"
+            )
+        return text
+
+    def _fast_texts(
+        self, messages: Sequence[Message], tools: list[dict] | None, keys: list[tuple[int, bool]]
+    ) -> list[str] | None:
+        """Prefix renders through the compiled template, with the inputs prepared once per conversation.
+
+        Checked against ``apply_chat_template`` on the first conversations and then now and again; at the
+        first difference the fast path is switched off and None tells the caller to render the slow way.
+        """
+        fast = self._fast
+        assert fast is not None
+        # The rollout, append and ablation renders of one conversation share the prepared inputs; holding
+        # the lists themselves (not their ids) means a freed list's id can never be mistaken for them.
+        if self._prepared_for is None or self._prepared_for[0] is not messages or self._prepared_for[1] is not tools:
+            self._prepared, self._prepared_for = fast.prepare(messages, tools), (messages, tools)
+        prepared = self._prepared
+        texts = []
+        for k, gp in keys:
+            self.renders += 1
+            self._refuse_if_timed_out()
+            try:
+                with deadline(self.limits.max_seconds):
+                    texts.append(self._bounded(fast.render(prepared, k, gp)))
+            except RenderTimeout as exc:
+                self._timeout(exc)
+                raise PrefixRenderError(k, gp, one_line(exc)) from exc
+            except RecursionError as exc:
+                raise PrefixRenderError(k, gp, "RecursionError: template recursion too deep") from exc
+            except Exception as exc:
+                raise PrefixRenderError(k, gp, one_line(exc)) from exc
+        if keys and fast.should_verify():
+            k, gp = max(keys)
+            try:
+                reference = self.text(messages[:k], tools, gp)
+            except RenderError:
+                reference = None
+            if reference != texts[keys.index((k, gp))]:
+                self._fast = None
+                return None
+        return texts
+
+    # -- backends without Jinja (mistral-common) ----------------------------------------------
+    def _backend_call(self, messages: list[Message], tools: list[dict] | None, gp: bool, tokenize: bool) -> Any:
+        tokenizer = self.model.tokenizer
+        logging.getLogger("transformers").setLevel(logging.ERROR)
+        ends_with_assistant = bool(messages) and messages[-1].get("role") == "assistant"
+        extra: dict[str, Any] = (
+            {"continue_final_message": True} if ends_with_assistant and not gp else {"add_generation_prompt": gp}
+        )
+        if tokenize:
+            extra["return_dict"] = False
+        return tokenizer.apply_chat_template(messages, tools=tools, tokenize=tokenize, **extra, **self.kwargs)
+
+    def _backend_text(self, messages: list[Message], tools: list[dict] | None, gp: bool) -> str:
+        """mistral-common renders no conversation that ends with an assistant turn; we render that turn as a
+        continuation and close it with the end-of-sequence token, as the backend does in history."""
+        text = self._backend_call(messages, tools, gp, tokenize=False)
+        if messages and messages[-1].get("role") == "assistant" and not gp:
+            text += self.model.tokenizer.eos_token
+        return text
+
+    def _backend_ids(self, messages: list[Message], tools: list[dict] | None, gp: bool) -> list[int]:
+        ids = list(self._backend_call(messages, tools, gp, tokenize=True))
+        if messages and messages[-1].get("role") == "assistant" and not gp:
+            ids.append(self.model.tokenizer.eos_token_id)
+        return ids

@@ -1,0 +1,93 @@
+"""What a session does when the template cannot be followed: the policies, and the loss mask after a re-render."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from tito_audit.audit.checks.bridge import stand_in_bridge
+from tito_audit.audit.diff import common_prefix_length
+from tito_audit.conversations.conversation import Message
+from tito_audit.model.render import RenderError
+from tito_audit.session.breaks import SessionBreak
+from tito_audit.session.machinery import Machinery
+from tito_audit.session.turns import PendingTurn
+
+OnBreak = Literal["raise", "warn", "rerender"]
+POLICIES: dict[str, str] = {
+    "raise": "raise TitoBreak; the session is left as it was before the call",
+    "warn": (
+        "warn (TitoBreakWarning), record the break and keep the buffer append-only: the sampled ids stay, the new "
+        "messages are bridged with the template's history-free suffix (a short stand-in conversation), and later "
+        "steps are checked against the template's own rendering"
+    ),
+    "rerender": (
+        "record the break and continue from the template's render of the conversation: the buffer becomes "
+        "ids(R); the loss mask keeps the tokens before the first changed token and every earlier completion whose "
+        "ids appear unchanged, and masks the rest"
+    ),
+}
+
+
+def stand_in_suffix(
+    machinery: Machinery,
+    appended: list[Message],
+    tools: list[dict] | None,
+    clock: datetime,
+    pending: PendingTurn,
+    details: SessionBreak,
+) -> list[int] | None:
+    """``warn``'s bridge: the template's history-free suffix for ``appended``; None (with a note on ``details``)
+    when it cannot be had (the stand-in is refused, or the turn was cut without its terminator)."""
+    if pending.stopped is False:
+        details.notes.append("the turn has no stop token: the stand-in suffix would lack its terminator")
+        return None
+    try:
+        with machinery.lock, machinery.rendering(clock):
+            suffix, _ = stand_in_bridge(machinery.setup, appended, tools)
+    except RenderError as exc:
+        details.notes.append(f"the stand-in suffix could not be rendered ({exc})")
+        return None
+    return suffix
+
+
+def rerendered_mask(
+    buffer: list[int], mask: list[int], spans: list[tuple[int, int]], ids: list[int]
+) -> tuple[list[int], list[tuple[int, int]]]:
+    """The loss mask over ``ids`` (the template's render) and where the sampled spans went: the tokens before the
+    first changed one keep their mask, each earlier completion found unchanged further on is masked in again, the
+    rest is 0.
+
+    >>> rerendered_mask([5, 6, 7, 8], [0, 1, 1, 0], [(1, 3)], [5, 9, 6, 7])
+    ([0, 0, 1, 1], [(2, 4)])
+    """
+    kept = common_prefix_length(buffer, ids)
+    new_mask = mask[:kept] + [0] * (len(ids) - kept)
+    moved: list[tuple[int, int]] = []
+    position = kept
+    for begin, end in spans:
+        if end <= kept:
+            moved.append((begin, end))
+            continue
+        found = _find(ids, buffer[begin:end], position)
+        if found is not None:
+            new_mask[found : found + end - begin] = [1] * (end - begin)
+            moved.append((found, found + end - begin))
+            position = found + end - begin
+    return new_mask, moved
+
+
+def _find(haystack: list[int], needle: list[int], start: int) -> int | None:
+    """The first index >= ``start`` where ``needle`` occurs in ``haystack``."""
+    if not needle:
+        return None
+    first, size = needle[0], len(needle)
+    index = start
+    while True:
+        try:
+            index = haystack.index(first, index)
+        except ValueError:
+            return None
+        if haystack[index : index + size] == needle:
+            return index
+        index += 1

@@ -1,0 +1,47 @@
+"""The turns a session records: where each completion and each bridge sit in the buffer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tito_audit.session.breaks import SessionBreak
+
+
+@dataclass(frozen=True)
+class SessionTurn:
+    """One assistant turn as the session recorded it."""
+
+    message_index: int
+    sampled: bool
+    """False when the assistant message was appended without sampled ids (its tokens are the template's)."""
+    stopped: bool | None
+    """Whether the completion ends with a stop token (None when not sampled); a completion without one was cut
+    by the engine's length limit, and the template's terminator comes with the bridge, outside the loss."""
+    completion: tuple[int, int]
+    """Where the sampled ids sit in the buffer (start, end); empty when not sampled."""
+    bridge: tuple[int, int]
+    """Where the bridge appended after this turn sits in the buffer; empty for the last turn."""
+    broke: SessionBreak | None = None
+
+
+@dataclass(frozen=True)
+class PendingTurn:
+    """The turn an ``extend``/``finish`` call appends, before its bridge is known."""
+
+    message_index: int
+    completion: list[int] | None
+    start: int
+    stop_ids: frozenset[int]
+
+    @property
+    def stopped(self) -> bool | None:
+        if self.completion is None:
+            return None
+        return bool(self.completion) and self.completion[-1] in self.stop_ids
+
+    @property
+    def span(self) -> tuple[int, int]:
+        return (self.start, self.start + len(self.completion or []))
+
+    def done(self, bridge: tuple[int, int], broke: SessionBreak | None = None) -> SessionTurn:
+        return SessionTurn(self.message_index, self.completion is not None, self.stopped, self.span, bridge, broke)
