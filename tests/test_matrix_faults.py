@@ -186,7 +186,7 @@ def test_failed_rows_give_their_own_exit_code(monkeypatch, tmp_path):
     from typer.testing import CliRunner
 
     from tito_audit.cli import app
-    from tito_audit.cli import matrix as matrix_command
+    from tito_audit.matrix import run as matrix_command
     from tito_audit.matrix.run import MatrixRun
 
     rows = [base_row("acme/fine", "not audited: not reachable", "nowhere"), base_row("acme/bad", AUDIT_ERROR, "why")]

@@ -177,3 +177,16 @@ def test_a_downloaded_cache_entry_honours_the_umask(monkeypatch, tmp_path, tiny_
     entry = tmp_path / "cache" / "acme--tiny" / "main"
     assert oct(entry.stat().st_mode & 0o777) == oct(0o755)
     assert oct((entry / MANIFEST).stat().st_mode & 0o777) == oct(0o644)
+
+
+def test_default_cache_is_the_projects_templates_cache(monkeypatch):
+    """Beside the package (``templates_cache/`` of a checkout), wherever the resolving module sits in the package."""
+    from pathlib import Path
+
+    import tito_audit
+    from tito_audit.model.resolve import CACHE_ENV, default_cache_dir
+
+    monkeypatch.delenv(CACHE_ENV, raising=False)
+    project = Path(tito_audit.__file__).resolve().parent.parent / "templates_cache"
+    if project.is_dir():
+        assert default_cache_dir() == project

@@ -6,8 +6,9 @@ the training loop, replay) and ``gate`` (CI requirements) → ``formatters`` →
 ``cli``.
 
 The entry points are exported here and imported on first use, so that ``tito-audit --help`` pays for none of
-them: ``TitoSession`` (the training-loop guard), ``audit``/``AuditOptions``, ``load_by_id``, ``load_model``,
-``resolve_model``.
+them: ``TitoSession`` (the training-loop guard), ``AuditOptions``, ``load_by_id``, ``load_model``,
+``resolve_model``; the audit itself is ``from tito_audit.audit import audit`` (``tito_audit.audit`` is its
+package).
 """
 
 from importlib import import_module
@@ -21,7 +22,6 @@ _EXPORTS = {
     "TitoBreakWarning": "tito_audit.session",
     "SessionBreak": "tito_audit.session",
     "SessionTurn": "tito_audit.session",
-    "audit": "tito_audit.audit.service",
     "AuditOptions": "tito_audit.audit.service",
     "load_by_id": "tito_audit.model.loading",
     "load_model": "tito_audit.model.loaded",

@@ -11,7 +11,7 @@ from tito_audit.conversations.conversation import Conversation
 from tito_audit.conversations.generate import DEFAULT_MAX_TURNS, generate
 from tito_audit.conversations.validate import validate_conversations
 from tito_audit.conversations.windows import DEFAULT_MAX_MESSAGES, windowed
-from tito_audit.model.render import DEFAULT_CLOCK, RenderLimits
+from tito_audit.model.render_guard import DEFAULT_CLOCK, RenderLimits
 
 DEFAULT_COUNT = 96
 

@@ -19,17 +19,6 @@ from tito_audit.cli.options import (
     with_option_groups,
 )
 from tito_audit.cli.outcomes import exit_code_for
-from tito_audit.cli.wiring import (
-    add_conversation_inputs,
-    attach_explanations,
-    audit_options,
-    audit_with_progress,
-    fail_if_refused_everything,
-    load,
-)
-from tito_audit.formatters.json_report import to_json
-from tito_audit.formatters.markdown import to_markdown
-from tito_audit.formatters.terminal import render_report, verdict_text
 from tito_audit.outputs import write_outputs
 
 ExamplesOpt = Annotated[
@@ -53,6 +42,18 @@ def audit_command(
     quiet: QuietOpt = False,
 ) -> None:
     """Audit one model: simulated TITO rollouts, the four checks, a verdict per template variant."""
+    from tito_audit.cli.wiring import (
+        add_conversation_inputs,
+        attach_explanations,
+        audit_options,
+        audit_with_progress,
+        fail_if_refused_everything,
+        load,
+    )
+    from tito_audit.formatters.json_report import to_json
+    from tito_audit.formatters.markdown import to_markdown
+    from tito_audit.formatters.terminal import render_report, verdict_text
+
     console = Console()
     options = audit_options(sampling, settings, max_examples_per_group=examples)
     add_conversation_inputs(options, inputs)

@@ -22,16 +22,6 @@ from tito_audit.cli.options import (
     with_option_groups,
 )
 from tito_audit.cli.outcomes import finish
-from tito_audit.cli.wiring import (
-    add_conversation_inputs,
-    audit_options,
-    audit_with_progress,
-    fail_if_refused_everything,
-    load,
-)
-from tito_audit.formatters import ci
-from tito_audit.formatters.json_report import to_json
-from tito_audit.gate.policy import build_policy, check_baseline_model, evaluate, read_pyproject_policy
 from tito_audit.outputs import write_outputs
 
 RequireOpt = Annotated[
@@ -73,6 +63,17 @@ def check_command(
     config: ConfigOpt = Path("pyproject.toml"),
 ) -> None:
     """Gate a model or template in CI: audit it and check the required properties (exit 0 pass, 1 fail)."""
+    from tito_audit.cli.wiring import (
+        add_conversation_inputs,
+        audit_options,
+        audit_with_progress,
+        fail_if_refused_everything,
+        load,
+    )
+    from tito_audit.formatters import ci
+    from tito_audit.formatters.json_report import to_json
+    from tito_audit.gate.policy import build_policy, check_baseline_model, evaluate, read_pyproject_policy
+
     started = time.monotonic()
     table = read_pyproject_policy(config)
     policy = build_policy(table, require, allow_cause, baseline)

@@ -18,11 +18,7 @@ from tito_audit.cli.options import (
     with_option_groups,
 )
 from tito_audit.cli.outcomes import exit_code_for
-from tito_audit.cli.wiring import audit_options, audit_with_progress, load
-from tito_audit.formatters import explain as explain_format
-from tito_audit.model.loaded import codec_for
 from tito_audit.outputs import write_outputs
-from tito_audit.repair.explain import explain_report
 
 CaseOpt = Annotated[int | None, typer.Option("--case", min=1, help="Explain one failing case in full (its number).")]
 QuickSampling = Annotated[Sampling, GroupDefaults(count=48)]
@@ -40,6 +36,11 @@ def explain_command(
     json_path: JsonOutOpt = None,
 ) -> None:
     """Every distinct cause with its evidence and the template lines that produce it (or one case in full)."""
+    from tito_audit.cli.wiring import audit_options, audit_with_progress, load
+    from tito_audit.formatters import explain as explain_format
+    from tito_audit.model.loaded import codec_for
+    from tito_audit.repair.explain import explain_report
+
     loaded = load(model, source)
     console = Console()
     report = audit_with_progress(loaded, audit_options(sampling, settings), console, show=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -15,15 +15,13 @@ from tito_audit.cli.app import app
 from tito_audit.cli.options import CacheOpt, LimitOpt, MirrorOpt, NoHubOpt, Sampling, with_option_groups
 from tito_audit.cli.outcomes import err
 from tito_audit.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_ROWS_FAILED, BadInputError, OutputError
-from tito_audit.formatters.terminal import verdict_text
-from tito_audit.matrix.hub_listing import list_hub_models, parse_filter
 from tito_audit.matrix.options import BACKENDS, LOCAL
-from tito_audit.matrix.row import AUDIT_ERROR
-from tito_audit.matrix.run import MatrixInterrupted, MatrixOptions, MatrixRun, ProgressEvent, run_matrix
-from tito_audit.matrix.tables import update_readme, write_matrix
-from tito_audit.model.registry import registry_model_ids
-from tito_audit.model.resolve import default_cache_dir
 from tito_audit.outputs import WriteFailed, describe
+
+if TYPE_CHECKING:
+    from tito_audit.matrix.run import MatrixOptions, MatrixRun
+
+# The matrix machinery is imported when the command runs (``tito-audit --help`` needs none of it).
 
 ModelsArg = Annotated[
     list[str] | None, typer.Argument(help="Model ids or folders (default: every model of the family registry).")
@@ -71,6 +69,8 @@ NOTES_SHOWN = 5
 
 def results_cache_folder(given: Path | None, disabled: bool, cache_dir: Path | None) -> Path | None:
     """``--results-cache``, else ``TITO_AUDIT_RESULTS_CACHE``, else ``results/`` in the download cache."""
+    from tito_audit.model.resolve import default_cache_dir
+
     if disabled:
         return None
     if given is not None:
@@ -115,6 +115,12 @@ def matrix_command(
     backend: BackendOpt = LOCAL,
 ) -> None:
     """Audit many models in parallel and write the compatibility matrix (md, csv, json, parquet, html)."""
+    from tito_audit.matrix.hub_listing import list_hub_models, parse_filter
+    from tito_audit.matrix.row import AUDIT_ERROR
+    from tito_audit.matrix.run import MatrixInterrupted, MatrixOptions
+    from tito_audit.matrix.tables import update_readme, write_matrix
+    from tito_audit.model.registry import registry_model_ids
+
     console = Console()
     chosen = list(models or [])
     if models_file is not None:
@@ -171,6 +177,8 @@ def matrix_command(
 
 def _run_with_progress(models: list[str], options: MatrixOptions, console: Console) -> MatrixRun:
     """The matrix rows, with an overall bar and one bar per model being audited (on a terminal)."""
+    from tito_audit.matrix.run import ProgressEvent, run_matrix
+
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -198,6 +206,8 @@ def _run_with_progress(models: list[str], options: MatrixOptions, console: Conso
 
 
 def _print_summary(run: MatrixRun, written: list[Path], console: Console) -> None:
+    from tito_audit.formatters.terminal import verdict_text
+
     table = Table(header_style="bold")
     for column in ("model", "verdict", "level", "main causes"):
         table.add_column(column, overflow="fold")

@@ -18,12 +18,12 @@ from typing import Annotated, Any, TypeVar, get_args, get_origin, get_type_hints
 
 import typer
 
-from tito_audit.audit.service import DEFAULT_COUNT
+from tito_audit.audit.options import DEFAULT_COUNT
 from tito_audit.conversations.generate import DEFAULT_MAX_TURNS
 from tito_audit.conversations.scenarios import scenario_names
 from tito_audit.conversations.windows import DEFAULT_MAX_MESSAGES
 from tito_audit.errors import BadInputError
-from tito_audit.model.render import DEFAULT_CLOCK, RenderLimits
+from tito_audit.model.render_guard import DEFAULT_CLOCK, RenderLimits
 from tito_audit.model.variants import parse_kwarg
 
 # -- option types ------------------------------------------------------------------------------------

@@ -12,11 +12,8 @@ from rich.console import Console
 from tito_audit.cli.app import app
 from tito_audit.cli.options import GroupDefaults, ModelArg, ModelSource, Sampling, with_option_groups
 from tito_audit.cli.outcomes import finish
-from tito_audit.cli.wiring import audit_options, audit_with_progress, load
 from tito_audit.errors import BadInputError
-from tito_audit.formatters.patch import render_fix, render_no_fix, render_setting
 from tito_audit.outputs import write_outputs
-from tito_audit.repair.way_out import FIX, SETTING, find_way_out
 
 OutputOpt = Annotated[Path, typer.Option("-o", "--output", help="Write the patched template here.")]
 DiffOpt = Annotated[Path | None, typer.Option("--diff", help="Write the unified diff here (default: OUTPUT.diff).")]
@@ -34,6 +31,10 @@ def patch_command(
 ) -> None:
     """Propose a prefix-stable template (a small, verified edit of the model's own) or the setting that makes
     one unnecessary."""
+    from tito_audit.cli.wiring import audit_options, audit_with_progress, load
+    from tito_audit.formatters.patch import render_fix, render_no_fix, render_setting
+    from tito_audit.repair.way_out import FIX, SETTING, find_way_out
+
     loaded = load(model, source)
     if loaded.template_source is None:
         raise BadInputError(

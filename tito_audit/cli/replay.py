@@ -18,13 +18,8 @@ from tito_audit.cli.options import (
     with_option_groups,
 )
 from tito_audit.cli.outcomes import finish
-from tito_audit.cli.wiring import load
 from tito_audit.errors import BadInputError
-from tito_audit.formatters import replay as replay_format
-from tito_audit.model.render import DEFAULT_CLOCK
 from tito_audit.outputs import write_outputs
-from tito_audit.session import TitoSession
-from tito_audit.session.replay import read_records, replay
 
 RolloutsArg = Annotated[Path, typer.Argument(help="A JSONL file of saved rollouts (see README, 'Replay').")]
 ReplayModelOpt = Annotated[str, typer.Option("--model", help="The model whose tokenizer and template produced them.")]
@@ -41,6 +36,12 @@ def replay_command(
     markdown_path: MarkdownOutOpt = None,
 ) -> None:
     """Verify saved rollouts token by token: were the trained tokens the sampled ones? (exit 1 if not)"""
+    from tito_audit.cli.wiring import load
+    from tito_audit.formatters import replay as replay_format
+    from tito_audit.model.render import DEFAULT_CLOCK
+    from tito_audit.session import TitoSession
+    from tito_audit.session.replay import read_records, replay
+
     records = read_records(rollouts)
     loaded = load(model, source)
     guard = TitoSession.from_loaded(loaded, template_kwargs=parse_kwargs(kwarg), clock=DEFAULT_CLOCK)

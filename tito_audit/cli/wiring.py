@@ -5,21 +5,24 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from tito_audit.audit.options import DEFAULT_COUNT, AuditOptions
 from tito_audit.audit.results import AuditReport
-from tito_audit.audit.service import DEFAULT_COUNT, AuditOptions, audit, refused_everything
 from tito_audit.cli.options import ConversationInputs, ModelSource, Sampling, TemplateSettings
 from tito_audit.cli.outcomes import err
-from tito_audit.conversations.datasources import DataSet, load_conversations
-from tito_audit.conversations.scenarios import scenario_conversations
 from tito_audit.conversations.windows import window_note
 from tito_audit.errors import AuditError, BadInputError
-from tito_audit.model.loaded import LoadedModel, codec_for
-from tito_audit.model.loading import load_by_id
+
+if TYPE_CHECKING:
+    from tito_audit.conversations.datasources import DataSet
+    from tito_audit.model.loaded import LoadedModel
+
+# The machinery (the audit, the model loader, the data sources) is imported where a command uses it, so that
+# ``tito-audit --help`` and commands that need none of it start at once.
 
 REASONS_SHOWN = 5
 """Skip reasons printed per source when no conversation could be loaded."""
@@ -31,6 +34,8 @@ PROGRESS_EVERY = 10.0
 
 def load(model: str, source: ModelSource) -> LoadedModel:
     """Resolve and load ``model`` the way every command does (registry special tokens included)."""
+    from tito_audit.model.loading import load_by_id
+
     return load_by_id(
         model,
         mirrors=source.mirror,
@@ -67,6 +72,9 @@ def audit_options(
 
 def add_conversation_inputs(options: AuditOptions, inputs: ConversationInputs) -> None:
     """Load real trajectories and scenario packs into ``options`` (generated ones stay only if asked)."""
+    from tito_audit.conversations.datasources import load_conversations
+    from tito_audit.conversations.scenarios import scenario_conversations
+
     options.max_messages = inputs.max_messages or None
     if not inputs.conversations and not inputs.scenario:
         return
@@ -120,6 +128,8 @@ def audit_with_progress(loaded: LoadedModel, options: AuditOptions, console: Con
 
     Long conversations take a while each (every prefix is rendered): when not on a terminal, their progress is a
     line on stderr every :data:`PROGRESS_EVERY` seconds."""
+    from tito_audit.audit.service import audit
+
     longest = max((len(c.messages) for c in options.conversations or []), default=0)
     lines = show and not console.is_terminal and longest > LONG_CONVERSATION
     if lines:
@@ -160,6 +170,7 @@ def audit_with_progress(loaded: LoadedModel, options: AuditOptions, console: Con
 
 def attach_explanations(report: AuditReport, loaded: LoadedModel) -> None:
     """Template lines and cause confirmations for the first failure of each cause (JSON and terminal)."""
+    from tito_audit.model.loaded import codec_for
     from tito_audit.repair.explain import compact, explain_first_per_cause
 
     if loaded.template_source is None:
@@ -171,6 +182,8 @@ def attach_explanations(report: AuditReport, loaded: LoadedModel) -> None:
 
 
 def fail_if_refused_everything(report: AuditReport) -> None:
+    from tito_audit.audit.service import refused_everything
+
     reason = refused_everything(report)
     if reason is not None:
         raise AuditError(f"the template refused every conversation ({reason}); nothing could be audited")

@@ -148,10 +148,24 @@ def _parquet_bytes(rows: Sequence[dict[str, Any]]) -> bytes:
 
 
 def write_tables(rows: Sequence[dict[str, Any]], out_dir: Path) -> None:
-    """``matrix.csv`` with pandas, ``matrix.json``, ``matrix.parquet`` through ``datasets``."""
-    write_if_changed(out_dir / "matrix.csv", rows_frame(rows).to_csv(index=False))
-    write_if_changed(out_dir / "matrix.json", to_json_records(rows))
-    write_if_changed(out_dir / "matrix.parquet", _parquet_bytes(rows))
+    """``matrix.csv`` with pandas, ``matrix.parquet`` through ``datasets``, then ``matrix.json``: the three hold
+    the same rows, so when ``matrix.json`` is unchanged and the others exist they are not built again (pandas and
+    datasets are not even imported on a run whose results were all stored). ``matrix.json`` is written last, so
+    an interrupted run is rebuilt whole the next time."""
+    records = to_json_records(rows)
+    derived = (out_dir / "matrix.csv", out_dir / "matrix.parquet")
+    if _holds(out_dir / "matrix.json", records) and all(path.is_file() for path in derived):
+        return
+    write_if_changed(derived[0], rows_frame(rows).to_csv(index=False))
+    write_if_changed(derived[1], _parquet_bytes(rows))
+    write_if_changed(out_dir / "matrix.json", records)
+
+
+def _holds(path: Path, text: str) -> bool:
+    try:
+        return path.read_bytes() == text.encode("utf-8")
+    except OSError:
+        return False
 
 
 def write_matrix(rows: Sequence[dict[str, Any]], out_dir: Path, settings: dict[str, Any]) -> list[Path]:

@@ -4,6 +4,14 @@ Resolution (:mod:`.resolve`), loading (:mod:`.loaded`, :mod:`.loading`, stand-in
 template's keyword arguments (:mod:`.variants`), rendering (:mod:`.render`) and tokenization (:mod:`.tokens`).
 """
 
-from tito_audit.model.loaded import JINJA, MISTRAL_COMMON, LoadedModel, codec_for, load_model
+from importlib import import_module
+from typing import Any
 
 __all__ = ["JINJA", "MISTRAL_COMMON", "LoadedModel", "codec_for", "load_model"]
+
+
+def __getattr__(name: str) -> Any:
+    """``from tito_audit.model import load_model`` (imported on first use: the submodules stay light to import)."""
+    if name in __all__:
+        return getattr(import_module("tito_audit.model.loaded"), name)
+    raise AttributeError(f"module 'tito_audit.model' has no attribute {name!r}")

@@ -18,26 +18,18 @@ from typing import Any
 
 from tito_audit.errors import TemplateTimeoutError
 from tito_audit.model.loaded import JINJA, LoadedModel
-from tito_audit.model.render_guard import RenderTimeout, clock, deadline, guard
+from tito_audit.model.render_guard import (  # noqa: F401  (the clocks and limits are read from here too)
+    ALTERNATE_CLOCK,
+    DEFAULT_CLOCK,
+    RenderLimits,
+    RenderTimeout,
+    clock,
+    deadline,
+    guard,
+)
 from tito_audit.model.tokens import TokenCodec
 
-DEFAULT_CLOCK = datetime(2026, 1, 15, 9, 30, 0)
-"""The date templates see through ``strftime_now`` unless ``--clock`` says otherwise."""
-ALTERNATE_CLOCK = datetime(2027, 8, 3, 17, 45, 0)
-
 Message = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class RenderLimits:
-    """Bounds on one render: a template that loops forever or writes megabytes is refused, not waited for."""
-
-    max_chars: int = 2_000_000
-    max_seconds: float = 10.0
-    refuse_after_timeout: bool = True
-    """A render past ``max_seconds`` ends the audit (:class:`~tito_audit.errors.TemplateTimeoutError`), and every
-    later render of that renderer fails at once: a template slow once is slow on every conversation. False (a
-    session): the render is one refused render (:class:`RenderError`) and the next one is tried again."""
 
 
 class RenderError(Exception):

@@ -30,6 +30,23 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+DEFAULT_CLOCK = datetime(2026, 1, 15, 9, 30, 0)
+"""The date templates see through ``strftime_now`` unless ``--clock`` says otherwise."""
+ALTERNATE_CLOCK = datetime(2027, 8, 3, 17, 45, 0)
+
+
+@dataclass(frozen=True)
+class RenderLimits:
+    """Bounds on one render: a template that loops forever or writes megabytes is refused, not waited for."""
+
+    max_chars: int = 2_000_000
+    max_seconds: float = 10.0
+    refuse_after_timeout: bool = True
+    """A render past ``max_seconds`` ends the audit (:class:`~tito_audit.errors.TemplateTimeoutError`), and every
+    later render of that renderer fails at once: a template slow once is slow on every conversation. False (a
+    session): the render is one refused render (:class:`RenderError`) and the next one is tried again."""
+
+
 _GUARDED = "_tito_audit_guarded"
 _INSTALL = threading.Lock()
 CONCAT_CHECK_EVERY = 64

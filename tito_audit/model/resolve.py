@@ -156,7 +156,7 @@ def default_cache_dir() -> Path:
     env = os.environ.get(CACHE_ENV)
     if env:
         return Path(env).expanduser()
-    project_cache = Path(__file__).resolve().parent.parent / "templates_cache"
+    project_cache = Path(__file__).resolve().parents[2] / "templates_cache"  # beside the tito_audit package
     if project_cache.is_dir():
         return project_cache
     return Path.home() / ".cache" / "tito-audit"

@@ -1,0 +1,97 @@
+"""The package reads as the path of data: imports only go down the stages, no module imports itself back (no
+circle), and no module grows past what one person reads in one sitting."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "tito_audit"
+STAGES = (
+    ("errors", "outputs"),
+    ("model",),
+    ("conversations",),
+    ("audit",),
+    ("repair", "session", "gate"),
+    ("formatters",),
+    ("matrix",),
+    ("cli",),
+)
+"""Each stage may import the stages before it (and its own), never one after it."""
+FACADES = frozenset({"tito_audit", "tito_audit.__main__", "tito_audit.service", "tito_audit.resolve"})
+"""The package's entry points and the two compatibility paths: they import from any stage."""
+MAX_LINES = 420
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package's modules ``name`` imports, at module level or inside functions."""
+    out = set()
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                out.add(candidate if candidate in modules else base)
+        elif isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+    return {m for m in out if m in modules and m != name}
+
+
+def _stage(name: str) -> int:
+    top = name.split(".")[1] if "." in name else ""
+    return next((i for i, stage in enumerate(STAGES) if top in stage), 0)
+
+
+def test_imports_only_go_down_the_stages():
+    modules = _modules()
+    upward = [
+        f"{name} -> {target}"
+        for name, path in modules.items()
+        if name not in FACADES
+        for target in _imports(name, path, modules)
+        if _stage(target) > _stage(name)
+    ]
+    assert upward == []
+
+
+def test_no_module_imports_itself_back():
+    modules = _modules()
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    circles = []
+    for start in graph:  # a module that reaches itself through its imports
+        seen, frontier = set(), list(graph[start])
+        while frontier:
+            current = frontier.pop()
+            if current == start:
+                circles.append(start)
+                break
+            if current not in seen:
+                seen.add(current)
+                frontier.extend(graph[current])
+    assert circles == []
+
+
+def test_every_package_says_what_enters_and_leaves_it():
+    for init in PACKAGE.glob("*/__init__.py"):
+        if init.parent.name in ("data",):
+            continue
+        docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        assert docstring, f"{init.parent.name}/__init__.py has no docstring"
+
+
+def test_no_module_is_too_long_to_read():
+    long = {name: n for name, path in _modules().items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert long == {}
