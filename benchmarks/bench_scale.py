@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tito_audit.matrix.tables import write_matrix
 from tito_audit.matrix.run import MatrixOptions, MatrixRun, run_matrix
+from tito_audit.matrix.tables import write_matrix
 from tito_audit.model.resolve import follow_symlink_stub
 
 WIDTHS = (6, 6, 8, 8, 8, 10)

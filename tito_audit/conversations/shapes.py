@@ -208,7 +208,7 @@ SHAPE_CHANGES: tuple[ShapeChange, ...] = (
 )
 NOT_NATIVE_TOOLS = frozenset({TOOL_AS_USER, CHAT_ONLY})
 """Changes after which a conversation no longer exercises the template's own tool support."""
-MAX_CHANGES_TRIED = 48
+MAX_CHANGES_TRIED = 24
 
 
 def missing_from_render(conversation: Conversation, text: str) -> list[str]:
