@@ -65,10 +65,11 @@ def test_patch_fixes_position_gated_think_and_changes_nothing_else(tiny_model_di
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no-change proof holds" in result.stdout
     patched = out.read_text()
-    assert "{%- elif true %}" in patched and patched.count("\n") == templates.MULTILINE_EMPTY_THINK.count("\n")
+    # the fix makes the gate always true; folded, that reads as a plain else (issue 21: fixes a person would write)
+    assert "{%- else %}" in patched and patched.count("\n") == templates.MULTILINE_EMPTY_THINK.count("\n")
     diff = (tmp_path / "fixed.jinja.diff").read_text()
     changed = [line for line in diff.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---"))]
-    assert changed == ["-{%- elif loop.last %}", "+{%- elif true %}"]
+    assert changed == ["-{%- elif loop.last %}", "+{%- else %}"]
     assert run_audit(tiny_model_dir, out, count=24).verdict == "ready"
 
 

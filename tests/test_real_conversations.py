@@ -220,8 +220,8 @@ MILES = SHARED / "conversations" / "miles-mock" / "mock_trajectories.json"
 
 @pytest.mark.skipif(not MILES.is_file(), reason="../shared/conversations (miles' mock trajectories) is absent")
 def test_final_appended_step_of_every_miles_record_is_audited():
-    """Every corpus model whose template takes the records with its own tool support audits the final appended
-    step of each record that ends after its last assistant turn (counted from the file itself)."""
+    """Every corpus model whose template takes every record as written audits the final appended step of each
+    record that ends after its last assistant turn (counted from the file itself)."""
     from tito_audit.model.loading import load_by_id
 
     records = json.loads(MILES.read_text(encoding="utf-8"))
@@ -239,8 +239,8 @@ def test_final_appended_step_of_every_miles_record_is_audited():
         model = load_by_id(folder.name.replace("--", "/", 1), mirrors=[mirror], allow_hub=False)
         report = audit(model, AuditOptions(conversations=conversations, conversations_source="miles"))
         for variant in report.variants:
-            if variant.verdict == "unsupported":
-                continue  # reshaped into chat: its tool steps say nothing
+            if variant.verdict == "unsupported" or variant.refused:
+                continue  # reshaped or refused records (Mistral's backend): not every record's final step is there
             notes = [n for n in variant.checks["rollout"].notes if "final appended step" in n]
             assert notes and notes[0].startswith(f"{ending_after_assistant} conversations"), (folder.name, notes)
             audited.append(folder.name)

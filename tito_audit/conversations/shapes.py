@@ -209,6 +209,8 @@ SHAPE_CHANGES: tuple[ShapeChange, ...] = (
 NOT_NATIVE_TOOLS = frozenset({TOOL_AS_USER, CHAT_ONLY})
 """Changes after which a conversation no longer exercises the template's own tool support."""
 MAX_CHANGES_TRIED = 24
+RESERVED_FOR_NOT_NATIVE = 4
+"""Of the sets tried natives first, how many are sets giving up tool support (reshaping into chat)."""
 
 
 def missing_from_render(conversation: Conversation, text: str) -> list[str]:
@@ -242,8 +244,9 @@ def candidate_change_sets(
     conversation: Conversation, preferred: list[tuple[str, ...]], natives_first: bool = True
 ) -> list[tuple[ShapeChange, ...]]:
     """Change sets to try: the sets that worked before for the same refusal, then the smallest. With
-    ``natives_first``, every set that keeps the template's own tool support comes before those that give it up
-    (a conversation reshaped into chat no longer says anything about tool steps)."""
+    ``natives_first``, the sets that keep the template's own tool support come before those that give it up (a
+    conversation reshaped into chat no longer says anything about tool steps), a few of which always stay within
+    the :data:`MAX_CHANGES_TRIED` tried (a template that knows no tools is reshaped, not refused)."""
     applicable = [change for change in SHAPE_CHANGES if change.applies(conversation)]
     by_name = {change.name: change for change in applicable}
     ordered: list[tuple[ShapeChange, ...]] = []
@@ -254,9 +257,11 @@ def candidate_change_sets(
         for combination in itertools.combinations(applicable, size):
             if combination not in ordered:
                 ordered.append(combination)
-    if natives_first:
-        ordered.sort(key=gives_up_tools)
-    return ordered[:MAX_CHANGES_TRIED]
+    if not natives_first:
+        return ordered[:MAX_CHANGES_TRIED]
+    natives = [changes for changes in ordered if not gives_up_tools(changes)]
+    others = [changes for changes in ordered if gives_up_tools(changes)][:RESERVED_FOR_NOT_NATIVE]
+    return natives[: MAX_CHANGES_TRIED - len(others)] + others
 
 
 def gives_up_tools(changes: tuple[ShapeChange, ...]) -> bool:
