@@ -199,6 +199,7 @@ def audit_pair(model_id: str, options: MatrixOptions, events: Any = None) -> Pai
     )
     try:
         report = audit(loaded, settings, progress=lambda variant, done, total: emit(variant, done, total))
+        explain(report, loaded)
         page = None
         if needs_way_out(report):
             emit("way out", 0, 1)
@@ -223,6 +224,18 @@ def audit_pair(model_id: str, options: MatrixOptions, events: Any = None) -> Pai
     finally:
         del loaded
         gc.collect()
+
+
+def explain(report: AuditReport, loaded: Any) -> None:
+    """The template lines behind each cause's first example, for the published pages; a model whose explanation
+    fails keeps its row (the report says why instead)."""
+    from tito_audit.explanations import attach_explanations
+
+    try:
+        attach_explanations(report, loaded)
+    except Exception as exc:
+        report.explanations.clear()
+        report.notes.append(f"explanations unavailable: {type(exc).__name__}: {exc}")
 
 
 def real_data_of(combined: AuditReport) -> RealData:

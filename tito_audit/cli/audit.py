@@ -21,12 +21,12 @@ from tito_audit.cli.options import (
 from tito_audit.cli.outcomes import exit_code_for
 from tito_audit.cli.wiring import (
     add_conversation_inputs,
-    attach_explanations,
     audit_options,
     audit_with_progress,
     fail_if_refused_everything,
     load,
 )
+from tito_audit.explanations import attach_explanations
 from tito_audit.formatters.json_report import to_json
 from tito_audit.formatters.markdown import to_markdown
 from tito_audit.formatters.terminal import render_report, verdict_text
