@@ -238,6 +238,21 @@ def test_model_page_escapes_message_and_template_text(broken):
     assert "&lt;script&gt;alert(" in page
 
 
+def test_long_template_lines_are_not_quoted_whole(broken):
+    from tito_audit.explanations import clip_lines
+
+    long = "{{- 'x' }}" * 100
+    clipped = replace(broken, explanations=[json.loads(json.dumps(e)) for e in broken.explanations])
+    with_sides = [e for e in clipped.explanations if e["sides"]]
+    assert with_sides
+    for explanation in with_sides:
+        explanation["sides"][0]["lines"] = [{"number": 1, "text": long, "reads": []}]
+    text = unescape(re.sub(r"<[^>]+>", "", model_page(clipped)))
+    assert long not in text and f"{long[:240]} …" in text
+    clip_lines(clipped, 50)  # what the matrix publishes
+    assert all(len(line["text"]) <= 52 for e in clipped.explanations for side in e["sides"] for line in side["lines"])
+
+
 def test_model_page_is_deterministic_and_the_same_from_the_json_report(broken):
     page = model_page(broken)
     assert model_page(broken) == page

@@ -31,6 +31,16 @@ def shown_cases(report: AuditReport) -> list[tuple[int, str, Failure]]:
     return sorted(chosen.values(), key=lambda case: case[0])
 
 
+def clip_lines(report: AuditReport, limit: int) -> None:
+    """Template lines longer than ``limit`` characters cut to their first ``limit`` (a template written on one line
+    would otherwise be quoted whole: published reports quote only short windows of a template)."""
+    for explanation in report.explanations:
+        for side in explanation.get("sides", []):  # type: ignore[union-attr]
+            for line in side.get("lines", []):
+                if len(line.get("text", "")) > limit:
+                    line["text"] = line["text"][:limit] + " …"
+
+
 def attach_explanations(report: AuditReport, loaded: LoadedModel) -> None:
     """Template lines and cause confirmations for the first example of each cause (JSON, terminal and pages)."""
     from tito_audit.explain import Explainer, compact

@@ -229,10 +229,12 @@ def audit_pair(model_id: str, options: MatrixOptions, events: Any = None) -> Pai
 def explain(report: AuditReport, loaded: Any) -> None:
     """The template lines behind each cause's first example, for the published pages; a model whose explanation
     fails keeps its row (the report says why instead)."""
-    from tito_audit.explanations import attach_explanations
+    from tito_audit.explanations import attach_explanations, clip_lines
+    from tito_audit.formatters.fix_report import MAX_DIFF_LINE
 
     try:
         attach_explanations(report, loaded)
+        clip_lines(report, MAX_DIFF_LINE)
     except Exception as exc:
         report.explanations.clear()
         report.notes.append(f"explanations unavailable: {type(exc).__name__}: {exc}")

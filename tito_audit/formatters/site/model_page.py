@@ -137,6 +137,14 @@ def _verdict(report: AuditReport, way_out: FixPage | None) -> str:
     )
 
 
+LINE_LIMIT = 240
+"""Characters of a template line shown (a template written on one line is not quoted whole)."""
+
+
+def _clipped(text: str) -> str:
+    return text if len(text) <= LINE_LIMIT else f"{text[:LINE_LIMIT]} …"
+
+
 def _template_lines(explanation: dict[str, Any]) -> str:
     sides = [s for s in explanation.get("sides", []) if isinstance(s, dict)]
     numbers = [{line.get("number") for line in s.get("lines", []) if isinstance(line, dict)} for s in sides]
@@ -144,7 +152,7 @@ def _template_lines(explanation: dict[str, Any]) -> str:
     for i, side in enumerate(sides):
         others = set().union(*(n for j, n in enumerate(numbers) if j != i)) if len(numbers) > 1 else set()
         lines = [
-            (int(line["number"]), str(line.get("text", "")), line["number"] not in others)
+            (int(line["number"]), _clipped(str(line.get("text", ""))), line["number"] not in others)
             for line in side.get("lines", [])
             if isinstance(line, dict) and isinstance(line.get("number"), int)
         ]
