@@ -208,6 +208,16 @@ def test_every_number_of_a_model_page_comes_from_its_json_report(broken):
     assert numbers(visible_text(page)) <= allowed, numbers(visible_text(page)) - allowed
 
 
+def test_unsupported_model_page_lists_what_the_template_refuses():
+    report = published_report("google--gemma-3-4b-it")
+    assert report.verdict == "unsupported"
+    dom = Elements(model_page(report))
+    (section,) = dom.select("section", id="refused")
+    counts = [int(t) for a, t in dom.select("td") if a.get("class") == "num" and t.strip().isdigit()]
+    assert counts[: len(report.variants[0].refused)] == [r.count for r in report.variants[0].refused]
+    assert report.variants[0].refused[0].reason in unescape(section[1])
+
+
 def test_first_differing_token_on_the_page_is_the_json_reports(broken):
     document = json.loads(to_json(broken))
     page = Elements(model_page(broken))

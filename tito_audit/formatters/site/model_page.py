@@ -24,7 +24,7 @@ from tito_audit.formatters.site.glossary import VERDICTS, cause_chip, glossary, 
 from tito_audit.formatters.site.highlight import diff_html, source_lines
 from tito_audit.formatters.site.html import document, esc
 from tito_audit.formatters.site.tokens import text_diff, token_diff
-from tito_audit.results import READY, AuditReport, Failure, VariantResult
+from tito_audit.results import READY, UNSUPPORTED, AuditReport, Failure, VariantResult
 
 SIDE_NAMES = {"earlier": "buffer side", "later": "render side"}
 ROW_LABELS = {
@@ -254,6 +254,29 @@ def _breaks(report: AuditReport) -> str:
     return "".join(parts)
 
 
+def _refusals(report: AuditReport) -> str:
+    """For a variant that is ``unsupported``: what its template refused, and the retry that was accepted."""
+    rows = []
+    for variant in report.variants:
+        if variant.verdict != UNSUPPORTED:
+            continue
+        for refused in variant.refused:
+            after = ", ".join(refused.accepted_after) if refused.accepted_after else "no shape accepted"
+            rows.append(
+                f"<tr><td><code>{esc(variant.name)}</code></td><td>{esc(refused.reason)}</td>"
+                f"<td class=num>{refused.count}</td><td>{esc(after)}</td></tr>"
+            )
+    if not rows:
+        return ""
+    return (
+        '<section id="refused" class="card"><h2>What the template refuses</h2><p class="muted small">Conversations '
+        "the template raised for or rendered unfaithfully (tool calls or results dropped), and the shape in which "
+        'it accepted them, if any.</p><div class="table-wrap"><table class="plain"><thead><tr><th>variant</th>'
+        "<th>reason</th><th class=num>conversations</th><th>accepted after</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div></section>"
+    )
+
+
 def _fix(report: AuditReport, way_out: FixPage | None, links: PageLinks) -> str:
     if way_out is None:
         return ""
@@ -359,6 +382,7 @@ def model_page(report: AuditReport, way_out: FixPage | None = None, links: PageL
         _header(report, links)
         + '<main class="wrap">'
         + _verdict(report, way_out)
+        + _refusals(report)
         + _breaks(report)
         + _fix(report, way_out, links)
         + _details(report)
