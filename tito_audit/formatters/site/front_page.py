@@ -115,13 +115,17 @@ def _verdict_chart(rows: Sequence[dict[str, Any]]) -> str:
         for v, n in counts.items()
     )
     others = status_counts(rows)
-    note = "; ".join(f"{n} {esc(status.replace('not audited: ', ''))}" for status, n in others.items())
+    note = "; ".join(
+        f"{n} {esc(status.replace('not audited: ', ''))}"
+        + (" (folded below the table)" if status == NOT_REACHABLE else " (in the table)")
+        for status, n in others.items()
+    )
     label = ", ".join(f"{n} {v}" for v, n in counts.items())
     return (
         f'<div class="card chart" id="verdicts" data-audited="{audited}"><h2>Verdicts of {audited} audited models</h2>'
         f'<div class="bar" role="img" aria-label="{esc(label)}">{segments}</div>'
         f'<ul class="legend">{legend}</ul>'
-        + (f'<p class="note-line">Not audited here: {note} (listed below the table).</p>' if note else "")
+        + (f'<p class="note-line">Not audited here: {note}.</p>' if note else "")
         + "</div>"
     )
 

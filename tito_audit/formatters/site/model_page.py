@@ -215,8 +215,9 @@ def _example(example: Example, specials: list[str], number: int) -> str:
     return "".join(parts)
 
 
-BESIDE_THE_VERDICT = frozenset({"roundtrip", "bridge"})
-"""Checks reported beside the verdict, never folded into it (README, "Verdicts")."""
+DECIDES_THE_VERDICT = "rollout"
+"""The check whose failures decide the verdict; message-level appends, round trips and the bridge are reported
+beside it, never folded into it (README, "Verdicts")."""
 LEGEND = (
     "The first differing token is outlined; <code>·</code> is a space, <code>⏎</code> a newline, special tokens "
     "are tinted; hover a token for its position and id."
@@ -224,16 +225,16 @@ LEGEND = (
 
 
 def _breaks(report: AuditReport) -> str:
-    """The examples of the causes behind the verdict (rollout and append), then those reported beside it."""
+    """The examples of the causes behind the verdict (rollout steps), then those reported beside it."""
     found = examples(report)
     specials = sorted({s.text for v in report.variants for s in v.stop_tokens})
     numbered = list(enumerate(found, start=1))
-    breaking = [(n, e) for n, e in numbered if e.failure.check not in BESIDE_THE_VERDICT]
-    beside = [(n, e) for n, e in numbered if e.failure.check in BESIDE_THE_VERDICT]
+    breaking = [(n, e) for n, e in numbered if e.failure.check == DECIDES_THE_VERDICT]
+    beside = [(n, e) for n, e in numbered if e.failure.check != DECIDES_THE_VERDICT]
     if breaking:
         intro = (
-            "The first example of each cause. Top row: what the buffer holds (for a rollout step, the tokens as the "
-            f"model sampled them); bottom row: what the template renders now. {LEGEND}"
+            "The first example of each cause at a rollout step. Top row: the token buffer as the model sampled it; "
+            f"bottom row: the template's next prompt. {LEGEND}"
         )
         cards = "".join(_example(e, specials, n) for n, e in breaking)
         parts = [f'<section id="breaks"><h2>What breaks</h2><p class="muted small">{intro}</p>{cards}</section>']
@@ -246,7 +247,10 @@ def _breaks(report: AuditReport) -> str:
     else:
         parts = []
     if beside:
-        intro = f"Findings reported beside the verdict (they do not change it). {LEGEND}"
+        intro = (
+            "Message-level appends (the render before and after one message is appended), round trips and the "
+            f"bridge: reported, never folded into the verdict. {LEGEND}"
+        )
         cards = "".join(_example(e, specials, n) for n, e in beside)
         parts.append(
             f'<section id="beside"><h2>Beside the verdict</h2><p class="muted small">{intro}</p>{cards}</section>'
