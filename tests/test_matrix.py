@@ -1,5 +1,5 @@
-"""The matrix over small synthetic models: rows, output formats, failure isolation, reproducibility,
-and the HTML page in a real headless browser."""
+"""The matrix over small synthetic models: rows, output formats, failure isolation, reproducibility (its HTML
+pages: tests/test_site.py)."""
 
 from __future__ import annotations
 
@@ -111,66 +111,6 @@ def test_same_rows_in_one_process_and_in_workers(matrix, mirror, tmp_path):
     assert [stable(r) for r in again] == [stable(r) for r in rows]
 
 
-def _browser():
-    selenium = pytest.importorskip("selenium", reason="selenium is not installed (pip install -e .[dev])")
-    del selenium
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    if not chromium or not driver:
-        pytest.skip("Debian chromium and chromium-driver are not installed (.ci/run installs them)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-    ):
-        options.add_argument(flag)
-    return webdriver.Chrome(service=Service(driver), options=options)
-
-
-def test_html_page_renders_sorts_and_filters(matrix):
-    from selenium.webdriver.common.by import By
-
-    out, _ = matrix
-    browser = _browser()
-    try:
-        browser.get((out / "index.html").as_uri())
-
-        def models():
-            return [r.get_attribute("data-model") for r in browser.find_elements(By.CSS_SELECTOR, "tbody tr.model")]
-
-        assert sorted(models(), key=str.lower) == sorted(MODELS, key=str.lower)
-        header = browser.find_element(By.CSS_SELECTOR, "th[data-key='model_id']")
-        header.click()  # already sorted ascending by model: a click reverses it
-        assert models() == sorted(MODELS, key=str.lower, reverse=True)
-        assert header.get_attribute("aria-sort") == "descending"
-        browser.find_element(By.ID, "filter").send_keys("empty-think")
-        assert models() == ["acme/oneline", "acme/broken"]  # both broken templates, still sorted descending
-        browser.execute_script(
-            "const f = document.getElementById('filter'); f.value = '';f.dispatchEvent(new Event('input'));"
-        )
-        assert len(models()) == len(MODELS)
-        select = browser.find_element(By.ID, "verdict")
-        select.find_element(By.CSS_SELECTOR, "option[value='not audited']").click()
-        assert sorted(models()) == ["acme/corrupt", "acme/missing"]
-        select.find_element(By.CSS_SELECTOR, "option[value='']").click()
-        browser.find_element(By.CSS_SELECTOR, "tr[data-model='acme/ready']").click()
-        details = browser.find_element(By.ID, "details")
-        assert details.is_displayed() and "acme/ready" in details.text
-        links = [a.get_attribute("href") for a in details.find_elements(By.TAG_NAME, "a")]
-        assert any(link.endswith("models/acme--ready.md") for link in links)
-    finally:
-        browser.quit()
-
-
 def test_broken_rows_get_a_verified_way_out_page(matrix):
     out, rows = matrix
     rows = by_model(rows)
@@ -194,11 +134,15 @@ def test_broken_rows_get_a_verified_way_out_page(matrix):
 
 
 def test_pages_of_models_no_longer_in_the_matrix_are_removed(mirror, tmp_path):
-    for folder, suffixes in (("fixes", (".md", ".diff")), ("models", (".md", ".json"))):
+    for folder, suffixes in (("fixes", (".md", ".diff")), ("models", (".md", ".json", ".html"))):
         (tmp_path / folder).mkdir()
         for suffix in suffixes:
             (tmp_path / folder / f"gone--model{suffix}").write_text("old", encoding="utf-8")
     rows = run_matrix(["acme/broken"], MatrixOptions(out_dir=tmp_path, mirrors=[mirror], allow_hub=False, count=8)).rows
     assert rows[0]["fix_report"] == "fixes/acme--broken.md"
     assert sorted(p.name for p in (tmp_path / "fixes").iterdir()) == ["acme--broken.diff", "acme--broken.md"]
-    assert sorted(p.name for p in (tmp_path / "models").iterdir()) == ["acme--broken.json", "acme--broken.md"]
+    assert sorted(p.name for p in (tmp_path / "models").iterdir()) == [
+        "acme--broken.html",
+        "acme--broken.json",
+        "acme--broken.md",
+    ]

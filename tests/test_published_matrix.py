@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import requires_shared
 from tito_audit.matrix.row import VOLATILE_COLUMNS
 from tito_audit.matrix.run import MatrixOptions, run_matrix
-from tito_audit.matrix.tables import README_END, README_START, readme_summary, to_markdown
+from tito_audit.matrix.tables import README_END, README_START, readme_summary, to_html, to_markdown
 from tito_audit.model.registry import registry_model_ids
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,6 +48,12 @@ def test_published_matrix_is_current(tmp_path, monkeypatch):
     assert readme.split(README_START, 1)[1].split(README_END, 1)[0].strip() == readme_summary(rows)
     for report in sorted((tmp_path / "models").glob("*.md")):
         assert report.read_text() == (REPORTS / "models" / report.name).read_text(), report.name
+    # the HTML pages (they hold no timestamp or duration, so they are compared whole)
+    assert to_html(rows, settings) == (REPORTS / "index.html").read_text(), "reports/index.html is stale"
+    pages = sorted(p.name for p in (tmp_path / "models").glob("*.html"))
+    assert pages == sorted(p.name for p in (REPORTS / "models").glob("*.html")), "reports/models/*.html is stale"
+    for name in pages:
+        assert (tmp_path / "models" / name).read_text() == (REPORTS / "models" / name).read_text(), name
     # the way out of every broken and ready-tool-only row: its page and, for a fix, its diff
     fresh = sorted(p.name for p in (tmp_path / "fixes").iterdir()) if (tmp_path / "fixes").is_dir() else []
     published = sorted(p.name for p in (REPORTS / "fixes").iterdir()) if (REPORTS / "fixes").is_dir() else []

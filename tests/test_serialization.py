@@ -11,9 +11,9 @@ import pytest
 from tests import templates
 from tests.helpers import run_audit
 from tito_audit.audit.results import Failure, TokenWindow
+from tito_audit.audit.serialization import DecodeError, from_dict, report_from_dict
 from tito_audit.formatters.json_report import to_json
 from tito_audit.formatters.markdown import to_markdown
-from tito_audit.matrix.serialization import DecodeError, from_dict, report_from_dict
 
 
 @pytest.mark.parametrize("name", ["GOOD", "MULTILINE_EMPTY_THINK", "QWQ_LIKE"])

@@ -10,6 +10,7 @@ from rich.console import Console
 from tito_audit.cli.app import app
 from tito_audit.cli.options import (
     ConversationInputs,
+    HtmlOutOpt,
     JsonOutOpt,
     MarkdownOutOpt,
     ModelArg,
@@ -38,20 +39,22 @@ def audit_command(
     inputs: ConversationInputs,
     json_path: JsonOutOpt = None,
     markdown_path: MarkdownOutOpt = None,
+    html_path: HtmlOutOpt = None,
     examples: ExamplesOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Audit one model: simulated TITO rollouts, the four checks, a verdict per template variant."""
     from tito_audit.cli.wiring import (
         add_conversation_inputs,
-        attach_explanations,
         audit_options,
         audit_with_progress,
         fail_if_refused_everything,
         load,
     )
+    from tito_audit.formatters.explanations import attach_explanations
     from tito_audit.formatters.json_report import to_json
     from tito_audit.formatters.markdown import to_markdown
+    from tito_audit.formatters.site import model_page
     from tito_audit.formatters.terminal import render_report, verdict_text
 
     console = Console()
@@ -65,6 +68,8 @@ def audit_command(
         outputs.append(("--json", json_path, to_json(report)))
     if markdown_path is not None:
         outputs.append(("--markdown", markdown_path, to_markdown(report)))
+    if html_path is not None:
+        outputs.append(("--html", html_path, model_page(report)))
     write_outputs(outputs)
     fail_if_refused_everything(report)
     if quiet:

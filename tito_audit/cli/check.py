@@ -15,6 +15,7 @@ from tito_audit.cli.app import app
 from tito_audit.cli.options import (
     ConversationInputs,
     GroupDefaults,
+    HtmlOutOpt,
     ModelArg,
     ModelSource,
     Sampling,
@@ -41,6 +42,9 @@ ReportOpt = Annotated[
     Path | None, typer.Option("--report", help="Also write the full audit report (JSON) here, e.g. a new baseline.")
 ]
 ConfigOpt = Annotated[Path, typer.Option("--config", help="pyproject.toml whose [tool.tito-audit] holds a policy.")]
+SummaryOpt = Annotated[
+    Path | None, typer.Option("--summary", help="Write a Markdown job summary here (verdicts and requirements).")
+]
 PolicySampling = Annotated[Sampling, GroupDefaults(seed=None, count=None)]
 """Seed and count default to the policy's (else 0 and 96)."""
 
@@ -60,6 +64,8 @@ def check_command(
     github: GithubOpt = False,
     json_path: CheckJsonOpt = None,
     report_path: ReportOpt = None,
+    html_path: HtmlOutOpt = None,
+    summary_path: SummaryOpt = None,
     config: ConfigOpt = Path("pyproject.toml"),
 ) -> None:
     """Gate a model or template in CI: audit it and check the required properties (exit 0 pass, 1 fail)."""
@@ -71,7 +77,10 @@ def check_command(
         load,
     )
     from tito_audit.formatters import ci
+    from tito_audit.formatters.ci_summary import to_summary
+    from tito_audit.formatters.explanations import attach_explanations
     from tito_audit.formatters.json_report import to_json
+    from tito_audit.formatters.site import model_page
     from tito_audit.gate.policy import build_policy, check_baseline_model, evaluate, read_pyproject_policy
 
     started = time.monotonic()
@@ -85,6 +94,8 @@ def check_command(
     check_baseline_model(policy, loaded.resolved.model_id)
     console = Console()
     report = audit_with_progress(loaded, options, console, show=True)
+    if html_path is not None:
+        attach_explanations(report, loaded)  # the page shows the template lines behind each break
     if report_path is not None:
         write_outputs([("--report", report_path, to_json(report))])
     fail_if_refused_everything(report)
@@ -98,6 +109,11 @@ def check_command(
         outputs.append(("--junit", junit, ci.to_junit(model_id, results, time.monotonic() - started)))
     if json_path is not None:
         outputs.append(("--json", json_path, ci.to_json(model_id, results, report.verdict, policy.baseline_path)))
+    if html_path is not None:
+        outputs.append(("--html", html_path, model_page(report)))
+    if summary_path is not None:
+        page = html_path.name if html_path is not None else None
+        outputs.append(("--summary", summary_path, to_summary(report, results, page)))
     write_outputs(outputs)
     if github:
         template = str(source.template) if source.template else None

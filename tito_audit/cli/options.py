@@ -94,6 +94,9 @@ WithGeneratedOpt = Annotated[
 ]
 JsonOutOpt = Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")]
 MarkdownOutOpt = Annotated[Path | None, typer.Option("--markdown", help="Write the report as Markdown here.")]
+HtmlOutOpt = Annotated[
+    Path | None, typer.Option("--html", help="Write the model's page here (self-contained HTML: verdict, token diffs).")
+]
 
 
 # -- option groups -----------------------------------------------------------------------------------

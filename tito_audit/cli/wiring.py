@@ -4,7 +4,6 @@ loading real conversations, running the audit with a progress bar."""
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -166,19 +165,6 @@ def audit_with_progress(loaded: LoadedModel, options: AuditOptions, console: Con
         if note.startswith("warning:"):
             err.print(note, highlight=False)
     return report
-
-
-def attach_explanations(report: AuditReport, loaded: LoadedModel) -> None:
-    """Template lines and cause confirmations for the first failure of each cause (JSON and terminal)."""
-    from tito_audit.model.loaded import codec_for
-    from tito_audit.repair.explain import compact, explain_first_per_cause
-
-    if loaded.template_source is None:
-        return
-    for explanation in explain_first_per_cause(report, loaded, codec_for(loaded)):
-        document = asdict(explanation)
-        document["summary"] = compact(explanation)
-        report.explanations.append(document)
 
 
 def fail_if_refused_everything(report: AuditReport) -> None:

@@ -21,6 +21,7 @@ from tito_audit.audit.results import AuditReport
 from tito_audit.formatters import fix_report
 from tito_audit.formatters.json_report import VOLATILE_KEYS, to_json
 from tito_audit.formatters.markdown import to_markdown
+from tito_audit.formatters.site import PageLinks, model_page
 from tito_audit.matrix.options import MatrixOptions
 from tito_audit.matrix.row import VOLATILE_COLUMNS, add_combined, base_row, row_from_report
 from tito_audit.matrix.tasks import Identity, PairResult
@@ -86,6 +87,8 @@ def _representative_row(
     report = previous.report_timing(published_under(result.report, identity), stem)
     write_if_changed(options.out_dir / "models" / f"{stem}.json", to_json(report))
     write_if_changed(options.out_dir / "models" / f"{stem}.md", to_markdown(report))
+    page = model_page(report, result.way_out, PageLinks.published(stem, result.way_out))
+    write_if_changed(options.out_dir / "models" / f"{stem}.html", page)
     row = row_from_report(report, f"models/{stem}.md", result.duration_seconds)
     if result.way_out is not None:
         fix_report.write(report, result.way_out, options.out_dir / "fixes", stem)
@@ -140,7 +143,10 @@ def publish(identities: list[Identity], outcomes: dict[str, Outcome], options: M
 def prune_pages(rows: list[dict[str, Any]], out_dir: Path) -> None:
     """Remove per-model and way-out pages that no row refers to (a model that left the matrix, a way out that
     changed, an id that became the duplicate of another)."""
-    for folder, column, suffixes in (("models", "report", (".md", ".json")), ("fixes", "fix_report", (".md", ".diff"))):
+    for folder, column, suffixes in (
+        ("models", "report", (".md", ".json", ".html")),
+        ("fixes", "fix_report", (".md", ".diff")),
+    ):
         path = out_dir / folder
         if not path.is_dir():
             continue

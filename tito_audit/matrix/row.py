@@ -159,3 +159,10 @@ def add_combined(row: dict[str, Any], verdict: str, causes: str) -> None:
     """The combined audit (generated + real trajectories): its verdict and the causes it found."""
     row["verdict_with_real_data"] = verdict
     row["real_data_causes"] = causes
+
+
+def short_reason(reason: str) -> str:
+    """The decisive part of a reason: for "not found; tried: a; b; hub (disabled)" the last attempt."""
+    if "; tried: " in reason:
+        return "not found; " + reason.rsplit("; ", 1)[-1]
+    return reason

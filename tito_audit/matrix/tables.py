@@ -1,15 +1,15 @@
-"""Matrix outputs: Markdown, CSV and JSON (pandas), Parquet (datasets) and a static HTML page."""
+"""Matrix outputs: Markdown, CSV and JSON (pandas), Parquet (datasets) and the HTML front page."""
 
 from __future__ import annotations
 
-import html
 import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tito_audit.matrix.row import COLUMNS
+from tito_audit.matrix.front_page import front_page
+from tito_audit.matrix.row import COLUMNS, short_reason
 from tito_audit.outputs import ensure_folder, write_if_changed
 
 MARKDOWN_COLUMNS = (
@@ -34,13 +34,6 @@ def _cell(value: Any, limit: int = 160) -> str:
     text = "" if value is None else str(value)
     text = text if len(text) <= limit else text[: limit - 1] + "…"
     return text.replace("|", "\\|").replace("\n", " ")
-
-
-def short_reason(reason: str) -> str:
-    """The decisive part of a reason: for "not found; tried: a; b; hub (disabled)" the last attempt."""
-    if "; tried: " in reason:
-        return "not found; " + reason.rsplit("; ", 1)[-1]
-    return reason
 
 
 def to_markdown(rows: Sequence[dict[str, Any]], settings: dict[str, Any]) -> str:
@@ -179,111 +172,6 @@ def write_matrix(rows: Sequence[dict[str, Any]], out_dir: Path, settings: dict[s
     return [out_dir / name for name in names]
 
 
-_HTML = """<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>TITO compatibility matrix</title>
-<style>
-body { font-family: system-ui, sans-serif; margin: 1.5rem; color: #222; }
-table { border-collapse: collapse; width: 100%; font-size: 0.85rem; }
-th, td { border: 1px solid #ddd; padding: 0.3rem 0.5rem; text-align: left; vertical-align: top; }
-th { background: #f3f3f3; cursor: pointer; user-select: none; position: sticky; top: 0; }
-th[aria-sort="ascending"]::after { content: " ▲"; }
-th[aria-sort="descending"]::after { content: " ▼"; }
-tr.model:hover { background: #f7fbff; cursor: pointer; }
-.ready { color: #1a7f37; font-weight: 600; } .ready-tool-only { color: #9a6700; font-weight: 600; }
-.broken { color: #cf222e; font-weight: 600; } .unsupported { color: #8250df; font-weight: 600; }
-.controls { margin: 1rem 0; display: flex; gap: 1rem; align-items: center; flex-wrap: wrap; }
-#details { margin-top: 1rem; padding: 1rem; border: 1px solid #ccc; background: #fafafa; display: none; }
-#details dt { font-weight: 600; } #details dd { margin: 0 0 0.5rem 1rem; white-space: pre-wrap; }
-.muted { color: #666; }
-</style>
-</head>
-<body>
-<h1>TITO compatibility matrix</h1>
-<p class="muted">__SUMMARY__</p>
-<div class="controls">
-  <label>Filter <input id="filter" type="search" placeholder="model, family, cause…"></label>
-  <label>Verdict <select id="verdict">
-    <option value="">all</option><option>ready</option><option>ready-tool-only</option>
-    <option>broken</option><option>unsupported</option><option value="not audited">not audited</option>
-  </select></label>
-  <span id="shown" class="muted"></span>
-</div>
-<table id="matrix"><thead><tr></tr></thead><tbody></tbody></table>
-<div id="details"><h2 id="details-title"></h2><dl id="details-list"></dl></div>
-<script id="matrix-data" type="application/json">__DATA__</script>
-<script>
-const rows = JSON.parse(document.getElementById("matrix-data").textContent);
-const columns = [["model_id","model"],["family","family"],["audit_level","level"],["verdict","verdict"],
-  ["verdict_with_real_data","with real data"],
-  ["rollout_tool","tool"],["rollout_user","user"],["rollout_system","system"],["main_causes","main causes"],
-  ["way_out","way out"],
-  ["roundtrip_findings","roundtrip"],["refused_shapes","refused shapes"]];
-let sortKey = "model_id", sortDir = 1;
-const head = document.querySelector("#matrix thead tr"), body = document.querySelector("#matrix tbody");
-const verdictOf = r => r.verdict || r.status;
-columns.forEach(([key, title]) => {
-  const th = document.createElement("th"); th.textContent = title; th.dataset.key = key;
-  th.addEventListener("click", () => { sortDir = sortKey === key ? -sortDir : 1; sortKey = key; render(); });
-  head.appendChild(th);
-});
-function render() {
-  const text = document.getElementById("filter").value.toLowerCase();
-  const verdict = document.getElementById("verdict").value;
-  const shown = rows.filter(r => (!text || JSON.stringify(r).toLowerCase().includes(text))
-    && (!verdict || String(verdictOf(r)).startsWith(verdict)));
-  shown.sort((a, b) => String(a[sortKey] || verdictOf(a)).localeCompare(String(b[sortKey] || verdictOf(b))) * sortDir);
-  body.innerHTML = "";
-  for (const r of shown) {
-    const tr = document.createElement("tr"); tr.className = "model"; tr.dataset.model = r.model_id;
-    for (const [key] of columns) {
-      const td = document.createElement("td");
-      const value = key === "verdict" ? verdictOf(r) : (r[key] ?? "");
-      td.textContent = value; if (key === "verdict") td.className = String(value).split(":")[0];
-      tr.appendChild(td);
-    }
-    tr.addEventListener("click", () => details(r));
-    body.appendChild(tr);
-  }
-  head.querySelectorAll("th").forEach(th => th.setAttribute("aria-sort",
-    th.dataset.key === sortKey ? (sortDir > 0 ? "ascending" : "descending") : "none"));
-  document.getElementById("shown").textContent = shown.length + " of " + rows.length + " models";
-}
-function details(r) {
-  const box = document.getElementById("details"), list = document.getElementById("details-list");
-  document.getElementById("details-title").textContent = r.model_id;
-  list.innerHTML = "";
-  for (const [key, value] of Object.entries(r)) {
-    if (value === null || value === "") continue;
-    const dt = document.createElement("dt"); dt.textContent = key;
-    const dd = document.createElement("dd");
-    if (key === "report") {
-      for (const ext of [".md", ".json"]) {
-        const a = document.createElement("a"); a.href = String(value).replace(/\\.md$/, ext);
-        a.textContent = a.getAttribute("href"); dd.appendChild(a); dd.appendChild(document.createTextNode("  "));
-      }
-    } else { dd.textContent = value; }
-    list.appendChild(dt); list.appendChild(dd);
-  }
-  box.style.display = "block";
-}
-document.getElementById("filter").addEventListener("input", render);
-document.getElementById("verdict").addEventListener("change", render);
-render();
-</script>
-</body>
-</html>
-"""
-
-
 def to_html(rows: Sequence[dict[str, Any]], settings: dict[str, Any]) -> str:
-    """A static page (no network): sortable columns, a text and a verdict filter, a detail pane per model."""
-    data = json.dumps(list(rows), ensure_ascii=False).replace("</", "<\\/")
-    audited = sum(1 for r in rows if r.get("status") == "audited")
-    summary = html.escape(
-        f"{audited} of {len(rows)} models audited; seed {settings.get('seed')}, {settings.get('count')} conversations "
-        "per variant. Click a column to sort, a row for details."
-    )
-    return _HTML.replace("__SUMMARY__", summary).replace("__DATA__", data)
+    """``index.html``: the matrix as a front page (see :mod:`tito_audit.matrix.front_page`)."""
+    return front_page(rows, settings)

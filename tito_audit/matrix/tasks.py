@@ -22,11 +22,11 @@ from typing import Any
 
 from tito_audit.audit.options import AuditOptions
 from tito_audit.audit.results import UNSUPPORTED, AuditReport, worst_verdict
+from tito_audit.audit.serialization import DecodeError, from_dict
 from tito_audit.errors import AuditError, ResolutionError
 from tito_audit.formatters.fix_report import FixPage
 from tito_audit.matrix.options import MatrixOptions
 from tito_audit.matrix.row import AUDIT_ERROR, FAILED_TO_LOAD, NOT_REACHABLE, base_row
-from tito_audit.matrix.serialization import DecodeError, from_dict
 from tito_audit.matrix.store import PairKey, pair_key
 from tito_audit.model.registry import family_of
 
@@ -79,7 +79,7 @@ def pair_payload(result: PairResult) -> dict[str, Any]:
 
 def pair_result(payload: Any) -> PairResult:
     """A :class:`PairResult` from :func:`pair_payload`'s data, its report's verdict the worst of its variants'
-    (raises :class:`~tito_audit.matrix.serialization.DecodeError` when the data has another shape)."""
+    (raises :class:`~tito_audit.audit.serialization.DecodeError` when the data has another shape)."""
     if not isinstance(payload, dict) or not isinstance(payload.get("report"), dict):
         raise DecodeError("not a stored pair result")
     report = {key: value for key, value in payload["report"].items() if key != "verdict"}
@@ -199,6 +199,7 @@ def audit_pair(model_id: str, options: MatrixOptions, events: Any = None) -> Pai
     )
     try:
         report = audit(loaded, settings, progress=lambda variant, done, total: emit(variant, done, total))
+        explain(report, loaded)
         page = None
         if needs_way_out(report):
             emit("way out", 0, 1)
@@ -223,6 +224,20 @@ def audit_pair(model_id: str, options: MatrixOptions, events: Any = None) -> Pai
     finally:
         del loaded
         gc.collect()
+
+
+def explain(report: AuditReport, loaded: Any) -> None:
+    """The template lines behind each cause's first example, for the published pages; a model whose explanation
+    fails keeps its row (the report says why instead)."""
+    from tito_audit.formatters.explanations import attach_explanations, clip_lines
+    from tito_audit.formatters.fix_report import MAX_DIFF_LINE
+
+    try:
+        attach_explanations(report, loaded)
+        clip_lines(report, MAX_DIFF_LINE)
+    except Exception as exc:
+        report.explanations.clear()
+        report.notes.append(f"explanations unavailable: {type(exc).__name__}: {exc}")
 
 
 def real_data_of(combined: AuditReport) -> RealData:

@@ -225,12 +225,6 @@ def first_case_per_cause(cases: Sequence[tuple[int, str, Failure]]) -> list[tupl
     return chosen
 
 
-def explain_first_per_cause(report: AuditReport, model: LoadedModel, codec: TokenCodec) -> list[Explanation]:
-    """Explanations of the first case that carries each cause."""
-    explainer = Explainer(model, codec, report)
-    return [explainer.explain(n, v, f) for n, v, f in first_case_per_cause(numbered_failures(report))]
-
-
 def explain_report(
     report: AuditReport, model: LoadedModel, codec: TokenCodec, case: int | None = None
 ) -> ExplainReport:

@@ -1,0 +1,55 @@
+"""The report's ``explanations``: the template lines behind the first example of each cause, added to a report by
+``audit``, by ``check`` when it writes a page, and by the matrix for its published pages.
+
+The cases explained are the examples the reports draw (per variant, rollout failures first: a buffer as sampled
+against the template's next prompt), so the lines shown next to an example are the lines behind it.
+``tito-audit explain`` numbers cases the same way (``--case N`` shows any of them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from tito_audit.audit.results import AuditReport, Failure
+from tito_audit.formatters.common import first_example_per_cause
+from tito_audit.model.loaded import LoadedModel, codec_for
+
+
+def shown_cases(report: AuditReport) -> list[tuple[int, str, Failure]]:
+    """``(case number, variant, failure)`` of each cause's first example, each failure once, in report order."""
+    from tito_audit.repair.explain import numbered_failures
+
+    numbers = {id(failure): number for number, _, failure in numbered_failures(report)}
+    chosen: dict[int, tuple[int, str, Failure]] = {}
+    seen: set[str] = set()
+    for variant in report.variants:
+        for cause, failure in first_example_per_cause(variant):
+            if cause in seen or id(failure) not in numbers:
+                continue
+            seen.add(cause)
+            chosen.setdefault(id(failure), (numbers[id(failure)], variant.name, failure))
+    return sorted(chosen.values(), key=lambda case: case[0])
+
+
+def clip_lines(report: AuditReport, limit: int) -> None:
+    """Template lines longer than ``limit`` characters cut to their first ``limit`` (a template written on one line
+    would otherwise be quoted whole: published reports quote only short windows of a template)."""
+    for explanation in report.explanations:
+        for side in explanation.get("sides", []):  # type: ignore[union-attr]
+            for line in side.get("lines", []):
+                if len(line.get("text", "")) > limit:
+                    line["text"] = line["text"][:limit] + " …"
+
+
+def attach_explanations(report: AuditReport, loaded: LoadedModel) -> None:
+    """Template lines and cause confirmations for the first example of each cause (JSON, terminal and pages)."""
+    from tito_audit.repair.explain import Explainer, compact
+
+    if loaded.template_source is None:
+        return
+    explainer = Explainer(loaded, codec_for(loaded), report)
+    for number, variant, failure in shown_cases(report):
+        explanation = explainer.explain(number, variant, failure)
+        document = asdict(explanation)
+        document["summary"] = compact(explanation)
+        report.explanations.append(document)

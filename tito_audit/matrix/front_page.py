@@ -1,0 +1,366 @@
+"""``reports/index.html``: the matrix as a front page.
+
+A header with the verdict counts (a bar) and the families (a dot per model), the audited models grouped by
+family with a text, verdict and family filter, the models not reachable here folded in a ``<details>``, and a
+glossary the verdict and cause chips link to. Columns fit a laptop screen: long cells are clipped, with the
+full text on hover (``title``) and on expanding (``<details>``). Every count is computed here from the rows
+(the data of ``matrix.json``); the rows themselves are rendered in HTML, so the page reads without scripts.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import PurePosixPath
+from typing import Any
+
+from tito_audit.audit.results import VERDICT_ORDER
+from tito_audit.formatters.site.glossary import (
+    CAUSES,
+    IN_SHORT,
+    NOT_AUDITED,
+    VERDICTS,
+    cause_chip,
+    glossary,
+    verdict_chip,
+    verdict_class,
+)
+from tito_audit.formatters.site.html import attrs, document, esc
+from tito_audit.matrix.row import AUDITED, NOT_REACHABLE, short_reason
+
+OTHER_FAMILY = "other"
+DATA_FILES = ("matrix.md", "matrix.csv", "matrix.json", "matrix.parquet")
+STEP_KINDS_SHOWN = (
+    ("tool", "rollout_tool", "tool"),
+    ("user", "rollout_user", "user"),
+    ("system", "rollout_system", "sys"),
+)
+"""Step kinds shown: the kind, its matrix column, its column label."""
+STEP_GLYPHS = {
+    "stable": ("✓", "stable"),
+    "unstable": ("✗", "unstable"),
+    "refused": ("⊘", "refused"),
+    "n/a": ("–", "na"),
+}
+COLUMNS = (
+    ("family", "9%"),
+    ("model", "22%"),
+    ("verdict", "10.5%"),
+    ("level", "5%"),
+    ("steps", "9.5%"),
+    ("real data", "9.5%"),
+    ("main causes", "16%"),
+    ("way out", "18.5%"),
+)
+
+
+def verdict_of(row: dict[str, Any]) -> str:
+    """A row's verdict, or ``not audited`` for the rows without one."""
+    return row["verdict"] if row.get("status") == AUDITED and row.get("verdict") else NOT_AUDITED
+
+
+def family_of(row: dict[str, Any]) -> str:
+    return row.get("family") or OTHER_FAMILY
+
+
+def page_link(row: dict[str, Any]) -> str | None:
+    """The model page of a row (its pair's representative's page for a ``same_as`` row)."""
+    report = row.get("report")
+    return str(PurePosixPath(report).with_suffix(".html")) if report else None
+
+
+def verdict_counts(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Audited rows per verdict, best first (every verdict listed, zero included)."""
+    counted = Counter(verdict_of(row) for row in rows if row.get("status") == AUDITED)
+    return {verdict: counted.get(verdict, 0) for verdict in VERDICT_ORDER}
+
+
+def status_counts(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Rows not audited, per status (``not audited: not reachable`` …), in sorted order."""
+    counted = Counter(row["status"] for row in rows if row.get("status") != AUDITED)
+    return dict(sorted(counted.items()))
+
+
+def families(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Rows by family, families in case-insensitive order (rows without one last, as ``other``)."""
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        grouped.setdefault(family_of(row), []).append(row)
+    return dict(sorted(grouped.items(), key=lambda kv: (kv[0] == OTHER_FAMILY, kv[0].casefold(), kv[0])))
+
+
+def _dots(rows: Sequence[dict[str, Any]]) -> str:
+    dots = []
+    for row in rows:
+        verdict = verdict_of(row)
+        hollow = " hollow" if row.get("status") == NOT_REACHABLE else ""
+        title = f"{row['model_id']}: {verdict}"
+        dots.append(f'<i class="dot {verdict_class(verdict)}{hollow}" title="{esc(title)}"></i>')
+    return f'<span class="dots" aria-hidden="true">{"".join(dots)}</span>'
+
+
+def _verdict_chart(rows: Sequence[dict[str, Any]]) -> str:
+    counts = verdict_counts(rows)
+    audited = sum(counts.values())
+    segments = "".join(
+        f'<div class="seg {verdict_class(v)}" style="flex: {n} 1 0" title="{esc(v)}: {n} of {audited}">{n}</div>'
+        for v, n in counts.items()
+        if n
+    )
+    legend = "".join(
+        f'<li><button type="button" data-pick-verdict="{esc(v)}" aria-pressed="false" data-count="{n}">'
+        f'<span class="swatch {verdict_class(v)}"></span><span>{esc(v)}</span><span class="count">{n}</span>'
+        f'<span class="what">{esc(IN_SHORT[v])}</span></button></li>'
+        for v, n in counts.items()
+    )
+    others = status_counts(rows)
+    note = "; ".join(
+        f"{n} {esc(status.replace('not audited: ', ''))}"
+        + (" (folded below the table)" if status == NOT_REACHABLE else " (in the table)")
+        for status, n in others.items()
+    )
+    label = ", ".join(f"{n} {v}" for v, n in counts.items())
+    return (
+        f'<div class="card chart" id="verdicts" data-audited="{audited}"><h2>Verdicts of {audited} audited models</h2>'
+        f'<div class="bar" role="img" aria-label="{esc(label)}">{segments}</div>'
+        f'<ul class="legend">{legend}</ul>'
+        + (f'<p class="note-line">Not audited here: {note}.</p>' if note else "")
+        + "</div>"
+    )
+
+
+def _family_chart(grouped: dict[str, list[dict[str, Any]]]) -> str:
+    items = []
+    for family, members in grouped.items():
+        audited = [r for r in members if r.get("status") != NOT_REACHABLE]
+        counts = Counter(verdict_of(r) for r in members)
+        title = f"{family}: " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+        inner = f'<span class="name">{esc(family)}</span>{_dots(members)}'
+        if audited:
+            items.append(
+                f'<li><button type="button" data-pick-family="{esc(family)}" aria-pressed="false" title="{esc(title)}"'
+                f' data-family-count="{len(members)}">{inner}</button></li>'
+            )
+        else:
+            items.append(f'<li><button type="button" disabled title="{esc(title)}">{inner}</button></li>')
+    return (
+        f'<div class="card families" id="families"><h2>By family <span class="muted small">({len(grouped)} families;'
+        f" a dot per model, hollow: not reachable here)</span></h2><ul>{''.join(items)}</ul></div>"
+    )
+
+
+def _steps(row: dict[str, Any]) -> str:
+    cells = []
+    for kind, column, _ in STEP_KINDS_SHOWN:
+        status = row.get(column) or "n/a"
+        glyph, css = STEP_GLYPHS.get(status, ("?", "na"))
+        label = esc(f"{kind} steps: {status}")
+        cells.append(f'<span class="step {css}" title="{label}" aria-label="{label}">{glyph}</span>')
+    return f'<div class="steps">{"".join(cells)}</div>'
+
+
+def _real_data(row: dict[str, Any]) -> str:
+    value = row.get("verdict_with_real_data") or ""
+    if not value:
+        return '<span class="muted">–</span>'
+    if value in VERDICTS:
+        causes = row.get("real_data_causes") or ""
+        title = f"with real trajectories: {value}" + (f" ({causes})" if causes else "")
+        return f'<span title="{esc(title)}">{verdict_chip(value, link=None)}</span>'
+    return f'<span class="muted small" title="{esc(value)}">{esc(value.split(" (")[0])}</span>'
+
+
+def _level(row: dict[str, Any]) -> str:
+    text = "text" if row.get("audit_level") == "text-level only" else "full"
+    title = (
+        "text level: audited from the chat template alone (no vocabulary here)"
+        if text == "text"
+        else "full: the real tokenizer"
+    )
+    warn = ""
+    if row.get("stop_tokens") == "unknown":
+        warn = ' <span class="warn" title="stop tokens unknown">!</span>'
+    return f'<span class="level" title="{esc(title)}">{text}</span>{warn}'
+
+
+def _more(text: str, extra: str = "") -> str:
+    """A clipped cell: the text on one line (ellipsis), all of it on hover and when expanded."""
+    if not text:
+        return ""
+    return (
+        f'<details class="more"><summary title="{esc(text)}">{esc(text)}</summary>'
+        + (f'<div class="full">{extra}</div>' if extra else "")
+        + "</details>"
+    )
+
+
+def _model_cell(row: dict[str, Any]) -> str:
+    model = row["model_id"]
+    org, _, name = model.rpartition("/")
+    link = page_link(row)
+    title = esc(model)
+    cell = (
+        f'<a class="name" href="{esc(link)}" title="{title}">{esc(name)}</a>'
+        if link
+        else f'<span class="name" title="{title}">{esc(name)}</span>'
+    )
+    cell += f'<span class="org">{esc(org)}</span>' if org else ""
+    if row.get("same_as"):
+        cell += f'<span class="alias" title="same template and tokenizer files">same as {esc(row["same_as"])}</span>'
+    return cell
+
+
+def _row(row: dict[str, Any], lead: bool) -> str:
+    verdict = verdict_of(row)
+    causes = [c.strip() for c in (row.get("main_causes") or "").split(",") if c.strip()]
+    if row.get("status") == AUDITED:
+        chip = verdict_chip(verdict)
+        fix = row.get("fix_report")
+        extra = f'<a href="{esc(fix)}">way-out page</a>' if fix else ""
+        last = _more(row.get("way_out") or "", extra)
+    else:
+        chip = verdict_chip(NOT_AUDITED, label=row["status"].replace("not audited: ", ""))
+        last = _more(row.get("reason") or "")
+    search = " ".join([row["model_id"], family_of(row), verdict, *causes, row.get("way_out") or ""]).lower()
+    cells = [
+        f'<td class="fam"><span>{esc(family_of(row))}</span></td>',
+        f'<td class="model">{_model_cell(row)}</td>',
+        f"<td>{chip}</td>",
+        f"<td>{_level(row) if row.get('status') == AUDITED else ''}</td>",
+        f"<td>{_steps(row) if row.get('status') == AUDITED else ''}</td>",
+        f"<td>{_real_data(row)}</td>",
+        f'<td class="causes">{"".join(cause_chip(c) for c in causes)}</td>',
+        f"<td>{last}</td>",
+    ]
+    row_attrs = attrs(
+        class_="model lead" if lead else "model",
+        data_model=row["model_id"],
+        data_verdict=verdict,
+        data_family=family_of(row),
+        data_search=search,
+    )
+    return f"<tr{row_attrs}>{''.join(cells)}</tr>"
+
+
+def _table(grouped: dict[str, list[dict[str, Any]]]) -> str:
+    cols = "".join(f'<col style="width: {width}">' for _, width in COLUMNS)
+    labels = "".join(f'<span title="{kind} steps">{label}</span>' for kind, _, label in STEP_KINDS_SHOWN)
+    titles = {"steps": f'<div class="steps head">{labels}</div>'}
+    head = "".join(f'<th scope="col">{titles.get(title, esc(title))}</th>' for title, _ in COLUMNS)
+    bodies = []
+    for family, members in grouped.items():
+        shown = [r for r in members if r.get("status") == AUDITED] + [
+            r for r in members if r.get("status") not in (AUDITED, NOT_REACHABLE)
+        ]
+        if not shown:
+            continue
+        rows = "".join(_row(r, i == 0) for i, r in enumerate(shown))
+        bodies.append(f'<tbody data-family="{esc(family)}">{rows}</tbody>')
+    return (
+        f'<table class="matrix" id="matrix"><colgroup>{cols}</colgroup><thead><tr>{head}</tr></thead>'
+        f"{''.join(bodies)}</table>"
+    )
+
+
+def _unreachable(rows: Sequence[dict[str, Any]]) -> str:
+    missing = [r for r in rows if r.get("status") == NOT_REACHABLE]
+    if not missing:
+        return ""
+    body = "".join(
+        f'<tr class="model unreachable" data-model="{esc(r["model_id"])}"><td class="model">{esc(r["model_id"])}</td>'
+        f'<td>{esc(family_of(r))}</td><td><span class="clip" title="{esc(r.get("reason", ""))}">'
+        f"{esc(short_reason(r.get('reason', '')))}</span></td></tr>"
+        for r in missing
+    )
+    return (
+        f'<details class="section" id="unreachable"><summary>{len(missing)} registry models not audited here: '
+        f"not reachable (no files in the mirrors or the cache; the Hub was not asked)</summary>"
+        '<table class="matrix"><colgroup><col style="width: 32%"><col style="width: 14%"><col></colgroup>'
+        '<thead><tr><th scope="col">model</th><th scope="col">family</th><th scope="col">reason</th></tr></thead>'
+        f"<tbody>{body}</tbody></table></details>"
+    )
+
+
+def _controls(grouped: dict[str, list[dict[str, Any]]]) -> str:
+    verdicts = "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in (*VERDICT_ORDER, NOT_AUDITED))
+    names = [f for f, members in grouped.items() if any(r.get("status") != NOT_REACHABLE for r in members)]
+    options = "".join(f'<option value="{esc(f)}">{esc(f)}</option>' for f in names)
+    return (
+        '<div class="controls" role="search">'
+        '<label>Find <input id="filter" type="search" placeholder="model, family, cause, fix…" '
+        'autocomplete="off"></label>'
+        f'<label>Verdict <select id="verdict"><option value="">all</option>{verdicts}</select></label>'
+        f'<label>Family <select id="family"><option value="">all</option>{options}</select></label>'
+        '<output id="shown" aria-live="polite"></output></div>'
+    )
+
+
+SCRIPT = """
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const rows = Array.from(document.querySelectorAll("#matrix tr.model"));
+  const groups = Array.from(document.querySelectorAll("#matrix tbody"));
+  const filter = $("filter"), verdict = $("verdict"), family = $("family"), shown = $("shown");
+  function apply() {
+    const text = filter.value.trim().toLowerCase();
+    let count = 0;
+    for (const row of rows) {
+      const visible = (!verdict.value || row.dataset.verdict === verdict.value)
+        && (!family.value || row.dataset.family === family.value)
+        && (!text || row.dataset.search.includes(text));
+      row.hidden = !visible;
+      if (visible) count += 1;
+    }
+    for (const group of groups) {
+      const visible = Array.from(group.querySelectorAll("tr.model:not([hidden])"));
+      group.hidden = visible.length === 0;
+      group.querySelectorAll("tr.model").forEach((row) => row.classList.toggle("lead", row === visible[0]));
+    }
+    shown.textContent = count + " of " + rows.length + " models shown";
+    document.querySelectorAll("[data-pick-verdict]").forEach((b) =>
+      b.setAttribute("aria-pressed", String(b.dataset.pickVerdict === verdict.value)));
+    document.querySelectorAll("[data-pick-family]").forEach((b) =>
+      b.setAttribute("aria-pressed", String(b.dataset.pickFamily === family.value)));
+  }
+  function pick(select, value) { select.value = select.value === value ? "" : value; apply(); }
+  document.querySelectorAll("[data-pick-verdict]").forEach((b) =>
+    b.addEventListener("click", () => pick(verdict, b.dataset.pickVerdict)));
+  document.querySelectorAll("[data-pick-family]").forEach((b) =>
+    b.addEventListener("click", () => pick(family, b.dataset.pickFamily)));
+  filter.addEventListener("input", apply);
+  verdict.addEventListener("change", apply);
+  family.addEventListener("change", apply);
+  apply();
+})();
+"""
+
+
+def front_page(rows: Sequence[dict[str, Any]], settings: dict[str, Any]) -> str:
+    """The matrix's front page (self-contained; byte-identical for the same rows and settings)."""
+    grouped = families(rows)
+    audited = sum(1 for r in rows if r.get("status") == AUDITED)
+    used = {c.strip() for r in rows for c in (r.get("main_causes") or "").split(",") if c.strip()}
+    causes = [c for c in CAUSES if c in used] + sorted(used - set(CAUSES))
+    lede = (
+        "Which chat templates let an RL loop keep one token buffer and only append to it (token in, token out) as "
+        "tool results and user turns come in. Each model links to its page: a picture of every break and the way out."
+    )
+    facts = (
+        f"{audited} of {len(rows)} registry models audited · seed {settings.get('seed')} · "
+        f"{settings.get('count')} generated conversations per variant · level “text”: the chat template alone, "
+        "without the model's vocabulary"
+    )
+    downloads = " · ".join(f'<a href="{name}">{name}</a>' for name in DATA_FILES)
+    body = (
+        f'<header class="top"><div class="wrap"><h1>TITO compatibility matrix</h1><p class="lede">{esc(lede)}</p>'
+        f'<p class="facts-line">{esc(facts)}</p></div></header>'
+        '<main class="wrap">'
+        f'<section class="summary" aria-label="summary">{_verdict_chart(rows)}{_family_chart(grouped)}</section>'
+        f'<section aria-label="models">{_controls(grouped)}{_table(grouped)}{_unreachable(rows)}</section>'
+        '<section id="glossary" class="card"><h2>Verdicts and causes</h2>'
+        f"{glossary(causes)}</section>"
+        "</main>"
+        f'<footer><div class="wrap">The same data: {downloads} · produced by <code>tito-audit matrix</code>'
+        "</div></footer>"
+    )
+    return document("TITO compatibility matrix", body, SCRIPT)
