@@ -13,7 +13,7 @@ $(BIN)/tito-audit: pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev]" -c constraints.txt
 	@touch $@
 
-.PHONY: install audit matrix test lint bench bench-scale bench-session bench-render
+.PHONY: install audit matrix screenshots test lint bench bench-scale bench-session bench-render
 install: $(BIN)/tito-audit
 
 # exit code 1 only means "the verdict is broken or unsupported": the job itself succeeded
@@ -29,6 +29,9 @@ matrix: install
 		--conversations ../shared/conversations/swe-agent/marshmallow-1867__function_calling.traj \
 		--conversations ../shared/conversations/miles-mock/mock_trajectories.json \
 		--limit 20 --no-hub --out reports --update-readme README.md
+
+screenshots: install  # docs/*.png from the published pages (headless Chromium)
+	$(BIN)/python docs/screenshots.py
 
 bench: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_matrix.py --mirror ../shared/tokenizers
