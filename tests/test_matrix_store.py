@@ -92,8 +92,10 @@ def test_identical_pairs_are_audited_once(mirror, tmp_path):
     assert rows[FINE_TUNE]["report"] == rows[BASE]["report"] == "models/acme--base.md"
     assert rows[FINE_TUNE]["location"].endswith("acme--base-ft")
     assert sorted(p.name for p in (tmp_path / "out" / "models").iterdir()) == [
+        "acme--base.html",
         "acme--base.json",
         "acme--base.md",
+        "acme--other.html",
         "acme--other.json",
         "acme--other.md",
     ]

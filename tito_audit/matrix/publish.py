@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,8 @@ class PreviousRun:
             earlier = json.loads((self.out_dir / "models" / f"{stem}.json").read_text("utf-8"))
         except (OSError, ValueError):
             return report
-        if not isinstance(earlier, dict) or _without(earlier, VOLATILE_KEYS) != _without(asdict(report), VOLATILE_KEYS):
+        now = json.loads(to_json(report))  # compared as published: tuples read back as lists, keys as strings
+        if not isinstance(earlier, dict) or _without(earlier, VOLATILE_KEYS) != _without(now, VOLATILE_KEYS):
             return report
         return replace(report, generated_at=earlier["generated_at"], duration_seconds=earlier["duration_seconds"])
 
