@@ -13,6 +13,21 @@ from tito_audit.model.render import RenderedPrefix
 DecodeOne = Callable[[int], str]
 
 
+def _where(
+    check: str, aspect: str, category: str, conversation: Conversation, turn: int, roles: list[str], causes: list[str]
+) -> dict:
+    """The fields every failure record shares: which check, step and conversation, and the causes."""
+    return {
+        "check": check,
+        "aspect": aspect,
+        "category": category,
+        "conversation_id": conversation.id,
+        "turn": turn,
+        "roles": roles,
+        "causes": causes,
+    }
+
+
 def text_failure(
     decode_one: DecodeOne,
     check: str,
@@ -30,13 +45,7 @@ def text_failure(
 ) -> Failure:
     """A divergence between two renders (or a buffer and a render), located by character and token."""
     return Failure(
-        check=check,
-        aspect=aspect,
-        category=category,
-        conversation_id=conversation.id,
-        turn=turn,
-        roles=roles,
-        causes=causes,
+        **_where(check, aspect, category, conversation, turn, roles, causes),
         char_index=char_index,
         token_index=token_index,
         expected=token_window(before.ids, token_index, decode_one),
@@ -65,13 +74,7 @@ def token_failure(
 ) -> Failure:
     """A divergence between two id sequences, located by token."""
     return Failure(
-        check=check,
-        aspect=aspect,
-        category=category,
-        conversation_id=conversation.id,
-        turn=turn,
-        roles=roles,
-        causes=causes,
+        **_where(check, aspect, category, conversation, turn, roles, causes),
         token_index=index,
         expected=token_window(expected, index, decode_one),
         actual=token_window(actual, index, decode_one),
