@@ -109,6 +109,8 @@ class WorkerPool:
         self.environment = dict(environment or {})
         self._context = multiprocessing.get_context("spawn")
         self._workers: list[_Worker] = []
+        self._reading: _Worker | None = None
+        """The worker whose pipe is being read: interrupted there, its pipe may hold half a message."""
         self.lost = 0
         """Workers that died while running a task."""
 
@@ -174,7 +176,9 @@ class WorkerPool:
         """Read what ``worker`` sent; a worker that died gets its task retried (once) or failed."""
         try:
             while worker.connection.poll():
+                self._reading = worker
                 kind, *rest = worker.connection.recv()
+                self._reading = None
                 if kind == "event":
                     if on_event is not None:
                         on_event(rest[0])
@@ -207,8 +211,12 @@ class WorkerPool:
         on_failed(key, f"its worker process died twice ({status}), the second time on a fresh worker")
 
     def _collect_finished(self, on_done: Callable[[str, Any], None], on_failed: Callable[[str, str], None]) -> None:
-        """Interrupted: keep the results already sent (each worker's pipe is read without waiting)."""
+        """Interrupted: keep the results already sent (each worker's pipe is read without waiting). A pipe the
+        interrupt cut in the middle of a message is left alone: reading on would wait for bytes that are not
+        coming (the rest of that message was taken for a length), for as long as the worker's next audit takes."""
         for worker in self._workers:
+            if worker is self._reading:
+                continue
             try:
                 while worker.connection.poll():
                     kind, *rest = worker.connection.recv()
