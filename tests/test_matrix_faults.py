@@ -54,7 +54,15 @@ def _matrix(mirror: Path, tmp_path: Path, *models: str) -> subprocess.Popen:
         text=True,
         env=ENV,
         start_new_session=True,  # a process group of its own, as a shell gives a command
+        preexec_fn=_as_in_a_terminal,
     )
+
+
+def _as_in_a_terminal() -> None:
+    """Ctrl-C's default action, as an interactive shell gives a command: a suite started in the background of a
+    non-interactive shell (``make test &``) has SIGINT ignored, and a child would inherit that (and rightly ignore
+    the test's Ctrl-C)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _children(parent: int) -> list[int]:
