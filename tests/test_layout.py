@@ -11,6 +11,7 @@ STAGES = (
     ("errors", "outputs"),
     ("model",),
     ("conversations",),
+    ("parse",),
     ("audit",),
     ("repair", "session", "gate"),
     ("formatters",),

@@ -33,6 +33,7 @@ CAUSES = (
     "noncanonical-split",
     "bos-duplication",
     "utf8-split",
+    "parse-lossy",
 )
 
 
@@ -186,6 +187,39 @@ class Finding:
 
 
 @dataclass
+class WrittenLayout:
+    """Tool steps after turns whose model wrote its call or content in another layout than the template's (SPEC
+    "What models write"): how often the next prompt, rendered from the parsed message, no longer continues the
+    buffer. Reported beside the verdict, never folded into it."""
+
+    layout: str
+    """``compact JSON arguments``, ``arguments in another key order`` or ``content with surrounding whitespace``."""
+    steps: int
+    differing: int
+
+
+@dataclass
+class ParseResult:
+    """The rollout with the engine's parser between each completion and the next prompt (SPEC "The parse step"):
+    its own step table and verdict, beside the perfect-inverse verdict of the same variant."""
+
+    parser: str
+    verdict: str
+    verdict_reason: str
+    check: CheckResult
+    """Steps per kind (``rollout``'s rows): text and seam stability of the buffer against the prompt rendered from
+    the parsed messages. A step that fails only with the parsed message is ``parse-lossy``; one that fails with the
+    template's own message too keeps that divergence's causes."""
+    fields: dict[str, int] = field(default_factory=dict)
+    """``parse-lossy`` steps by the field the parse changed (``content whitespace``, ``call lost``, ...)."""
+    failures: list[Failure] = field(default_factory=list)
+    turns_parsed: int = 0
+    turns_changed: int = 0
+    """Parsed turns whose message differs from the template's in anything but the call ids."""
+    written: list[WrittenLayout] = field(default_factory=list)
+
+
+@dataclass
 class VariantResult:
     name: str
     kwargs: dict[str, object]
@@ -204,6 +238,8 @@ class VariantResult:
     """Assistant turns audited (each in a form a model could produce, where one exists)."""
     steps_by_form: list[FormSteps] = field(default_factory=list)
     """Rollout steps by kind and by the reasoning form of the turn before them."""
+    parse: ParseResult | None = None
+    """The rollout with the engine's parser (None under the perfect inverse, ``--parser template``)."""
 
 
 @dataclass
@@ -268,6 +304,8 @@ class Settings:
     conversations_source: str = "generated"
     datasets: list[dict[str, object]] = field(default_factory=list)
     """Per loaded source: name, records read, conversations kept, skipped records by reason."""
+    parser: str = "template"
+    """The parser the rollout with a parser used (``template``: none, the perfect inverse)."""
 
 
 @dataclass
@@ -289,5 +327,10 @@ class AuditReport:
     (see ``tito-audit explain``); filled by ``audit`` on the command line."""
     recommendation: Recommendation | None = None
     """A setting that earns a better verdict than the model's, when there is one."""
+    parser: dict[str, object] | None = None
+    """The parser between each completion and the next prompt: name, SGLang tool and reasoning parsers, why it
+    was chosen and the source of that fact (None: the perfect inverse, ``template``)."""
+    parser_verdict: str | None = None
+    """The model's verdict with that parser (its worst variant's); ``verdict`` is the perfect-inverse verdict."""
     generated_at: str = ""
     duration_seconds: float = 0.0

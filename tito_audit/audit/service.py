@@ -27,6 +27,7 @@ from tito_audit.conversations.windows import window_note
 from tito_audit.errors import BadInputError
 from tito_audit.model.loaded import LoadedModel, codec_for
 from tito_audit.model.variants import template_inputs, variants_for
+from tito_audit.parse.choice import choose_parser
 
 __all__ = [
     "DEFAULT_COUNT",
@@ -103,10 +104,13 @@ def audit(
     cut = window_note(options.conversations or [], options.max_messages)
     if cut is not None:
         notes.append(cut)
+    choice = choose_parser(options.parser, loaded.resolved.model_id, codec.tokenizer)
+    notes.extend(choice.notes)
     variants = variants_for(inputs, options.pinned_kwargs)
     conversations_for = conversation_source(options)
-    audits = [VariantAudit(loaded, codec, variant, options) for variant in variants]
+    audits = [VariantAudit(loaded, codec, variant, options, choice.parser) for variant in variants]
     results = [variant_audit.run(conversations_for, progress) for variant_audit in audits]
+    parsed = [r.parse.verdict for r in results if r.parse is not None]
     prompts = {a.variant.name: a.probe_prompt() for a in audits} if len(audits) > 1 else {}
     return AuditReport(
         schema_version=SCHEMA_VERSION,
@@ -122,6 +126,7 @@ def audit(
             extra_stop_tokens=list(options.extra_stop_tokens),
             conversations_source=options.conversations_source,
             datasets=list(options.datasets),
+            parser=choice.name,
         ),
         template_inputs={item.name: list(item.values) for item in inputs},
         verdict=worst_verdict([r.verdict for r in results]),
@@ -129,6 +134,8 @@ def audit(
         variants=results,
         notes=notes,
         recommendation=recommend(results, prompts),
+        parser=choice.describe() if choice.parser is not None else None,
+        parser_verdict=worst_verdict(parsed) if parsed else None,
         generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         duration_seconds=round(time.monotonic() - started, 3),
     )

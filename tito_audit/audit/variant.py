@@ -17,6 +17,8 @@ from tito_audit.audit.checks import run_checks
 from tito_audit.audit.checks.context import CheckSetup, RolloutContext
 from tito_audit.audit.findings import FindingContext, run_findings
 from tito_audit.audit.options import AuditOptions, ConversationSource, ProgressCallback
+from tito_audit.audit.parsed_rollout import parsed_rollout
+from tito_audit.audit.parsed_totals import ParsedTotals
 from tito_audit.audit.realize import RealizedConversation, realize
 from tito_audit.audit.reasoning_block import VariantReasoning, variant_reasoning
 from tito_audit.audit.results import VariantResult
@@ -30,6 +32,7 @@ from tito_audit.model.loaded import LoadedModel
 from tito_audit.model.render import Renderer, RenderError, frozen_clock
 from tito_audit.model.tokens import TokenCodec
 from tito_audit.model.variants import Variant
+from tito_audit.parse.parser import CompletionParser
 
 _STATE_WORDS = {OPEN: "opens", CLOSED: "closes"}
 
@@ -37,7 +40,16 @@ _STATE_WORDS = {OPEN: "opens", CLOSED: "closes"}
 class VariantAudit:
     """Audits one variant of one model."""
 
-    def __init__(self, model: LoadedModel, codec: TokenCodec, variant: Variant, options: AuditOptions) -> None:
+    def __init__(
+        self,
+        model: LoadedModel,
+        codec: TokenCodec,
+        variant: Variant,
+        options: AuditOptions,
+        parser: CompletionParser | None = None,
+    ) -> None:
+        self.parser = parser
+        """The engine's parser between each completion and the next prompt (None: the perfect inverse only)."""
         self.model = model
         self.codec = codec
         self.variant = variant
@@ -71,6 +83,7 @@ class VariantAudit:
         """Audit the conversations ``conversations_for`` gives for the reasoning kinds this variant allows."""
         options, model = self.options, self.model
         totals = VariantTotals()
+        parsed = ParsedTotals()
         accepted: list[tuple[Conversation, str]] = []
         native_tool_conversations = 0
         with frozen_clock(model.template_source, options.clock):
@@ -100,7 +113,11 @@ class VariantAudit:
                     realized = self.realize(audited, renders)
                     totals.unrealized += realized.unrealized
                     context = RolloutContext(setup, realized.conversation, realized.renders, realized.alignments)
-                    totals.add(run_checks(context), changes)
+                    outcome = run_checks(context)
+                    totals.add(outcome, changes)
+                    if self.parser is not None:
+                        failing = {key[1]: f.causes for key, f in outcome.located if key[0] == 1 and key[2:] == (0, 0)}
+                        parsed.add(parsed_rollout(context, failing, self.parser, options.seed), changes)
                     last = (len(realized.conversation.messages), False)
                     accepted.append((realized.conversation, realized.renders[last].text))
                 if progress is not None:
@@ -136,6 +153,15 @@ class VariantAudit:
             unrealizable=group_unrealized(totals.unrealized),
             steps_by_form=forms,
             assistant_turns=totals.completions,
+            parse=(
+                parsed.result(
+                    self.parser.name,
+                    native_tool_conversations,
+                    keep_examples(parsed.failures, options.max_examples_per_group),
+                )
+                if self.parser is not None
+                else None
+            ),
         )
 
     def _notes(self, totals: VariantTotals, allowed: tuple[str, ...] | None) -> None:

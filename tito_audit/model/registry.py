@@ -75,3 +75,25 @@ def registry_stop_tokens(model_id: str) -> RegistryStops | None:
         if any(model.lower() == wanted for model in entry["models"]):
             return RegistryStops(tuple(entry["texts"]), entry["source"])
     return None
+
+
+@dataclass(frozen=True)
+class RegistryParsers:
+    """A model's SGLang parsers (``--tool-call-parser``, ``--reasoning-parser``), with where they were read."""
+
+    tool: str | None
+    reasoning: str | None
+    source: str
+
+
+def registry_parsers(model_id: str) -> RegistryParsers | None:
+    """The SGLang parser pair the registry records for ``model_id`` (case-insensitive), if it has one.
+
+    >>> registry_parsers("Qwen/Qwen3-4B").tool
+    'qwen25'
+    """
+    wanted = model_id.lower()
+    for entry in _data().get("sglang_parsers", []):
+        if any(model.lower() == wanted for model in entry["models"]):
+            return RegistryParsers(entry.get("tool"), entry.get("reasoning"), entry["source"])
+    return None

@@ -1,0 +1,315 @@
+"""The rollout with the engine's parser (SPEC "The parse step"): the next prompt is rendered from what the parser
+made of each completion, not from the message the template rendered.
+
+The sampled completions are the rollout's own (:mod:`tito_audit.audit.checks.trace`): the model wrote the
+template's rendering of its turn, cut at the stop token. The engine hands the parser that text with the stop token
+trimmed; the parsed message replaces the turn in history, and the tool results that answer its calls carry the
+parser's call ids (a loop sends them back under the ids it was given). Before each later turn the buffer is joined
+with ``R' = render(parsed history, gp=True)`` (:func:`tito_audit.audit.join.join`, as the rollout does with ``R``).
+
+The control is the same step in the rollout without a parser: a step that fails with ``R'`` while the control holds
+is caused by the parse (``parse-lossy``, with the fields the parse changed); a step the control fails too keeps the
+control's causes, so template causes and parser causes are never confused. After a failing step the buffer starts
+again from ``R'``, as a loop that re-renders would.
+
+Beside the verdict, tool-call turns are also written in another layout (:mod:`tito_audit.parse.written`), one layout
+drawn per turn: does the prompt rendered from the parsed rewritten turn still continue the rewritten buffer?
+
+Example (a parser that strips content; the template writes it as sampled)::
+
+    buffer = "...<|im_start|>assistant\\n  Let me check.\\n<tool_call>..."
+    R'     = "...<|im_start|>assistant\\nLet me check.\\n<tool_call>..."     # parse-lossy: content whitespace
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from tito_audit.audit.checks.context import RolloutContext
+from tito_audit.audit.checks.outcome import FAILED, PASSED, Tally
+from tito_audit.audit.checks.records import text_failure, token_failure
+from tito_audit.audit.checks.trace import Completion, StepTrace, trace_of
+from tito_audit.audit.diff import first_difference
+from tito_audit.audit.join import Join, join, join_text_only
+from tito_audit.audit.realize import MessageRef
+from tito_audit.audit.results import Failure
+from tito_audit.conversations.conversation import ASSISTANT, TOOL, Message, steps_of
+from tito_audit.conversations.reasoning_forms import OPEN
+from tito_audit.errors import BadInputError
+from tito_audit.model.render import RenderedPrefix, RenderError, one_line
+from tito_audit.parse.fields import CALL_ADDED, CALL_LOST, ID_CHANGED, ID_REFUSED, changed_fields
+from tito_audit.parse.parser import CompletionParser, ParseInput
+from tito_audit.parse.written import LAYOUTS
+
+NAME = "parse"
+LOSSY = "parse-lossy"
+
+
+@dataclass
+class ParsedOutcome:
+    """What one conversation contributed to the rollout with a parser."""
+
+    tallies: list[Tally] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    fields: dict[str, int] = field(default_factory=dict)
+    turns_parsed: int = 0
+    turns_changed: int = 0
+    written: dict[str, list[int]] = field(default_factory=dict)
+    """Layout -> [tool steps, steps whose next prompt no longer continues the buffer]."""
+
+
+@dataclass
+class _Walk:
+    """The parsed history and the buffer as the walk goes."""
+
+    history: list[Message]
+    ids: list[int]
+    text: str
+    fields_by_turn: dict[int, list[str]] = field(default_factory=dict)
+    calls: int = 0
+
+
+def parsed_rollout(
+    context: RolloutContext, control_causes: dict[int, list[str]], parser: CompletionParser, seed: int
+) -> ParsedOutcome:
+    """Walk ``context``'s rollout with ``parser`` between each completion and the next prompt.
+
+    ``control_causes`` maps each step (by the turn it leads to) that fails without a parser to that failure's
+    causes.
+    """
+    outcome = ParsedOutcome()
+    trace = trace_of(context)
+    messages = context.conversation.messages
+    turns = context.conversation.assistant_indices()
+    if not trace.completions:
+        return outcome
+    rng = random.Random(f"written:{seed}:{context.conversation.id}")
+    first = context.renders[(turns[0], True)]
+    walk = _Walk(list(messages), list(first.ids), first.text)
+    control = {step.turn: step for step in trace.steps}
+    steps = {step.after: step for step in steps_of(messages)}
+    completions = {completion.turn: completion for completion in trace.completions}
+    ends = [*turns[1:], len(messages)]
+    for j, end in zip(turns, ends, strict=True):
+        if j != turns[0] and not _step(context, walk, control[j], control_causes, outcome):
+            return outcome
+        completion = completions[j]
+        before_text = walk.text
+        _parse_turn(context, walk, j, completion, parser, outcome)
+        walk.ids += completion.ids
+        walk.text += completion.text
+        if end in steps and steps[end].kind == TOOL and messages[j].get("tool_calls"):
+            _written(context, walk, j, end, completion, before_text, parser, rng, outcome)
+    final = control.get(len(messages))
+    if final is not None:
+        _step(context, walk, final, control_causes, outcome)
+    return outcome
+
+
+def _parse_turn(
+    context: RolloutContext,
+    walk: _Walk,
+    j: int,
+    completion: Completion,
+    parser: CompletionParser,
+    outcome: ParsedOutcome,
+) -> None:
+    """Parse turn ``j``'s completion into the history, with the parser's call ids in the answering tool results."""
+    original = context.conversation.messages[j]
+    parsed = _parse(parser, _input(context, walk.text, j, completion.text, completion, walk.calls))
+    walk.calls += len(parsed.get("tool_calls") or [])
+    fields = changed_fields(original, parsed, completion.text)
+    outcome.turns_parsed += 1
+    outcome.turns_changed += bool(set(fields) - {ID_CHANGED})
+    walk.fields_by_turn[j] = fields
+    if not fields:
+        return  # the parse gave the message back: history keeps the very same message
+    walk.history[j] = parsed
+    _answer_with_ids(walk.history, j, original, parsed)
+
+
+def _parse(parser: CompletionParser, given: ParseInput) -> Message:
+    """The parser's message; a parser that raises is a bad ``--parser`` (one line naming it)."""
+    try:
+        return parser.parse(given)
+    except BadInputError:
+        raise
+    except Exception as exc:
+        raise BadInputError(f"--parser {parser.name}: the parser raised on a completion: {one_line(exc)}") from None
+
+
+def _input(
+    context: RolloutContext, prompt: str, j: int, text: str, completion: Completion, earlier_calls: int
+) -> ParseInput:
+    """What the engine hands its parser: the text with the stop token it ended on trimmed."""
+    if completion.stopped and completion.ids:
+        stop = context.setup.decode_one(completion.ids[-1])
+        if stop and text.endswith(stop):
+            text = text[: -len(stop)]
+    return ParseInput(
+        text=text,
+        tools=context.conversation.tools,
+        prompt=prompt,
+        reasoning_open=context.alignments[j].prompt_state == OPEN,
+        earlier_calls=earlier_calls,
+        call_id_seed=f"{context.conversation.id}:{j}",
+    )
+
+
+def _answer_with_ids(history: list[Message], j: int, original: Message, parsed: Message) -> None:
+    """The tool results after turn ``j`` answer the parser's call ids (matched by position)."""
+    renamed = {
+        before.get("id"): after.get("id")
+        for before, after in zip(original.get("tool_calls") or [], parsed.get("tool_calls") or [], strict=False)
+        if before.get("id") is not None
+    }
+    for k in range(j + 1, len(history)):
+        message = history[k]
+        if message.get("role") == ASSISTANT:
+            break
+        if message.get("role") == TOOL and message.get("tool_call_id") in renamed:
+            history[k] = {**message, "tool_call_id": renamed[message["tool_call_id"]]}
+
+
+def _render(context: RolloutContext, history: list[Message], k: int) -> RenderedPrefix:
+    key = (k, True)
+    return context.setup.renderer.prefixes(history, context.conversation.tools, [key])[key]
+
+
+def _join(context: RolloutContext, walk: _Walk, prompt: RenderedPrefix) -> Join:
+    codec = context.setup.codec
+    if context.setup.text_only:
+        return join_text_only(codec, walk.text, walk.ids, prompt)
+    return join(codec, walk.text, prompt, (lambda: list(walk.ids)) if codec.piecewise else None)
+
+
+def _step(
+    context: RolloutContext,
+    walk: _Walk,
+    step: StepTrace,
+    control_causes: dict[int, list[str]],
+    outcome: ParsedOutcome,
+) -> bool:
+    """Join the buffer with the prompt rendered from the parsed history before ``step.turn``; False when the
+    template refuses that history (the rollout cannot go on)."""
+    k = step.turn
+    changed = [j for j, fields in sorted(walk.fields_by_turn.items()) if fields and j < k]
+    try:
+        prompt = _render(context, walk.history, k) if changed else context.renders[(k, True)]
+    except RenderError as exc:
+        fields = {f for j in changed for f in walk.fields_by_turn[j]}
+        field_name = next((f for f in (CALL_LOST, CALL_ADDED) if f in fields), None) or (
+            ID_REFUSED if fields == {ID_CHANGED} else "template refused the parsed message"
+        )
+        _count(outcome, step.kind, FAILED, [field_name])
+        failure = Failure(NAME, "refused", step.kind, context.conversation.id, k, step.roles, [LOSSY])
+        failure.detail = f"{field_name}: {exc}"
+        outcome.failures.append(failure)
+        return False
+    joined = _join(context, walk, prompt)
+    if joined.followed:
+        bridge = joined.bridge or []
+        walk.ids += bridge
+        walk.text = prompt.text
+        _count(outcome, step.kind, PASSED, [])
+        return True
+    if k in control_causes:  # the template's own message fails here too: the template's causes
+        causes, fields = list(control_causes[k]), []
+    else:
+        causes = [LOSSY]
+        last = max(changed) if changed else None
+        fields = walk.fields_by_turn.get(last, []) if last is not None else []
+    _count(outcome, step.kind, FAILED, fields)
+    outcome.failures.append(_failure(context, walk, step, joined, causes, fields, changed))
+    walk.ids, walk.text = list(prompt.ids), prompt.text
+    return True
+
+
+def _count(outcome: ParsedOutcome, kind: str, status: str, fields: list[str]) -> None:
+    outcome.tallies.append(Tally(NAME, kind, status))
+    for name in fields:
+        outcome.fields[name] = outcome.fields.get(name, 0) + 1
+
+
+def _failure(
+    context: RolloutContext,
+    walk: _Walk,
+    step: StepTrace,
+    joined: Join,
+    causes: list[str],
+    fields: list[str],
+    changed: list[int],
+) -> Failure:
+    conversation, decode_one = context.conversation, context.setup.decode_one
+    if joined.text_index is not None:
+        owner = MessageRef(changed[-1], ASSISTANT, True) if changed and causes == [LOSSY] else None
+        token_index = first_difference(walk.ids, joined.prompt.ids)
+        failure = text_failure(
+            decode_one,
+            NAME,
+            "text",
+            step.kind,
+            conversation,
+            step.turn,
+            step.roles,
+            causes,
+            RenderedPrefix(joined.normalized_buffer, walk.ids),
+            RenderedPrefix(joined.normalized_prompt, joined.prompt.ids),
+            joined.text_index,
+            token_index if token_index is not None else len(walk.ids),
+            owner,
+        )
+    else:
+        assert joined.canonical is not None and joined.seam_index is not None
+        failure = token_failure(
+            decode_one,
+            NAME,
+            "seam",
+            step.kind,
+            conversation,
+            step.turn,
+            step.roles,
+            causes,
+            joined.canonical,
+            joined.prompt.ids,
+            joined.seam_index,
+        )
+    if fields:
+        failure.detail = "the parse changed: " + ", ".join(fields)
+    return failure
+
+
+def _written(
+    context: RolloutContext,
+    walk: _Walk,
+    j: int,
+    end: int,
+    completion: Completion,
+    before_text: str,
+    parser: CompletionParser,
+    rng: random.Random,
+    outcome: ParsedOutcome,
+) -> None:
+    """Turn ``j`` written in one other layout (drawn among those that apply): does the prompt rendered from its
+    parse still continue the buffer holding what the model wrote?"""
+    original = context.conversation.messages[j]
+    rewritten = [(layout, layout.rewrite(completion.text, original)) for layout in LAYOUTS]
+    applicable = [(layout, found) for layout, found in rewritten if found is not None]
+    if not applicable:
+        return
+    layout, (text, _) = applicable[rng.randrange(len(applicable))]
+    history = list(walk.history)
+    parsed = _parse(parser, _input(context, before_text, j, text, completion, walk.calls))
+    tally = outcome.written.setdefault(layout.name, [0, 0])
+    tally[0] += 1
+    history[j] = parsed
+    _answer_with_ids(history, j, walk.history[j], parsed)
+    try:
+        prompt = _render(context, history, end)
+    except RenderError:
+        tally[1] += 1
+        return
+    codec = context.setup.codec
+    buffer = codec.normalize(before_text + text)
+    tally[1] += not codec.normalize(prompt.text).startswith(buffer)

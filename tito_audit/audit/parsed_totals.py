@@ -1,0 +1,63 @@
+"""The rollout with a parser, summed over a variant's conversations into a :class:`ParseResult`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tito_audit.audit.checks.outcome import FAILED, REFUSED
+from tito_audit.audit.parsed_rollout import NAME, ParsedOutcome
+from tito_audit.audit.results import CheckResult, Failure, ParseResult, WrittenLayout
+from tito_audit.audit.verdict import verdict_for
+from tito_audit.parse.written import LAYOUTS
+
+
+@dataclass
+class ParsedTotals:
+    check: CheckResult = field(default_factory=lambda: CheckResult(NAME))
+    failures: list[Failure] = field(default_factory=list)
+    fields: dict[str, int] = field(default_factory=dict)
+    turns_parsed: int = 0
+    turns_changed: int = 0
+    written: dict[str, list[int]] = field(default_factory=dict)
+
+    def add(self, outcome: ParsedOutcome, shape_changes: list[str]) -> None:
+        for tally in outcome.tallies:
+            row = self.check.row(tally.category)
+            row.cases += 1
+            if tally.status == FAILED:
+                row.failed += 1
+            elif tally.status == REFUSED:
+                row.refused += 1
+            else:
+                row.passed += 1
+        for failure in outcome.failures:
+            failure.shape_changes = shape_changes
+            for cause in failure.causes:
+                self.check.cause_counts[cause] = self.check.cause_counts.get(cause, 0) + 1
+        self.failures.extend(outcome.failures)
+        for name, count in outcome.fields.items():
+            self.fields[name] = self.fields.get(name, 0) + count
+        self.turns_parsed += outcome.turns_parsed
+        self.turns_changed += outcome.turns_changed
+        for layout, (steps, differing) in outcome.written.items():
+            tally = self.written.setdefault(layout, [0, 0])
+            tally[0] += steps
+            tally[1] += differing
+
+    def result(self, parser: str, native_tool_conversations: int, failures: list[Failure]) -> ParseResult:
+        """The variant's result with ``parser``; ``failures`` are the examples kept (see ``keep_examples``)."""
+        self.check.rows.sort(key=lambda row: row.category)
+        verdict, reason = verdict_for({"rollout": self.check}, native_tool_conversations)
+        order = [layout.name for layout in LAYOUTS]
+        written = [WrittenLayout(name, *self.written[name]) for name in sorted(self.written, key=order.index)]
+        return ParseResult(
+            parser=parser,
+            verdict=verdict,
+            verdict_reason=reason,
+            check=self.check,
+            fields=dict(sorted(self.fields.items())),
+            failures=failures,
+            turns_parsed=self.turns_parsed,
+            turns_changed=self.turns_changed,
+            written=written,
+        )

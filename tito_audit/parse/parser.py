@@ -1,0 +1,74 @@
+"""What a parser is: sampled text in, an assistant message out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from tito_audit.conversations.conversation import Message
+from tito_audit.errors import BadInputError
+
+TEMPLATE = "template"
+"""The perfect inverse: the message the template rendered comes back as it was (no parse)."""
+
+
+@dataclass(frozen=True)
+class ParseInput:
+    """What the engine hands its parser for one completion."""
+
+    text: str
+    """The sampled completion decoded, with the stop token it ended on trimmed (as SGLang hands it over)."""
+    tools: list[dict] | None
+    prompt: str = ""
+    """The prompt the completion followed (some parsers need to see an opened ``<think>``)."""
+    reasoning_open: bool = False
+    """Whether that prompt ends inside an open reasoning block (the model's text starts inside it)."""
+    earlier_calls: int = 0
+    """Tool calls in the conversation before this turn (parsers that number call ids count on from there)."""
+    call_id_seed: str = ""
+    """What makes this completion's generated call ids differ from another's, reproducibly."""
+
+
+class CompletionParser(Protocol):
+    """Turns the text of one sampled completion into the assistant message the next prompt is rendered from."""
+
+    name: str
+    """How reports name it (``sglang qwen25+qwen3``, ``hf``)."""
+
+    def parse(self, given: ParseInput) -> Message:
+        """The assistant message (``role``, ``content``, optionally ``reasoning_content`` and ``tool_calls`` in
+        the OpenAI shape) this parser makes of ``given.text``."""
+        ...
+
+
+class ParserUnavailable(BadInputError):
+    """The named parser cannot run here (its extra is not installed, or the model ships nothing to parse with)."""
+
+
+@dataclass(frozen=True)
+class ParserChoice:
+    """The parser an audit or session uses, and why that one."""
+
+    name: str
+    """``template``, ``hf`` or ``sglang TOOL+REASONING``."""
+    parser: CompletionParser | None
+    """None for ``template`` (the perfect inverse)."""
+    why: str
+    tool: str | None = None
+    reasoning: str | None = None
+    source: str = ""
+    notes: list[str] = field(default_factory=list)
+    """Why a parser that was asked for by default is not the one used (a missing extra, an unknown family)."""
+
+    @property
+    def is_template(self) -> bool:
+        return self.parser is None
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "tool": self.tool,
+            "reasoning": self.reasoning,
+            "why": self.why,
+            "source": self.source,
+        }
