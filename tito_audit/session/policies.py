@@ -9,11 +9,19 @@ from tito_audit.audit.checks.bridge import stand_in_bridge
 from tito_audit.audit.diff import common_prefix_length
 from tito_audit.conversations.conversation import Message
 from tito_audit.model.render import RenderError
-from tito_audit.session.breaks import SessionBreak
+from tito_audit.session.breaks import SessionBreak, TitoBreak, refused
 from tito_audit.session.machinery import Machinery
 from tito_audit.session.turns import PendingTurn
 
 OnBreak = Literal["raise", "warn", "rerender"]
+Bridge = Literal["template", "history-free"]
+BRIDGES: dict[str, str] = {
+    "template": "the template's next prompt after the buffer, checked at every step (breaks per on_break)",
+    "history-free": (
+        "the suffix the template writes for the new messages after a short stand-in conversation, never rendering "
+        "the history (verl, SkyRL): sound exactly when the audit's bridge check holds (history-dependent-suffix)"
+    ),
+}
 POLICIES: dict[str, str] = {
     "raise": "raise TitoBreak; the session is left as it was before the call",
     "warn": (
@@ -48,6 +56,23 @@ def stand_in_suffix(
     except RenderError as exc:
         details.notes.append(f"the stand-in suffix could not be rendered ({exc})")
         return None
+    return suffix
+
+
+def history_free_bridge(
+    machinery: Machinery, appended: list[Message], tools: list[dict] | None, pending: PendingTurn, step: int
+) -> list[int]:
+    """``bridge="history-free"``: the stand-in suffix of ``appended`` (rendered under the caller's lock and clock);
+    a refused stand-in is a :class:`~tito_audit.session.breaks.TitoBreak` naming the step."""
+    if pending.stopped is False:
+        raise ValueError(
+            "bridge='history-free' needs a completion that ends with a stop token (the stand-in suffix starts after "
+            "one); this one was cut by the length limit"
+        )
+    try:
+        suffix, _ = stand_in_bridge(machinery.setup, appended, tools)
+    except RenderError as exc:
+        raise TitoBreak(refused(step, len(appended), [str(m.get("role")) for m in appended], str(exc))) from None
     return suffix
 
 

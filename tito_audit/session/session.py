@@ -8,18 +8,23 @@ only when the buffer's text is a prefix of ``R`` and its canonical tokens are a 
 decision the audit makes (:func:`tito_audit.audit.join.join`). When the template cannot be followed, the policy
 chosen at creation decides (see :data:`POLICIES`).
 
-Example (a generic loop; ``engine``, ``parse`` and ``run_tools`` are yours)::
+Example (a generic loop; ``engine`` and ``run_tools`` are yours; the session parses with the model's SGLang
+parsers, ``parser="sglang"``, or takes the message your own parser made: ``extend(ids, message, tool_messages)``)::
 
-    session = TitoSession.from_model("Qwen/Qwen3-4B", tools=tools, template_kwargs={"enable_thinking": True})
+    session = TitoSession.from_model("Qwen/Qwen3-4B", tools=tools, parser="sglang")
     prompt_ids = session.start(messages)
     while True:
         completion_ids = engine.generate(prompt_ids)
-        assistant = parse(completion_ids)
+        assistant = session.parse(completion_ids)
         if not assistant.get("tool_calls"):
-            session.finish(completion_ids, assistant)
+            session.finish(completion_ids)
             break
-        prompt_ids = session.extend(completion_ids, assistant, run_tools(assistant))
+        prompt_ids = session.extend(completion_ids, run_tools(assistant))
     train_on(session.buffer, session.loss_mask)
+
+``bridge="history-free"`` appends, after each completion, the suffix the template writes for the new messages after
+a short stand-in conversation (as verl and SkyRL do) and never renders the history: sound exactly when the audit's
+bridge check holds for the template (``history-dependent-suffix`` says when it does not).
 """
 
 from __future__ import annotations
@@ -30,7 +35,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tito_audit.audit.join import Join, join
 from tito_audit.conversations.conversation import Message, clone_data
 from tito_audit.model.loaded import LoadedModel
 from tito_audit.model.render import RenderedPrefix, RenderError
@@ -39,15 +43,18 @@ from tito_audit.model.tokens import TokenCodec
 from tito_audit.session.breaks import SessionBreak, TitoBreak, TitoBreakWarning, diagnose, refused
 from tito_audit.session.inputs import as_assistant_message, check_text, message_copy
 from tito_audit.session.machinery import Machinery, ModelSourceSettings, build_machinery, machinery_for
-from tito_audit.session.policies import POLICIES, OnBreak, rerendered_mask, stand_in_suffix
+from tito_audit.session.parsing import ParserArgument, SessionParser, resolve_parser, split_extend_arguments
+from tito_audit.session.policies import (
+    BRIDGES,
+    POLICIES,
+    Bridge,
+    OnBreak,
+)
+from tito_audit.session.steps import BufferSteps
 from tito_audit.session.turns import PendingTurn, SessionTurn
 
-DECODE_CONTEXT = 16
-"""Tokens of the buffer decoded with a new completion, so that decoders that treat the first token of a
-sequence specially (a leading space dropped) decode the completion as it reads in the buffer."""
 
-
-class TitoSession:
+class TitoSession(BufferSteps):
     """An append-only token buffer for one rollout, checked against the model's template at every step."""
 
     def __init__(
@@ -57,12 +64,19 @@ class TitoSession:
         tools: list[dict] | None = None,
         on_break: OnBreak = "raise",
         clock: datetime | None = None,
+        parser: ParserArgument = None,
+        bridge: Bridge = "template",
     ) -> None:
         if on_break not in POLICIES:
             raise ValueError(f"on_break must be one of {', '.join(POLICIES)}, not {on_break!r}")
+        if bridge not in BRIDGES:
+            raise ValueError(f"bridge must be one of {', '.join(BRIDGES)}, not {bridge!r}")
         self._machinery = machinery
         check_text([], tools)
         self._tools = clone_data(tools) if tools is not None else None
+        self.bridge: Bridge = bridge
+        resolved = resolve_parser(parser, machinery)
+        self._parser = SessionParser(resolved, machinery, self._tools) if resolved is not None else None
         self.on_break: OnBreak = on_break
         self.clock = clock or datetime.now().replace(microsecond=0)
         """The date the template sees through ``strftime_now``, frozen for the whole session."""
@@ -79,6 +93,8 @@ class TitoSession:
         self._breaks: list[SessionBreak] = []
         self._steps = 0
         self._state = "new"
+        self._parsed: tuple[tuple[int, ...], Message] | None = None
+        """The last completion :meth:`parse` parsed, and its message."""
 
     # -- creation -----------------------------------------------------------------------------------------------
     @classmethod
@@ -98,19 +114,23 @@ class TitoSession:
         template_name: str | None = None,
         stop_tokens: Sequence[str] = (),
         clock: datetime | None = None,
+        parser: ParserArgument = None,
+        bridge: Bridge = "template",
     ) -> TitoSession:
         """A session for ``model`` (hub id or folder), resolved and loaded exactly as ``tito-audit audit`` does
         (mirrors, ``TITO_AUDIT_MIRROR``, cache, hub; remote code only with ``trust_remote_code``).
 
         The tokenizer is loaded once per process for the same arguments; later sessions reuse it.
         ``template_kwargs`` select the variant (``enable_thinking``, ...); ``stop_tokens`` adds stop tokens (by
-        text) to those found in the configs and the template.
+        text) to those found in the configs and the template. ``parser`` makes the session parse each completion
+        (``"auto"``, ``"sglang"``, ``"hf"``, ``"TOOL[,REASONING]"`` or a parser object; see :meth:`parse`);
+        ``bridge`` is ``"template"`` (the template's next prompt after the buffer, checked) or ``"history-free"``.
         """
         source = ModelSourceSettings.of(
             mirrors, cache_dir, revision, allow_hub, trust_remote_code, template, template_name
         )
         machinery = machinery_for(model, source, template_kwargs, tuple(stop_tokens))
-        return cls(machinery, tools=tools, on_break=on_break, clock=clock)
+        return cls(machinery, tools=tools, on_break=on_break, clock=clock, parser=parser, bridge=bridge)
 
     @classmethod
     def from_loaded(
@@ -122,10 +142,12 @@ class TitoSession:
         on_break: OnBreak = "raise",
         stop_tokens: Sequence[str] = (),
         clock: datetime | None = None,
+        parser: ParserArgument = None,
+        bridge: Bridge = "template",
     ) -> TitoSession:
         """A session for a model already loaded (:func:`tito_audit.model.loaded.load_model`); not cached."""
         machinery = build_machinery(loaded, template_kwargs, extra_stop_tokens=stop_tokens)
-        return cls(machinery, tools=tools, on_break=on_break, clock=clock)
+        return cls(machinery, tools=tools, on_break=on_break, clock=clock, parser=parser, bridge=bridge)
 
     def spawn(self, *, tools: list[dict] | None = None, on_break: OnBreak | None = None) -> TitoSession:
         """A new, empty session on the same model and template settings (nothing is loaded again)."""
@@ -134,6 +156,8 @@ class TitoSession:
             tools=tools if tools is not None else self._tools,
             on_break=on_break or self.on_break,
             clock=self.clock,
+            parser=self._parser.parser if self._parser is not None else None,
+            bridge=self.bridge,
         )
 
     # -- what a trainer reads -----------------------------------------------------------------------------------
@@ -213,24 +237,43 @@ class TitoSession:
         self._state = "open"
         return list(self._buffer)
 
+    def parse(self, completion_ids: Sequence[int]) -> Message:
+        """The assistant message the session's parser makes of ``completion_ids`` (the completion decoded as it
+        reads in the buffer, its stop token trimmed); the same message :meth:`extend` and :meth:`finish` append.
+        Needs ``parser=`` at creation."""
+        self._require_open()
+        completion = self._completion(completion_ids) or []
+        if self._parser is None:
+            raise RuntimeError("this session has no parser: create it with parser='sglang' (or another) to parse")
+        key = tuple(completion)
+        if self._parsed is not None and self._parsed[0] == key:
+            return clone_data(self._parsed[1])
+        stop = self.codec.decode([completion[-1]]) if completion and completion[-1] in self.stop_ids else None
+        with self._machinery.lock, self._machinery.rendering(self.clock):
+            message = self._parser.parse(self._decode_in_context(completion), stop, self._view_text, self._steps + 1)
+        self._parsed = (key, message)
+        return clone_data(message)
+
     def extend(
         self,
         completion_ids: Sequence[int] | None,
-        assistant_message: Message,
-        tool_messages: Sequence[Message],
+        assistant_message: Message | Sequence[Message] | None = None,
+        tool_messages: Sequence[Message] | None = None,
     ) -> list[int]:
         """Append the sampled ids, the assistant message and the messages after it; return the next prompt's ids.
 
         ``completion_ids``: what the engine returned for the last prompt, kept exactly as they are (stop token
         included, whatever their split); ``None`` appends ``assistant_message`` without sampling (its tokens
         come from the template, outside the loss). ``assistant_message``: what your parser made of them
-        (``content``, ``reasoning_content``, ``tool_calls``). ``tool_messages``: the messages to append before
-        the next generation (tool results, a user or system turn); at least one.
+        (``content``, ``reasoning_content``, ``tool_calls``); with a session parser, leave it out:
+        ``extend(completion_ids, tool_messages)`` appends :meth:`parse`'s message. ``tool_messages``: the messages
+        to append before the next generation (tool results, a user or system turn); at least one.
         """
         self._require_open()
+        given, tool_messages = split_extend_arguments(assistant_message, tool_messages)
         completion = self._completion(completion_ids)
-        assistant = as_assistant_message(assistant_message)
-        appended = [message_copy(m, "tool_messages") for m in tool_messages]
+        assistant = as_assistant_message(given if given is not None else self._parsed_for(completion))
+        appended = [message_copy(m, "tool_messages") for m in tool_messages or ()]
         if not appended:
             raise ValueError("extend() appends at least one message after the assistant turn; use finish() to end")
         check_text([assistant], None, "assistant_message")
@@ -239,6 +282,9 @@ class TitoSession:
         # one step at a time per model (the renderer and the tokenization cache are shared by the sessions of a
         # process), and every render of the step, diagnosis included, sees the session's clock
         with machinery.lock, machinery.rendering(self.clock):
+            if self.bridge == "history-free":
+                self._history_free(completion, assistant, appended)
+                return list(self._buffer)
             broke = self._advance(completion, assistant, appended)
         if broke is not None and self.on_break == "warn":
             warnings.warn(TitoBreakWarning(broke.describe()), stacklevel=2)
@@ -252,7 +298,7 @@ class TitoSession:
         messages = [*self._messages, assistant, *appended]
         roles = [str(m.get("role")) for m in appended]
         buffer, mask, view_ids, view_text = self._buffer, self._mask, self._view_ids, self._view_text
-        pending = PendingTurn(len(self._messages), completion, len(buffer), self.stop_ids)
+        pending = PendingTurn(len(self._messages), completion, len(buffer), self.stop_ids, assistant)
         if completion is not None:
             piece = self._decode_in_context(completion)
             buffer, mask = buffer + completion, mask + [1] * len(completion)
@@ -286,14 +332,15 @@ class TitoSession:
         self._breaks.append(details)
         return details
 
-    def finish(self, completion_ids: Sequence[int] | None, assistant_message: Message) -> list[int]:
+    def finish(self, completion_ids: Sequence[int] | None, assistant_message: Message | None = None) -> list[int]:
         """Append the last completion (nothing follows it, so there is no step to check) and close the session;
-        return the whole buffer."""
+        return the whole buffer. With a session parser, ``assistant_message`` may be left out (:meth:`parse`'s)."""
         self._require_open()
-        assistant = as_assistant_message(assistant_message)
-        check_text([assistant], None, "assistant_message")
         completion = self._completion(completion_ids)
-        pending = PendingTurn(len(self._messages), completion, len(self._buffer), self.stop_ids)
+        given = assistant_message if assistant_message is not None else self._parsed_for(completion)
+        assistant = as_assistant_message(given)
+        check_text([assistant], None, "assistant_message")
+        pending = PendingTurn(len(self._messages), completion, len(self._buffer), self.stop_ids, assistant)
         if completion is not None:
             self._buffer += completion
             self._mask += [1] * len(completion)
@@ -303,6 +350,13 @@ class TitoSession:
         self._messages.append(assistant)
         self._state = "finished"
         return list(self._buffer)
+
+    def _parsed_for(self, completion: list[int] | None) -> Message:
+        if completion is None:
+            raise ValueError("an unsampled turn (completion_ids=None) needs its assistant_message")
+        if self._parser is None:
+            raise ValueError("assistant_message is required: this session has no parser (create it with parser=)")
+        return self.parse(completion)
 
     # -- inside -------------------------------------------------------------------------------------------------
     def _completion(self, value: Sequence[int] | None) -> list[int] | None:
@@ -325,79 +379,3 @@ class TitoSession:
                 return machinery.renderer.prefixes(list(messages), self._tools, [key])[key]
         except RenderError as exc:
             raise TitoBreak(refused(step, len(messages), roles, str(exc))) from None
-
-    def _join(self, view_text: str, completion: list[int] | None, prompt: RenderedPrefix) -> Join:
-        codec = self._machinery.codec
-        if not codec.piecewise:
-            return join(codec, view_text, prompt)
-
-        # Backends that tokenize message by message (mistral-common) have no single-string encoding: the
-        # canonical buffer is the template's ids so far plus the completion's canonical pieces.
-        def canonical() -> list[int]:
-            return self._view_ids + (codec.encode(codec.decode(completion)) if completion else [])
-
-        return join(codec, view_text, prompt, canonical)
-
-    def _decode_in_context(self, completion: list[int]) -> str:
-        """The completion's text as it reads after the buffer (see :data:`DECODE_CONTEXT`)."""
-        codec = self._machinery.codec
-        before = self._buffer[-DECODE_CONTEXT:]
-        head = codec.decode(before)
-        whole = codec.decode(before + completion)
-        if whole.startswith(head):
-            return whole[len(head) :]
-        # a character split across the join (the buffer ended inside a UTF-8 sequence): decode it all
-        return codec.decode(self._buffer + completion)[len(codec.decode(self._buffer)) :]
-
-    def _commit(
-        self,
-        messages: list[Message],
-        buffer: list[int],
-        mask: list[int],
-        view_ids: list[int],
-        view_text: str,
-        pending: PendingTurn,
-    ) -> None:
-        self._messages, self._buffer, self._mask = messages, buffer, mask
-        self._view_ids, self._view_text = view_ids, view_text
-        if pending.completion:
-            self._sampled_spans.append(pending.span)
-
-    def _keep_buffer(
-        self,
-        details: SessionBreak,
-        messages: list[Message],
-        appended: list[Message],
-        buffer: list[int],
-        mask: list[int],
-        prompt: RenderedPrefix,
-        pending: PendingTurn,
-    ) -> bool:
-        """``warn``: keep the buffer as sampled and bridge with the template's history-free suffix; False when
-        that suffix cannot be had (the stand-in is refused, or the turn was cut without its terminator)."""
-        suffix = stand_in_suffix(self._machinery, appended, self._tools, self.clock, pending, details)
-        if suffix is None:
-            return False
-        details.handled = "warned; buffer kept as sampled, new messages bridged with the stand-in suffix"
-        self._commit(messages, buffer + suffix, mask + [0] * len(suffix), list(prompt.ids), prompt.text, pending)
-        self._turns.append(pending.done((len(buffer), len(buffer) + len(suffix)), details))
-        return True
-
-    def _rerender(
-        self,
-        details: SessionBreak,
-        messages: list[Message],
-        buffer: list[int],
-        mask: list[int],
-        prompt: RenderedPrefix,
-        pending: PendingTurn,
-    ) -> None:
-        """Continue from ``ids(R)``; the loss mask keeps what is still sampled (see :data:`POLICIES`)."""
-        ids = list(prompt.ids)
-        spans = self._sampled_spans + ([pending.span] if pending.completion else [])
-        new_mask, moved = rerendered_mask(buffer, mask, spans, ids)
-        details.handled = ("warned; " if self.on_break == "warn" else "") + "re-rendered from the template"
-        self._messages, self._buffer, self._mask = messages, ids, new_mask
-        self._view_ids, self._view_text = list(ids), prompt.text
-        self._sampled_spans = moved
-        self._turns.append(pending.done((len(ids), len(ids)), details))

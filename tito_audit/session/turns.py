@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from tito_audit.session.breaks import SessionBreak
 
@@ -22,6 +23,8 @@ class SessionTurn:
     bridge: tuple[int, int]
     """Where the bridge appended after this turn sits in the buffer; empty for the last turn."""
     broke: SessionBreak | None = None
+    message: dict[str, Any] | None = None
+    """The assistant message appended for this turn (the parser's, when the session parsed the completion)."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,7 @@ class PendingTurn:
     completion: list[int] | None
     start: int
     stop_ids: frozenset[int]
+    message: dict[str, Any] | None = None
 
     @property
     def stopped(self) -> bool | None:
@@ -44,4 +48,6 @@ class PendingTurn:
         return (self.start, self.start + len(self.completion or []))
 
     def done(self, bridge: tuple[int, int], broke: SessionBreak | None = None) -> SessionTurn:
-        return SessionTurn(self.message_index, self.completion is not None, self.stopped, self.span, bridge, broke)
+        return SessionTurn(
+            self.message_index, self.completion is not None, self.stopped, self.span, bridge, broke, self.message
+        )

@@ -1,0 +1,125 @@
+"""The buffer's step operations a session performs: commit a step, keep the buffer on a ``warn`` break, continue from
+the template's render on ``rerender``, append the history-free bridge; and decoding a completion as it reads in the
+buffer. :class:`~tito_audit.session.session.TitoSession` is built on them."""
+
+from __future__ import annotations
+
+from tito_audit.audit.join import Join, join
+from tito_audit.conversations.conversation import Message
+from tito_audit.model.render import RenderedPrefix
+from tito_audit.session.breaks import SessionBreak
+from tito_audit.session.machinery import Machinery
+from tito_audit.session.policies import history_free_bridge, rerendered_mask, stand_in_suffix
+from tito_audit.session.turns import PendingTurn, SessionTurn
+
+DECODE_CONTEXT = 16
+"""Tokens of the buffer decoded with a new completion, so that decoders that treat the first token of a
+sequence specially (a leading space dropped) decode the completion as it reads in the buffer."""
+
+
+class BufferSteps:
+    """The state of a session's buffer and the operations that change it (see the module docstring)."""
+
+    _machinery: Machinery
+    _tools: list[dict] | None
+    _messages: list[Message]
+    _buffer: list[int]
+    _mask: list[int]
+    _view_ids: list[int]
+    _view_text: str
+    _sampled_spans: list[tuple[int, int]]
+    _turns: list[SessionTurn]
+    _steps: int
+    on_break: str
+    clock: object
+
+    def _history_free(self, completion: list[int] | None, assistant: Message, appended: list[Message]) -> None:
+        """``bridge="history-free"``: the completion as sampled, then the stand-in suffix of the new messages."""
+        pending = PendingTurn(len(self._messages), completion, len(self._buffer), self.stop_ids, assistant)
+        start = len(self._buffer) + len(completion or [])
+        suffix = history_free_bridge(self._machinery, appended, self._tools, pending, self._steps + 1)
+        self._steps += 1
+        ids = (completion or []) + suffix
+        self._buffer, self._mask = self._buffer + ids, self._mask + [1] * len(completion or []) + [0] * len(suffix)
+        self._view_ids = list(self._buffer)
+        self._view_text = self.codec.decode(self._buffer)
+        self._messages = [*self._messages, assistant, *appended]
+        if completion:
+            self._sampled_spans.append(pending.span)
+        self._turns.append(pending.done((start, start + len(suffix))))
+
+    def _join(self, view_text: str, completion: list[int] | None, prompt: RenderedPrefix) -> Join:
+        codec = self._machinery.codec
+        if not codec.piecewise:
+            return join(codec, view_text, prompt)
+
+        # Backends that tokenize message by message (mistral-common) have no single-string encoding: the
+        # canonical buffer is the template's ids so far plus the completion's canonical pieces.
+        def canonical() -> list[int]:
+            return self._view_ids + (codec.encode(codec.decode(completion)) if completion else [])
+
+        return join(codec, view_text, prompt, canonical)
+
+    def _decode_in_context(self, completion: list[int]) -> str:
+        """The completion's text as it reads after the buffer (see :data:`DECODE_CONTEXT`)."""
+        codec = self._machinery.codec
+        before = self._buffer[-DECODE_CONTEXT:]
+        head = codec.decode(before)
+        whole = codec.decode(before + completion)
+        if whole.startswith(head):
+            return whole[len(head) :]
+        # a character split across the join (the buffer ended inside a UTF-8 sequence): decode it all
+        return codec.decode(self._buffer + completion)[len(codec.decode(self._buffer)) :]
+
+    def _commit(
+        self,
+        messages: list[Message],
+        buffer: list[int],
+        mask: list[int],
+        view_ids: list[int],
+        view_text: str,
+        pending: PendingTurn,
+    ) -> None:
+        self._messages, self._buffer, self._mask = messages, buffer, mask
+        self._view_ids, self._view_text = view_ids, view_text
+        if pending.completion:
+            self._sampled_spans.append(pending.span)
+
+    def _keep_buffer(
+        self,
+        details: SessionBreak,
+        messages: list[Message],
+        appended: list[Message],
+        buffer: list[int],
+        mask: list[int],
+        prompt: RenderedPrefix,
+        pending: PendingTurn,
+    ) -> bool:
+        """``warn``: keep the buffer as sampled and bridge with the template's history-free suffix; False when
+        that suffix cannot be had (the stand-in is refused, or the turn was cut without its terminator)."""
+        suffix = stand_in_suffix(self._machinery, appended, self._tools, self.clock, pending, details)
+        if suffix is None:
+            return False
+        details.handled = "warned; buffer kept as sampled, new messages bridged with the stand-in suffix"
+        self._commit(messages, buffer + suffix, mask + [0] * len(suffix), list(prompt.ids), prompt.text, pending)
+        self._turns.append(pending.done((len(buffer), len(buffer) + len(suffix)), details))
+        return True
+
+    def _rerender(
+        self,
+        details: SessionBreak,
+        messages: list[Message],
+        buffer: list[int],
+        mask: list[int],
+        prompt: RenderedPrefix,
+        pending: PendingTurn,
+    ) -> None:
+        """Continue from ``ids(R)``; the loss mask keeps what is still sampled (see :data:`POLICIES`)."""
+        ids = list(prompt.ids)
+        spans = self._sampled_spans + ([pending.span] if pending.completion else [])
+        new_mask, moved = rerendered_mask(buffer, mask, spans, ids)
+        details.handled = ("warned; " if self.on_break == "warn" else "") + "re-rendered from the template"
+        self._messages, self._buffer, self._mask = messages, ids, new_mask
+        self._view_ids, self._view_text = list(ids), prompt.text
+        self._sampled_spans = moved
+        self._turns.append(pending.done((len(ids), len(ids)), details))
