@@ -99,6 +99,17 @@ HtmlOutOpt = Annotated[
 ]
 
 
+ParserOpt = Annotated[
+    str,
+    typer.Option(
+        "--parser",
+        help="The engine's parser between each completion and the next prompt: auto (the model's documented SGLang "
+        "parsers when installed, else template), template (the perfect inverse), sglang, hf, or SGLang parser names "
+        "TOOL[,REASONING].",
+    ),
+]
+
+
 # -- option groups -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ModelSource:
@@ -131,6 +142,7 @@ class TemplateSettings:
     clock: ClockOpt = None
     max_render_chars: MaxCharsOpt = RenderLimits.max_chars
     max_render_seconds: MaxSecondsOpt = RenderLimits.max_seconds
+    parser: ParserOpt = "auto"
 
     def pinned_kwargs(self, before: list[str] | None = None) -> dict[str, Any]:
         """``--kwarg`` pairs as a mapping (``before``: pairs that the command line overrides)."""

@@ -33,8 +33,10 @@ def good_verdict(verdict: str) -> bool:
 
 
 def exit_code_for(report: AuditReport) -> int:
-    """An audit's exit code: 0 for ``ready`` and ``ready-tool-only``, else 1."""
-    return EXIT_OK if good_verdict(report.verdict) else EXIT_VERDICT
+    """An audit's exit code: 0 for ``ready`` and ``ready-tool-only``, else 1 — the verdict with the engine's parser
+    when one ran (the verdict that applies to a loop behind that engine), else the perfect-inverse verdict."""
+    verdict = report.parser_verdict if report.parser_verdict is not None else report.verdict
+    return EXIT_OK if good_verdict(verdict) else EXIT_VERDICT
 
 
 def finish(good: bool) -> typer.Exit:

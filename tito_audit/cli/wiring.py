@@ -56,7 +56,7 @@ def audit_options(
 ) -> AuditOptions:
     """The audit's settings from the command line; ``defaults`` (a policy table) fills what it left unset."""
     defaults = defaults or {}
-    settings = settings or TemplateSettings()
+    settings = settings or TemplateSettings(parser="template")
     return AuditOptions(
         seed=sampling.seed if sampling.seed is not None else int(defaults.get("seed", 0)),
         count=sampling.count if sampling.count is not None else int(defaults.get("count", DEFAULT_COUNT)),
@@ -65,6 +65,7 @@ def audit_options(
         clock=settings.parsed_clock(),
         extra_stop_tokens=list(settings.stop_token),
         limits=settings.limits(),
+        parser=settings.parser,
         **extra,
     )
 

@@ -16,6 +16,7 @@ from tito_audit.formatters.common import (
     visible,
     window_tokens,
 )
+from tito_audit.formatters.parse_lines import report_parser_line, variant_parse_lines
 from tito_audit.outputs import write_atomically
 
 
@@ -75,6 +76,12 @@ def _variant(variant: VariantResult) -> list[str]:
             )
         )
         lines.append("")
+    parse_lines = variant_parse_lines(variant)
+    if parse_lines:
+        lines += [f"With the engine's parser: **{parse_lines[0]}**", ""] + [
+            f"- {_cell(line)}" for line in parse_lines[1:]
+        ]
+        lines.append("")
     lines += [f"Re-render drift: {drift_line(variant)}.", ""]
     lines.append("Stop tokens: " + stop_tokens_line(variant, code=True))
     lines.append("")
@@ -93,6 +100,8 @@ def _variant(variant: VariantResult) -> list[str]:
     for check in variant.checks.values():
         lines += [f"- note: {note}" for note in check.notes]
     examples = first_example_per_cause(variant)
+    if variant.parse is not None and variant.parse.failures:
+        examples.append((f"with {variant.parse.parser}", variant.parse.failures[0]))
     if examples:
         lines += ["", "First example of each cause:", ""]
         for cause, failure in examples:
@@ -106,6 +115,7 @@ def to_markdown(report: AuditReport) -> str:
     lines = [
         f"# tito-audit: {model.model_id} — **{report.verdict}**",
         "",
+        *([f"**Verdict with its engine's parser: {report_parser_line(report)}**", ""] if report.parser else []),
         *([f"**{report.recommendation.line()}**", ""] if report.recommendation is not None else []),
         "| | |",
         "|---|---|",

@@ -28,6 +28,7 @@ from tito_audit.formatters.common import (
     visible,
     window_tokens,
 )
+from tito_audit.formatters.parse_lines import report_parser_line, variant_parse_lines
 
 VERDICT_STYLE = {
     READY: "bold green",
@@ -104,6 +105,7 @@ def _variant_panel(variant: VariantResult) -> Panel:
             for name, check in variant.checks.items()
             if check.cause_counts
         ],
+        *[Text(line, style="bold blue") for line in variant_parse_lines(variant)],
         Text("re-render drift (beside the verdict): " + drift_line(variant), style="cyan"),
         Text("stop tokens: " + stop_tokens_line(variant), style="dim"),
     ]
@@ -121,7 +123,10 @@ def _variant_panel(variant: VariantResult) -> Panel:
         parts.append(Text(unrealizable_line(group), style="magenta"))
     for check in variant.checks.values():
         parts += [Text(f"note: {note}", style="dim") for note in check.notes]
-    for cause, failure in first_example_per_cause(variant):
+    examples = first_example_per_cause(variant)
+    if variant.parse is not None and variant.parse.failures:
+        examples.append((f"with {variant.parse.parser}", variant.parse.failures[0]))
+    for cause, failure in examples:
         parts.append(
             Text.assemble((f"\n{cause}", "bold red"), f"  {failure.check}/{failure.aspect} at {location(failure)}")
         )
@@ -149,6 +154,9 @@ def render_report(report: AuditReport, console: Console | None = None) -> None:
         f"({report.settings.conversations_source}), max {report.settings.max_turns} assistant turns",
     )
     header.add_row("verdict", verdict_text(report.verdict))
+    parser_line = report_parser_line(report)
+    if parser_line is not None:
+        header.add_row("engine parser", Text(parser_line, style="bold blue"))
     if report.recommendation is not None:
         header.add_row("way out", Text(report.recommendation.line(), style="bold cyan"))
     recommendation = report.recommendation
@@ -172,6 +180,8 @@ def render_report(report: AuditReport, console: Console | None = None) -> None:
         console.print(Text("template lines behind each cause (tito-audit explain for details):", style="bold"))
         for explanation in report.explanations:
             console.print(Text("  " + str(explanation.get("summary", "")), style="cyan"))
-    console.print(
-        Text.assemble("overall verdict: ", verdict_text(report.verdict), f"  ({report.duration_seconds:.1f}s)")
-    )
+    closing = Text.assemble("overall verdict: ", verdict_text(report.verdict))
+    if report.parser_verdict is not None:
+        closing.append_text(Text.assemble(f"; with {report.parser.get('name')}: ", verdict_text(report.parser_verdict)))
+    closing.append(f"  ({report.duration_seconds:.1f}s)")
+    console.print(closing)
