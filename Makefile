@@ -11,6 +11,8 @@ $(BIN)/tito-audit: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e ".[dev]" -c constraints.txt
+	# SGLang's parsers without their pinned transformers/openai (see pyproject.toml, extra "sglang")
+	$(BIN)/pip install --quiet --no-deps -c constraints.txt llm-router-utils
 	@touch $@
 
 .PHONY: install audit matrix screenshots test lint bench bench-scale bench-session bench-render

@@ -41,10 +41,10 @@ class AuditOptions:
     max_messages: int | None = DEFAULT_MAX_MESSAGES
     """Given conversations longer than this are audited over a window of their first turns
     (:mod:`tito_audit.conversations.windows`); None or 0 audits them whole."""
-    parser: str = "template"
+    parser: Any = "template"
     """The parser between each completion and the next prompt (:mod:`tito_audit.parse.choice`): ``template`` (the
-    perfect inverse, no parse), ``auto``, ``sglang``, ``hf`` or ``TOOL[,REASONING]``. The command line's default is
-    ``auto``."""
+    perfect inverse, no parse), ``auto``, ``sglang``, ``hf`` or ``TOOL[,REASONING]``, or a parser object
+    (:class:`~tito_audit.parse.parser.CompletionParser`). The command line's default is ``auto``."""
 
     @property
     def generates(self) -> bool:

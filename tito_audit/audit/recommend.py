@@ -61,3 +61,27 @@ def _evidence(variant: VariantResult) -> str:
     tool_part = f"{sum(r.failed for r in tool)} of {sum(r.cases - r.refused for r in tool)} tool-only steps"
     all_part = f"{_failed_steps(variant)} of {sum(r.cases - r.refused for r in rows)} appended steps"
     return f"{tool_part} and {all_part} fail"
+
+
+def parser_way_out(verdict: str, parser_verdict: str | None, results: list[VariantResult]) -> str | None:
+    """When the engine's parser makes the verdict worse: the bridging mode that is safe whatever the parser (the
+    history-free bridge, where the bridge check holds on every tool step), else keeping the sampled ids and the
+    template's bridge without re-rendering parsed messages."""
+    if parser_verdict is None or VERDICT_ORDER.index(parser_verdict) <= VERDICT_ORDER.index(verdict):
+        return None
+    cases = failed = 0
+    for result in results:
+        for row in result.checks["bridge"].rows:
+            cases += row.cases - row.refused
+            failed += row.failed
+    if cases and not failed:
+        return (
+            f"bridge='history-free' (the stand-in suffix after each completion; no parsed message is ever rendered): "
+            f"the bridge check holds on all {cases} tool steps, so the buffer holds whatever the parser returns"
+        )
+    return (
+        "keep the sampled ids and never render the next prompt from a parsed message; the history-free bridge is "
+        f"not sound here ({failed} of {cases} tool steps: history-dependent-suffix)"
+        if cases
+        else None
+    )

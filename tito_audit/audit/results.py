@@ -332,5 +332,7 @@ class AuditReport:
     was chosen and the source of that fact (None: the perfect inverse, ``template``)."""
     parser_verdict: str | None = None
     """The model's verdict with that parser (its worst variant's); ``verdict`` is the perfect-inverse verdict."""
+    parser_way_out: str | None = None
+    """When the parser makes the verdict worse: the bridging mode that holds whatever the parser returns."""
     generated_at: str = ""
     duration_seconds: float = 0.0

@@ -19,7 +19,7 @@ from tito_audit.audit.options import (
     ProgressCallback,
     conversation_source,
 )
-from tito_audit.audit.recommend import recommend
+from tito_audit.audit.recommend import parser_way_out, recommend
 from tito_audit.audit.results import AuditReport, ModelInfo, Settings, worst_verdict
 from tito_audit.audit.variant import VariantAudit
 from tito_audit.conversations.validate import check_stop_tokens
@@ -46,7 +46,7 @@ SCHEMA_VERSION = 1
 
 def library_versions() -> dict[str, str]:
     versions = {}
-    for name in ("transformers", "tokenizers", "jinja2", "huggingface_hub", "mistral_common"):
+    for name in ("transformers", "tokenizers", "jinja2", "huggingface_hub", "mistral_common", "llm_router_utils"):
         try:
             versions[name] = importlib.metadata.version(name.replace("_", "-"))
         except importlib.metadata.PackageNotFoundError:
@@ -136,6 +136,9 @@ def audit(
         recommendation=recommend(results, prompts),
         parser=choice.describe() if choice.parser is not None else None,
         parser_verdict=worst_verdict(parsed) if parsed else None,
+        parser_way_out=parser_way_out(
+            worst_verdict([r.verdict for r in results]), worst_verdict(parsed) if parsed else None, results
+        ),
         generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         duration_seconds=round(time.monotonic() - started, 3),
     )

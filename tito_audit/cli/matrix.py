@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tito_audit.cli.app import app
-from tito_audit.cli.options import CacheOpt, LimitOpt, MirrorOpt, NoHubOpt, Sampling, with_option_groups
+from tito_audit.cli.options import CacheOpt, LimitOpt, MirrorOpt, NoHubOpt, ParserOpt, Sampling, with_option_groups
 from tito_audit.cli.outcomes import err
 from tito_audit.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_ROWS_FAILED, BadInputError, OutputError
 from tito_audit.matrix.options import BACKENDS, LOCAL
@@ -113,6 +113,7 @@ def matrix_command(
     results_cache: ResultsCacheOpt = None,
     no_results_cache: NoResultsCacheOpt = False,
     backend: BackendOpt = LOCAL,
+    parser: ParserOpt = "auto",
 ) -> None:
     """Audit many models in parallel and write the compatibility matrix (md, csv, json, parquet, html)."""
     from tito_audit.matrix.hub_listing import list_hub_models, parse_filter
@@ -127,12 +128,16 @@ def matrix_command(
         chosen += read_models_file(models_file)
     if backend not in BACKENDS:
         raise BadInputError(f"--backend {backend}: choose {' or '.join(BACKENDS)}")
+    from tito_audit.parse.choice import check_parser_value
+
+    check_parser_value(parser)
     if from_hub is not None:
         chosen += list_hub_models(parse_filter(from_hub))
     given = bool(chosen)
     if not chosen:
         chosen = registry_model_ids()
     options = MatrixOptions(
+        parser=parser,
         out_dir=out,
         mirrors=list(mirror),
         cache_dir=cache_dir,

@@ -55,8 +55,11 @@ def audit_options(
     **extra: Any,
 ) -> AuditOptions:
     """The audit's settings from the command line; ``defaults`` (a policy table) fills what it left unset."""
+    from tito_audit.parse.choice import check_parser_value
+
     defaults = defaults or {}
     settings = settings or TemplateSettings(parser="template")
+    check_parser_value(settings.parser)
     return AuditOptions(
         seed=sampling.seed if sampling.seed is not None else int(defaults.get("seed", 0)),
         count=sampling.count if sampling.count is not None else int(defaults.get("count", DEFAULT_COUNT)),

@@ -16,7 +16,8 @@ def report_parser_line(report: AuditReport) -> str | None:
     if report.parser is None or report.parser_verdict is None:
         return None
     why = report.parser.get("why") or ""
-    return f"{report.parser_verdict} with {parser_name(report)}" + (f" ({why})" if why else "")
+    line = f"{report.parser_verdict} with {parser_name(report)}" + (f" ({why})" if why else "")
+    return line + (f"; way out: {report.parser_way_out}" if report.parser_way_out else "")
 
 
 def fields_line(parse: ParseResult) -> str:

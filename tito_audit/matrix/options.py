@@ -36,6 +36,8 @@ class MatrixOptions:
     memory for this run only (identical pairs are still audited once)."""
     backend: str = LOCAL
     """``local`` (worker processes on this machine) or ``ray`` (tasks on a local or existing Ray cluster)."""
+    parser: str = "auto"
+    """The parser of the "with its engine's parser" column (:mod:`tito_audit.parse.choice`)."""
 
     def settings_record(self, models: str | list[str]) -> dict[str, Any]:
         """What ``reports/matrix_settings.json`` records, so that the matrix can be regenerated as it was
@@ -50,4 +52,5 @@ class MatrixOptions:
             "max_turns": self.max_turns,
             "conversations": list(self.conversation_sources),
             "conversations_limit": self.conversations_limit,
+            "parser": self.parser,
         }

@@ -24,6 +24,9 @@ COLUMNS = (
     "audit_level",
     "stop_tokens",
     "verdict",
+    "parser_verdict",
+    "parser",
+    "parser_way_out",
     "variant_verdicts",
     *(f"rollout_{kind}" for kind in STEP_KINDS),
     *(f"append_{kind}" for kind in STEP_KINDS),
@@ -97,6 +100,14 @@ def stop_tokens_cell(report: AuditReport) -> str:
     return " ".join(sorted({s.text for variant in report.variants for s in variant.stop_tokens}))
 
 
+def parser_cell(report: AuditReport) -> str:
+    """The engine's parser the ``parser_verdict`` holds with (``sglang qwen25+qwen3``), or why there is none."""
+    if report.parser is not None:
+        return str(report.parser.get("name"))
+    missing = [note for note in report.notes if "parser" in note and "not installed" in note]
+    return "not installed" if missing else "none recorded"
+
+
 def row_from_report(report: AuditReport, report_link: str, duration: float) -> dict[str, Any]:
     row = base_row(report.model.model_id, AUDITED)
     rollout_causes: Counter[str] = Counter()
@@ -122,6 +133,9 @@ def row_from_report(report: AuditReport, report_link: str, duration: float) -> d
         audit_level="text-level only" if report.text_level_only else "full",
         stop_tokens=stop_tokens_cell(report),
         verdict=worst_verdict([v.verdict for v in report.variants]),  # derived: a row never contradicts its variants
+        parser_verdict=report.parser_verdict or "",
+        parser=parser_cell(report),
+        parser_way_out=report.parser_way_out or "",
         variant_verdicts="; ".join(f"{v.name}: {v.verdict}" for v in report.variants),
         main_causes=", ".join(cause for cause, _ in sorted(rollout_causes.items(), key=lambda kv: (-kv[1], kv[0]))),
         roundtrip_findings=", ".join(sorted(roundtrip)) if not report.text_level_only else "n/a (text level)",

@@ -17,6 +17,7 @@ MARKDOWN_COLUMNS = (
     ("family", "family"),
     ("level", "audit_level"),
     ("verdict", "verdict"),
+    ("with its engine's parser", "parser_verdict"),
     ("with real data", "verdict_with_real_data"),
     ("variants", "variant_verdicts"),
     ("tool", "rollout_tool"),
@@ -56,6 +57,8 @@ def to_markdown(rows: Sequence[dict[str, Any]], settings: dict[str, Any]) -> str
             value = row.get(key)
             if key == "verdict" and not value:
                 value = row.get("status")
+            if key == "parser_verdict" and row.get("status") == "audited":
+                value = f"{value} ({row.get('parser')})" if value else f"– ({row.get('parser') or 'none recorded'})"
             if key == "report" and value:
                 value = f"[same as {row['same_as']}]({value})" if row.get("same_as") else f"[report]({value})"
             if key == "variant_verdicts" and row.get("reason"):
@@ -77,8 +80,9 @@ README_END = "<!-- matrix:end -->"
 def readme_summary(rows: Sequence[dict[str, Any]]) -> str:
     """The compact table README shows: audited models only, verdict and stable step kinds."""
     lines = [
-        "| model | level | verdict | with real data | tool steps | user steps | main causes | way out |",
-        "|---|---|---|---|---|---|---|---|",
+        "| model | level | verdict | with its engine's parser | with real data | tool steps | user steps | main causes "
+        "| way out |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         if row.get("status") != "audited":
@@ -88,11 +92,19 @@ def readme_summary(rows: Sequence[dict[str, Any]]) -> str:
             level += " (stop tokens unknown)"
         causes = _cell(row.get("main_causes"), 70)
         lines.append(
-            f"| {row['model_id']} | {level} | **{row['verdict']}** | {row.get('verdict_with_real_data') or '–'} "
+            f"| {row['model_id']} | {level} | **{row['verdict']}** | {_parser_cell(row)} "
+            f"| {row.get('verdict_with_real_data') or '–'} "
             f"| {row['rollout_tool']} | {row['rollout_user']} "
             f"| {causes} | {_cell(row.get('way_out'), 90)} |"
         )
     return "\n".join(lines)
+
+
+def _parser_cell(row: dict[str, Any]) -> str:
+    """``broken (sglang qwen25+qwen3)``, or ``–`` with why there is no parser verdict."""
+    if row.get("parser_verdict"):
+        return f"{row['parser_verdict']} ({row.get('parser')})"
+    return f"– ({row.get('parser') or 'none recorded'})"
 
 
 def update_readme(readme: Path, rows: Sequence[dict[str, Any]]) -> None:

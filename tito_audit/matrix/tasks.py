@@ -116,6 +116,7 @@ def audit_settings(options: MatrixOptions) -> dict[str, Any]:
         "pinned_kwargs": {},
         "conversations": [[Path(s).name, _source_digest(s)] for s in options.conversation_sources],
         "conversations_limit": options.conversations_limit,
+        "parser": options.parser,
     }
 
 
@@ -196,6 +197,7 @@ def audit_pair(model_id: str, options: MatrixOptions, events: Any = None) -> Pai
         count=options.count,
         max_turns=options.max_turns,
         max_examples_per_group=options.examples_per_group,
+        parser=options.parser,
     )
     try:
         report = audit(loaded, settings, progress=lambda variant, done, total: emit(variant, done, total))
@@ -203,7 +205,7 @@ def audit_pair(model_id: str, options: MatrixOptions, events: Any = None) -> Pai
         page = None
         if needs_way_out(report):
             emit("way out", 0, 1)
-            page = page_of(find_way_out(loaded, report, settings, audit), report)
+            page = page_of(find_way_out(loaded, report, replace(settings, parser="template"), audit), report)
         real_data = None
         if options.conversation_sources and not report.text_level_only:
             emit("real conversations", 0, 1)
@@ -211,6 +213,7 @@ def audit_pair(model_id: str, options: MatrixOptions, events: Any = None) -> Pai
                 loaded,
                 replace(
                     settings,
+                    parser="template",
                     conversations=_real_conversations(options),
                     with_generated=True,
                     conversations_source="generated + " + ", ".join(Path(s).name for s in options.conversation_sources),

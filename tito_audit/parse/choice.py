@@ -16,7 +16,7 @@ from typing import Any
 from tito_audit.errors import BadInputError
 from tito_audit.model.registry import registry_parsers
 from tito_audit.parse import sglang
-from tito_audit.parse.parser import TEMPLATE, ParserChoice, ParserUnavailable
+from tito_audit.parse.parser import TEMPLATE, CompletionParser, ParserChoice, ParserUnavailable
 from tito_audit.parse.transformers_template import TransformersParser
 
 AUTO = "auto"
@@ -25,9 +25,14 @@ HF = "hf"
 KEYWORDS = (AUTO, TEMPLATE, SGLANG, HF)
 
 
-def choose_parser(value: str | None, model_id: str, tokenizer: Any) -> ParserChoice:
-    """The parser ``value`` names for ``model_id`` (see the module docstring); bad values raise
-    :class:`~tito_audit.errors.BadInputError` naming ``--parser``."""
+def choose_parser(value: str | CompletionParser | None, model_id: str, tokenizer: Any) -> ParserChoice:
+    """The parser ``value`` names for ``model_id`` (see the module docstring), or ``value`` itself when it is a
+    parser object (a library caller's own); bad values raise :class:`~tito_audit.errors.BadInputError` naming
+    ``--parser``."""
+    if value is not None and not isinstance(value, str):
+        if not callable(getattr(value, "parse", None)):
+            raise BadInputError(f"--parser: expected a name or an object with parse(), not {type(value).__name__}")
+        return ParserChoice(str(getattr(value, "name", type(value).__name__)), value, "given by the caller")
     value = (value or AUTO).strip()
     if not value:
         raise BadInputError("--parser must not be empty (auto, template, sglang, hf or TOOL[,REASONING])")
@@ -75,3 +80,18 @@ def _default(model_id: str) -> ParserChoice:
             f"install it with: {sglang.INSTALL}"
         )
         return ParserChoice(TEMPLATE, None, "default: the engine's parser is not installed", notes=[note])
+
+
+def check_parser_value(value: str) -> None:
+    """Refuse, before any model is loaded, a ``--parser`` value that cannot work for any model: an empty one, SGLang
+    parser names that SGLang does not know, or ``sglang`` without SGLang's parsers installed."""
+    value = value.strip()
+    if not value:
+        raise BadInputError("--parser must not be empty (auto, template, sglang, hf or TOOL[,REASONING])")
+    if value in (AUTO, TEMPLATE, HF):
+        return
+    if value == SGLANG:
+        sglang.tool_parser_names()  # raises ParserUnavailable, naming what to install
+        return
+    tool, _, reasoning = value.partition(",")
+    sglang.SGLangParser(None if tool.strip().lower() in ("", "none") else tool.strip(), reasoning.strip() or None)

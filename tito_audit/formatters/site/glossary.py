@@ -51,6 +51,9 @@ CAUSES = {
     "re-encode (every BPE model shows it).",
     "bos-duplication": "The tokenizer adds a BOS token that the template already wrote.",
     "utf8-split": "Decoding a partial byte sequence yields U+FFFD.",
+    "parse-lossy": "The engine's parser does not give back the message the template rendered (content whitespace, "
+    "reasoning boundary, arguments re-serialized, a call lost, an id refused), and the next prompt rendered from "
+    "its message no longer continues the buffer.",
 }
 
 

@@ -19,6 +19,7 @@ from tito_audit.formatters.common import (
     unrealizable_line,
 )
 from tito_audit.formatters.fix_report import FixPage
+from tito_audit.formatters.parse_lines import variant_parse_lines
 from tito_audit.formatters.site import markdown_lite
 from tito_audit.formatters.site.examples import Example, examples
 from tito_audit.formatters.site.glossary import VERDICTS, cause_chip, glossary, verdict_chip
@@ -125,12 +126,24 @@ def _way_out_line(report: AuditReport, way_out: FixPage | None) -> str:
     return ""
 
 
+def _parser_line(report: AuditReport) -> str:
+    """The verdict with the engine's parser, beside the perfect-inverse verdict above it."""
+    if report.parser_verdict is None or report.parser is None:
+        return ""
+    return (
+        f'<div class="parser-verdict" id="parser-verdict"><strong>With its engine\'s parser</strong> '
+        f"<code>{esc(str(report.parser.get('name')))}</code> {verdict_chip(report.parser_verdict)} "
+        f'<span class="muted small">{esc(str(report.parser.get("why") or ""))}</span></div>'
+    )
+
+
 def _verdict(report: AuditReport, way_out: FixPage | None) -> str:
     variants = "".join(_variant_chip(v) for v in report.variants) if len(report.variants) > 1 else ""
     return (
         '<section class="card verdict-card" aria-label="verdict">'
         f'<div id="verdict">{verdict_chip(report.verdict, big=True)}</div>'
         f'<p class="reason" id="reason">{esc(worst_reason(report))}</p>'
+        + _parser_line(report)
         + (f'<div class="variants" aria-label="verdict per variant">{variants}</div>' if variants else "")
         + _way_out_line(report, way_out)
         + "</section>"
@@ -328,6 +341,7 @@ def _variant_details(variant: VariantResult) -> str:
     for name, check in variant.checks.items():
         if check.cause_counts:
             facts.append(f"{name} causes: " + ", ".join(f"{c} ×{n}" for c, n in sorted(check.cause_counts.items())))
+    facts += variant_parse_lines(variant)
     facts.append(f"Re-render drift: {drift_line(variant)}.")
     facts.append("Stop tokens: " + stop_tokens_line(variant))
     facts += [f"Finding {f.cause}: {f.summary}" + (f" ({f.evidence})" if f.evidence else "") for f in variant.findings]
