@@ -15,7 +15,7 @@ $(BIN)/tito-audit: pyproject.toml
 	$(BIN)/pip install --quiet --no-deps -c constraints.txt llm-router-utils
 	@touch $@
 
-.PHONY: install audit matrix screenshots test lint bench bench-scale bench-session bench-render
+.PHONY: install audit matrix screenshots test lint bench bench-scale bench-session bench-render bench-parsers
 install: $(BIN)/tito-audit
 
 # exit code 1 only means "the verdict is broken or unsupported": the job itself succeeded
@@ -49,6 +49,10 @@ bench-session: install
 # cost of the render guard (per-thread time limit and clock) against no limit and the former SIGALRM limit
 bench-render: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_render.py --mirror ../shared/tokenizers
+
+# per model with a documented SGLang parser pair: tool steps exact with the engine's parser (template layout, compact JSON)
+bench-parsers: install
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_parsers.py --mirror ../shared/tokenizers --mirror ../shared/templates
 
 # two test processes: the published-matrix test (about half the time) runs beside the rest
 test: install

@@ -111,3 +111,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The published-matrix test first: it takes about half the suite's time, so under ``-n 2`` (make test) the
     other worker runs everything else beside it instead of after it."""
     items.sort(key=lambda item: 0 if item.nodeid.startswith("tests/test_published_matrix.py") else 1)
+
+
+@pytest.fixture(scope="module")
+def models(tiny_model_dir, tmp_path_factory):
+    """The tests' small templates (``tests/templates.py``) by name, each loaded with the tiny tokenizer once per
+    module: ``models(name) -> (LoadedModel, template path)``."""
+    from tests import templates
+    from tests.helpers import load
+
+    folder = tmp_path_factory.mktemp("session-templates")
+    cache: dict[str, object] = {}
+
+    def model(name: str):
+        if name not in cache:
+            path = folder / f"{name}.jinja"
+            path.write_text(getattr(templates, name), encoding="utf-8")
+            cache[name] = (load(tiny_model_dir, path), path)
+        return cache[name]
+
+    return model

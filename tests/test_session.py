@@ -16,7 +16,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests import templates
-from tests.helpers import load
 from tito_audit import TitoBreak, TitoBreakWarning, TitoSession
 from tito_audit.audit.service import AuditOptions, audit
 from tito_audit.conversations.conversation import Conversation
@@ -88,21 +87,6 @@ def drive(session: TitoSession, model, messages: list[dict], completions: dict[i
         else:
             session.finish(completion, messages[j])
     return used
-
-
-@pytest.fixture(scope="module")
-def models(tiny_model_dir, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("session-templates")
-    cache: dict[str, object] = {}
-
-    def model(name: str):
-        if name not in cache:
-            path = folder / f"{name}.jinja"
-            path.write_text(getattr(templates, name), encoding="utf-8")
-            cache[name] = (load(tiny_model_dir, path), path)
-        return cache[name]
-
-    return model
 
 
 def session_for(models, name: str, **options) -> tuple[TitoSession, object]:
