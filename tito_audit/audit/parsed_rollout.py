@@ -57,6 +57,10 @@ class ParsedOutcome:
     turns_changed: int = 0
     written: dict[str, list[int]] = field(default_factory=dict)
     """Layout -> [tool steps, steps whose next prompt no longer continues the buffer]."""
+    skipped: int = 0
+    """1 when the conversation gives tool-call arguments as JSON strings: an engine renders every message's
+    arguments as objects, so a model behind it never writes a template's rendering of a string (see
+    :func:`_string_arguments`)."""
 
 
 @dataclass
@@ -84,6 +88,9 @@ def parsed_rollout(
     turns = context.conversation.assistant_indices()
     if not trace.completions:
         return outcome
+    if any(_string_arguments(messages[j]) for j in turns):
+        outcome.skipped = 1
+        return outcome
     rng = random.Random(f"written:{seed}:{context.conversation.id}")
     first = context.renders[(turns[0], True)]
     walk = _Walk(list(messages), list(first.ids), first.text)
@@ -105,6 +112,16 @@ def parsed_rollout(
     if final is not None:
         _step(context, walk, final, control_causes, outcome)
     return outcome
+
+
+def _string_arguments(message: Message) -> bool:
+    """Whether ``message`` gives a call's arguments as a JSON string. Engines turn the OpenAI string back into an
+    object before rendering (SGLang refuses a string that is not a JSON object), so the turns a model behind one
+    writes are the template's rendering of objects; a template that writes a string as a quoted JSON string would
+    make the audited turn one no such model writes."""
+    return any(
+        isinstance((call.get("function") or {}).get("arguments"), str) for call in message.get("tool_calls") or []
+    )
 
 
 def _parse_turn(

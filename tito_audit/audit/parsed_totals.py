@@ -19,6 +19,7 @@ class ParsedTotals:
     turns_parsed: int = 0
     turns_changed: int = 0
     written: dict[str, list[int]] = field(default_factory=dict)
+    skipped: int = 0
 
     def add(self, outcome: ParsedOutcome, shape_changes: list[str]) -> None:
         for tally in outcome.tallies:
@@ -37,6 +38,7 @@ class ParsedTotals:
         self.failures.extend(outcome.failures)
         for name, count in outcome.fields.items():
             self.fields[name] = self.fields.get(name, 0) + count
+        self.skipped += outcome.skipped
         self.turns_parsed += outcome.turns_parsed
         self.turns_changed += outcome.turns_changed
         for layout, (steps, differing) in outcome.written.items():
@@ -60,4 +62,5 @@ class ParsedTotals:
             turns_parsed=self.turns_parsed,
             turns_changed=self.turns_changed,
             written=written,
+            conversations_skipped=self.skipped,
         )

@@ -217,6 +217,9 @@ class ParseResult:
     turns_changed: int = 0
     """Parsed turns whose message differs from the template's in anything but the call ids."""
     written: list[WrittenLayout] = field(default_factory=list)
+    conversations_skipped: int = 0
+    """Conversations left out because they give tool-call arguments as JSON strings (an engine renders arguments
+    as objects; see :mod:`tito_audit.audit.parsed_rollout`)."""
 
 
 @dataclass

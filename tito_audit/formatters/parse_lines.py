@@ -44,6 +44,11 @@ def variant_parse_lines(variant: VariantResult) -> list[str]:
         return []
     lines = [f"with {parse.parser}: {parse.verdict} — {parse.verdict_reason}"]
     lines.append(f"{parse.turns_changed} of {parse.turns_parsed} parsed turns differ from the template's message")
+    if parse.conversations_skipped:
+        lines.append(
+            f"{parse.conversations_skipped} conversations giving tool-call arguments as JSON strings are left out "
+            "(an engine renders arguments as objects)"
+        )
     if fields_line(parse):
         lines.append(fields_line(parse))
     return lines + written_lines(parse)
