@@ -40,6 +40,7 @@ def test_published_matrix_is_current(tmp_path, monkeypatch):
         jobs=2,
         conversation_sources=settings.get("conversations", []),
         conversations_limit=settings.get("conversations_limit"),
+        parser=settings.get("parser", "template"),
     )
     rows = run_matrix(models, options).rows
     assert _stable(rows) == _stable(published), "reports/ is stale: run `make matrix` and commit reports/"
