@@ -23,6 +23,7 @@ Example (a parser that strips content; the template writes it as sampled)::
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass, field
 
@@ -38,7 +39,15 @@ from tito_audit.conversations.conversation import ASSISTANT, TOOL, Message, step
 from tito_audit.conversations.reasoning_forms import OPEN
 from tito_audit.errors import BadInputError
 from tito_audit.model.render import RenderedPrefix, RenderError, one_line
-from tito_audit.parse.fields import CALL_ADDED, CALL_LOST, ID_CHANGED, ID_REFUSED, changed_fields
+from tito_audit.parse.fields import (
+    ARGUMENTS_AS_OBJECT,
+    CALL_ADDED,
+    CALL_LOST,
+    ID_CHANGED,
+    ID_REFUSED,
+    OBJECT_REFUSED,
+    changed_fields,
+)
 from tito_audit.parse.parser import CompletionParser, ParseInput
 from tito_audit.parse.written import LAYOUTS
 
@@ -58,9 +67,8 @@ class ParsedOutcome:
     written: dict[str, list[int]] = field(default_factory=dict)
     """Layout -> [tool steps, steps whose next prompt no longer continues the buffer]."""
     skipped: int = 0
-    """1 when the conversation gives tool-call arguments as JSON strings: an engine renders every message's
-    arguments as objects, so a model behind it never writes a template's rendering of a string (see
-    :func:`_string_arguments`)."""
+    """1 when the template wrote tool-call arguments given as JSON strings as quoted strings: a model behind an
+    engine never writes that (see :func:`_quoted_arguments`)."""
 
 
 @dataclass
@@ -88,7 +96,7 @@ def parsed_rollout(
     turns = context.conversation.assistant_indices()
     if not trace.completions:
         return outcome
-    if any(_string_arguments(messages[j]) for j in turns):
+    if any(_quoted_arguments(messages[c.turn], c.text) for c in trace.completions):
         outcome.skipped = 1
         return outcome
     rng = random.Random(f"written:{seed}:{context.conversation.id}")
@@ -114,14 +122,16 @@ def parsed_rollout(
     return outcome
 
 
-def _string_arguments(message: Message) -> bool:
-    """Whether ``message`` gives a call's arguments as a JSON string. Engines turn the OpenAI string back into an
-    object before rendering (SGLang refuses a string that is not a JSON object), so the turns a model behind one
-    writes are the template's rendering of objects; a template that writes a string as a quoted JSON string would
-    make the audited turn one no such model writes."""
-    return any(
-        isinstance((call.get("function") or {}).get("arguments"), str) for call in message.get("tool_calls") or []
-    )
+def _quoted_arguments(message: Message, written: str) -> bool:
+    """Whether the template wrote a call's arguments given as a JSON string as a quoted JSON string
+    (``"{\\"city\\": ...}"``). Engines turn the OpenAI string back into an object before rendering, so a model
+    behind one has only ever seen, and writes, the object; such a turn is not one it writes."""
+    for call in message.get("tool_calls") or []:
+        arguments = (call.get("function") or {}).get("arguments")
+        quoted = isinstance(arguments, str) and json.dumps(arguments, ensure_ascii=False)[1:-1] in written
+        if quoted and arguments not in written:
+            return True
+    return False
 
 
 def _parse_turn(
@@ -217,7 +227,11 @@ def _step(
     except RenderError as exc:
         fields = {f for j in changed for f in walk.fields_by_turn[j]}
         field_name = next((f for f in (CALL_LOST, CALL_ADDED) if f in fields), None) or (
-            ID_REFUSED if fields == {ID_CHANGED} else "template refused the parsed message"
+            ID_REFUSED
+            if fields == {ID_CHANGED}
+            else OBJECT_REFUSED
+            if ARGUMENTS_AS_OBJECT in fields
+            else "template refused the parsed message"
         )
         _count(outcome, step.kind, FAILED, [field_name])
         failure = Failure(NAME, "refused", step.kind, context.conversation.id, k, step.roles, [LOSSY])

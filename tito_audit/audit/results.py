@@ -218,8 +218,8 @@ class ParseResult:
     """Parsed turns whose message differs from the template's in anything but the call ids."""
     written: list[WrittenLayout] = field(default_factory=list)
     conversations_skipped: int = 0
-    """Conversations left out because they give tool-call arguments as JSON strings (an engine renders arguments
-    as objects; see :mod:`tito_audit.audit.parsed_rollout`)."""
+    """Conversations left out because the template quotes tool-call arguments given as JSON strings (an engine
+    renders arguments as objects, so no model behind one writes that; see :mod:`tito_audit.audit.parsed_rollout`)."""
 
 
 @dataclass

@@ -46,8 +46,8 @@ def variant_parse_lines(variant: VariantResult) -> list[str]:
     lines.append(f"{parse.turns_changed} of {parse.turns_parsed} parsed turns differ from the template's message")
     if parse.conversations_skipped:
         lines.append(
-            f"{parse.conversations_skipped} conversations giving tool-call arguments as JSON strings are left out "
-            "(an engine renders arguments as objects)"
+            f"{parse.conversations_skipped} conversations are left out: the template quotes tool-call arguments given "
+            "as JSON strings, which no model behind an engine writes (it renders arguments as objects)"
         )
     if fields_line(parse):
         lines.append(fields_line(parse))

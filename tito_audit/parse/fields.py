@@ -2,7 +2,8 @@
 
 The names are the ones the SPEC asks ``parse-lossy`` to carry: ``content whitespace``, ``content``, ``reasoning
 boundary``, ``arguments re-serialized``, ``arguments changed``, ``call lost``, ``call added``, ``call name``,
-``id changed`` (``id refused`` is decided by the render: the template raised on the parser's ids).
+``id changed``, ``arguments as an object`` (``id refused`` and ``arguments as objects refused`` are decided by the
+render: the template raised on the parser's ids, or on arguments as objects).
 
 >>> changed_fields({"role": "assistant", "content": " Hi\\n"}, {"role": "assistant", "content": "Hi"})
 ['content whitespace']
@@ -25,6 +26,9 @@ CALL_ADDED = "call added"
 CALL_NAME = "call name"
 ID_CHANGED = "id changed"
 ID_REFUSED = "id refused"
+ARGUMENTS_AS_OBJECT = "arguments as an object"
+"""The message gave arguments as a JSON string; the parsed message (as the engine renders it) as an object."""
+OBJECT_REFUSED = "arguments as objects refused"
 
 
 def _text(value: Any) -> str:
@@ -70,6 +74,8 @@ def changed_fields(original: Message, parsed: Message, written: str | None = Non
             fields.append(CALL_NAME)
         value_before = _arguments_value(function_before.get("arguments"))
         value_after = _arguments_value(function_after.get("arguments"))
+        if isinstance(function_before.get("arguments"), str) and isinstance(function_after.get("arguments"), dict):
+            fields.append(ARGUMENTS_AS_OBJECT)
         if value_before != value_after:
             fields.append(ARGUMENTS_CHANGED)
         elif _layout(function_before.get("arguments")) != _layout(function_after.get("arguments")):
