@@ -41,9 +41,9 @@ def cli_commands() -> list[tuple[str, Any]]:
 
 
 def option_names(param: Any) -> list[str]:
-    """Every spelling of a click parameter: ``['-n', '--count']``; an argument's metavar (``MODEL``)."""
+    """Every spelling of a parameter: ``['--quiet', '-q']``; an argument's name (``model``)."""
     if getattr(param, "param_type_name", "") == "argument":
-        return [param.human_readable_name]
+        return [param.name]
     return [*param.opts, *param.secondary_opts]
 
 
@@ -51,31 +51,10 @@ def _cell(text: object) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-def _default(param: Any) -> str:
-    if getattr(param, "param_type_name", "") == "argument" or param.is_flag and not param.default:
-        return ""
-    default = param.default
-    if default is None or default == () or default == []:
-        return ""
-    if callable(default):
-        return "(computed)"
-    return f"`{default}`"
-
-
-def _kind(param: Any) -> str:
-    if getattr(param, "is_flag", False):
-        return "flag"
-    name = getattr(param.type, "name", "") or ""
-    choices = getattr(param.type, "choices", None)
-    kind = "|".join(str(c) for c in choices) if choices else name.upper()
-    if getattr(param, "multiple", False) or getattr(param, "nargs", 1) == -1:
-        kind += ", repeatable"
-    return kind
-
-
 def cli_reference() -> str:
-    """The CLI reference page (Markdown)."""
-    import click
+    """The CLI reference page (Markdown): per command its usage, its help and a row per parameter, as ``--help``
+    gives them (names with the value's type, then the help with required/default/range notes)."""
+    import typer
 
     lines = [
         "# Command-line reference",
@@ -83,25 +62,24 @@ def cli_reference() -> str:
         GENERATED_NOTE.strip(),
         "",
         "Generated from the `tito-audit` typer app when the site is built: every command, argument and option, "
-        "with its default. `tito-audit COMMAND --help` prints the same in the terminal. Exit codes: "
-        "[Errors and exit codes](../errors.md).",
+        "as `tito-audit COMMAND --help` prints them. Exit codes: [Errors and exit codes](../errors.md).",
         "",
     ]
     for name, command in cli_commands():
-        ctx = click.Context(command, info_name=f"tito-audit {name}")
+        ctx = typer.Context(command, info_name=f"tito-audit {name}")
         lines += [f"## tito-audit {name}", "", "```text", command.get_usage(ctx), "```", ""]
         if command.help:
             lines += [" ".join(command.help.split("\n\n")[0].split()), ""]
-        lines += ["| argument or option | value | default | meaning |", "|---|---|---|---|"]
+        lines += ["| argument or option | meaning |", "|---|---|"]
         for param in command.params:
-            if getattr(param, "hidden", False) or param.name == "help":
+            if getattr(param, "hidden", False):
                 continue
-            names = ", ".join(f"`{n}`" for n in option_names(param))
-            help_text = _cell(getattr(param, "help", None) or "")
-            if getattr(param, "envvar", None):
-                help_text += f" (environment: `{param.envvar}`)"
-            lines.append(f"| {names} | {_kind(param)} | {_default(param)} | {help_text} |")
-        lines += ["| `--help` | flag |  | Show the command's help and exit. |", ""]
+            record = param.get_help_record(ctx)
+            spelled, meaning = record if record else (", ".join(option_names(param)), "")
+            if getattr(param, "param_type_name", "") == "argument":
+                spelled = f"{param.name.upper()} {spelled.split(' ', 1)[1] if ' ' in spelled else ''}".strip()
+            lines.append(f"| `{_cell(spelled)}` | {_cell(meaning)} |")
+        lines += ["| `--help` | Show the command's help and exit. |", ""]
     return "\n".join(lines)
 
 
