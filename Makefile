@@ -34,7 +34,7 @@ matrix: install
 		--limit 20 --no-hub --out reports
 
 screenshots: install  # docs/*.png from the published pages and the docs site (headless Chromium)
-	$(BIN)/python docs/screenshots.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python docs/screenshots.py
 
 # the documentation site, --strict (a broken link, an orphan page or a warning fails it), into site/ (git-ignored);
 # the site holds reports/ too (copied by docs/hooks.py): it is what .github/workflows/pages.yml publishes
