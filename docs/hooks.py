@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import itertools
 import shutil
 import typing
 from pathlib import Path
@@ -93,7 +94,7 @@ def _field_docs(source: Path) -> dict[tuple[str, str], str]:
         if not isinstance(node, ast.ClassDef):
             continue
         body = node.body
-        for here, after in zip(body, body[1:], strict=False):
+        for here, after in itertools.pairwise(body):
             if (
                 isinstance(here, ast.AnnAssign)
                 and isinstance(here.target, ast.Name)

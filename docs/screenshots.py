@@ -40,7 +40,8 @@ def docs_shots() -> int:
     """Build the docs site, serve it on 127.0.0.1 and take its screenshots."""
     with tempfile.TemporaryDirectory() as tmp:
         built = subprocess.run(
-            [str(Path(sys.executable).parent / "mkdocs"), "build", "--strict", "-q", "--site-dir", tmp], cwd=ROOT,
+            [str(Path(sys.executable).parent / "mkdocs"), "build", "--strict", "-q", "--site-dir", tmp],
+            cwd=ROOT,
             check=False,
         )
         if built.returncode:

@@ -61,7 +61,9 @@ def blocks(page: Path) -> list[Block]:
         options = dict(pair.split("=", 1) for pair in marker.group(2).split())
         end = next(j for j in range(i + 2, len(lines)) if lines[j].startswith(fence.group(1)))
         text = "\n".join(lines[i + 2 : end]) + "\n"
-        found.append(Block(page.relative_to(ROOT).as_posix(), i + 2, marker.group(1), int(options.get("exit", 0)), text))
+        found.append(
+            Block(page.relative_to(ROOT).as_posix(), i + 2, marker.group(1), int(options.get("exit", 0)), text)
+        )
     return found
 
 
@@ -92,8 +94,14 @@ def environment() -> dict[str, str]:
 def shell(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """Run one documented command (stdout and stderr together, as a reader sees them)."""
     return subprocess.run(
-        ["bash", "-c", command], cwd=cwd, env=environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, timeout=300, check=False,
+        ["bash", "-c", command],
+        cwd=cwd,
+        env=environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+        check=False,
     )
 
 

@@ -38,7 +38,9 @@ def test_documented_block_runs(block: Block, tmp_path):
     if block.kind == "run":
         for command in commands(block.text):
             done = shell(command, project)
-            assert done.returncode == block.exit_code, f"{block.id}: `{command}` exited {done.returncode}:\n{done.stdout[-3000:]}"
+            assert done.returncode == block.exit_code, (
+                f"{block.id}: `{command}` exited {done.returncode}:\n{done.stdout[-3000:]}"
+            )
         return
     steps = console_steps(block.text)
     assert steps, f"{block.id}: a console block without a `$ command` line"

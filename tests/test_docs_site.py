@@ -34,7 +34,12 @@ def site(tmp_path_factory) -> Path:
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     done = subprocess.run(
         [MKDOCS, "build", "--strict", "--site-dir", str(out)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stderr[-4000:]}"
     assert "WARNING" not in done.stderr, done.stderr
@@ -61,8 +66,12 @@ def test_every_cli_option_is_in_the_built_reference(site):
         assert f"tito-audit {name}" in page, f"command {name} is not in the reference"
         section = page.split(f"tito-audit {name}", 1)[1]
         for param in command.params:
-            spellings = [param.name.upper()] if param.param_type_name == "argument" else param.opts + param.secondary_opts
-            missing += [f"{name} {s}" for s in spellings if not re.search(rf"(?<![\w-]){re.escape(s)}(?![\w-])", section)]
+            spellings = (
+                [param.name.upper()] if param.param_type_name == "argument" else param.opts + param.secondary_opts
+            )
+            missing += [
+                f"{name} {s}" for s in spellings if not re.search(rf"(?<![\w-]){re.escape(s)}(?![\w-])", section)
+            ]
     assert not missing, f"options missing from the generated CLI reference: {missing}"
 
 
