@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import itertools
+import re
 import shutil
 import typing
 from pathlib import Path
@@ -68,7 +69,8 @@ def cli_reference() -> str:
     ]
     for name, command in cli_commands():
         ctx = typer.Context(command, info_name=f"tito-audit {name}")
-        lines += [f"## tito-audit {name}", "", "```text", command.get_usage(ctx), "```", ""]
+        usage = re.sub(r"\{(\w+)\}", lambda m: m.group(1).upper(), command.get_usage(ctx))
+        lines += [f"## tito-audit {name}", "", "```text", usage, "```", ""]
         if command.help:
             lines += [" ".join(command.help.split("\n\n")[0].split()), ""]
         lines += ["| argument or option | meaning |", "|---|---|"]
@@ -79,6 +81,7 @@ def cli_reference() -> str:
             spelled, meaning = record if record else (", ".join(option_names(param)), "")
             if getattr(param, "param_type_name", "") == "argument":
                 spelled = f"{param.name.upper()} {spelled.split(' ', 1)[1] if ' ' in spelled else ''}".strip()
+            spelled = re.sub(r"<list\[(\w+)\]>", lambda m: f"<{m.group(1).lower()}> …", spelled)
             lines.append(f"| `{_cell(spelled)}` | {_cell(meaning)} |")
         lines += ["| `--help` | Show the command's help and exit. |", ""]
     return "\n".join(lines)
