@@ -1,7 +1,7 @@
 """Result types: plain dataclasses that the audit produces and the formatters render.
 
 Everything here is JSON-serialisable through :func:`dataclasses.asdict`; the JSON report's schema is
-these classes (documented in README, section "JSON report").
+these classes (docs: the JSON report reference, generated from them by docs/hooks.py).
 """
 
 from __future__ import annotations
