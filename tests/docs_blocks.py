@@ -50,8 +50,8 @@ class Block:
         return "../shared" in self.text
 
 
-def blocks(page: Path) -> list[Block]:
-    """The marked blocks of one Markdown page."""
+def blocks(page: Path, root: Path = ROOT) -> list[Block]:
+    """The marked blocks of one Markdown page (named relative to ``root``)."""
     lines = page.read_text(encoding="utf-8").splitlines()
     found: list[Block] = []
     for i, line in enumerate(lines):
@@ -62,7 +62,7 @@ def blocks(page: Path) -> list[Block]:
         end = next(j for j in range(i + 2, len(lines)) if lines[j].startswith(fence.group(1)))
         text = "\n".join(lines[i + 2 : end]) + "\n"
         found.append(
-            Block(page.relative_to(ROOT).as_posix(), i + 2, marker.group(1), int(options.get("exit", 0)), text)
+            Block(page.relative_to(root).as_posix(), i + 2, marker.group(1), int(options.get("exit", 0)), text)
         )
     return found
 
@@ -133,3 +133,42 @@ def commands(text: str) -> list[str]:
         if command and not command.startswith("#"):
             found.append(command)
     return found
+
+
+def run_block(block: Block, project: Path) -> str | None:
+    """Run one block in ``project``; ``None`` when it does what the docs say, else why not."""
+    if block.kind == "python":
+        script = project / "example.py"
+        script.write_text(block.text, encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, script.name],
+            cwd=project,
+            env=environment(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        return None if done.returncode == 0 else f"{block.id}: the example failed:\n{done.stderr[-3000:]}"
+    if block.kind == "run":
+        for command in commands(block.text):
+            ran = shell(command, project)
+            if ran.returncode != block.exit_code:
+                return f"{block.id}: `{command}` exited {ran.returncode}, not {block.exit_code}:\n{ran.stdout[-3000:]}"
+        return None
+    steps = console_steps(block.text)
+    if not steps:
+        return f"{block.id}: a console block without a `$ command` line"
+    for command, expected in steps:
+        ran = shell(command, project)
+        actual = [line.rstrip() for line in ran.stdout.splitlines()]
+        if ran.returncode != block.exit_code:
+            return f"{block.id}: `{command}` exited {ran.returncode}, not {block.exit_code}:\n{ran.stdout[-3000:]}"
+        if not matches(expected, actual):
+            return (
+                f"{block.id}: `{command}` no longer prints what the docs say.\n--- documented\n"
+                + "\n".join(expected)
+                + "\n--- printed\n"
+                + "\n".join(actual)
+            )
+    return None
