@@ -1,5 +1,6 @@
-# Two commands after cloning:  `make audit` (the main job) and `make test` (the test suite).
-# Both create .venv and install the project into it the first time.
+# Two commands after cloning (as the README says): `make matrix` (the main job: the compatibility matrix in
+# reports/) and `make test` (the test suite). Both create .venv and install the project into it the first time.
+# One model: `make audit MODEL=org/name`. The docs: `make docs` (docs/ → site/), `make site` (docs + reports/).
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -15,7 +16,7 @@ $(BIN)/tito-audit: pyproject.toml
 	$(BIN)/pip install --quiet --no-deps -c constraints.txt llm-router-utils
 	@touch $@
 
-.PHONY: install audit matrix screenshots test lint bench bench-scale bench-session bench-render bench-parsers
+.PHONY: install audit matrix screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers
 install: $(BIN)/tito-audit
 
 # exit code 1 only means "the verdict is broken or unsupported": the job itself succeeded
@@ -30,10 +31,18 @@ matrix: install
 		--conversations ../shared/conversations/swe-agent/function_calling_simple.traj \
 		--conversations ../shared/conversations/swe-agent/marshmallow-1867__function_calling.traj \
 		--conversations ../shared/conversations/miles-mock/mock_trajectories.json \
-		--limit 20 --no-hub --out reports --update-readme README.md
+		--limit 20 --no-hub --out reports
 
-screenshots: install  # docs/*.png from the published pages (headless Chromium)
-	$(BIN)/python docs/screenshots.py
+screenshots: install  # docs/*.png from the published pages and the docs site (headless Chromium)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python docs/screenshots.py
+
+# the documentation site, --strict (a broken link, an orphan page or a warning fails it), into site/ (git-ignored);
+# the site holds reports/ too (copied by docs/hooks.py): it is what .github/workflows/pages.yml publishes
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+site: docs
+	@echo "site/: the docs, and the matrix under site/reports/ (open site/index.html or serve the folder)"
 
 bench: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_matrix.py --mirror ../shared/tokenizers

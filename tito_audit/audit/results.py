@@ -1,7 +1,7 @@
 """Result types: plain dataclasses that the audit produces and the formatters render.
 
 Everything here is JSON-serialisable through :func:`dataclasses.asdict`; the JSON report's schema is
-these classes (documented in README, section "JSON report").
+these classes (docs: the JSON report reference, generated from them by docs/hooks.py).
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ class Failure:
     """One failing case, with where it happened and why."""
 
     check: str
+    """The check that failed: ``roundtrip``, ``append``, ``rollout`` or ``bridge``."""
     aspect: str
     """What failed: ``text``, ``tokens``, ``seam``, ``drift``, ``drift-noncanonical``, ``canonical``, ..."""
     category: str
@@ -64,7 +65,9 @@ class Failure:
     """Message index: the appended message (append), the next assistant turn (rollout, bridge)."""
     roles: list[str]
     causes: list[str]
+    """Cause labels (SPEC's, plus ``closing-rewritten``; docs: What is audited)."""
     char_index: int | None = None
+    """Where the two texts first differ (character), and the first differing token."""
     token_index: int | None = None
     expected: TokenWindow | None = None
     """The earlier side: rendered history or the token buffer."""
@@ -225,17 +228,24 @@ class ParseResult:
 @dataclass
 class VariantResult:
     name: str
+    """The variant: ``default`` or the keyword-argument setting, e.g. ``enable_thinking=false``."""
     kwargs: dict[str, object]
     verdict: str
+    """``ready``, ``ready-tool-only``, ``broken`` or ``unsupported`` (with the perfect inverse)."""
     verdict_reason: str
     checks: dict[str, CheckResult]
+    """Per check (``roundtrip``, ``append``, ``rollout``, ``bridge``): its table."""
     failures: list[Failure]
+    """Failing cases (all of them, or ``--examples N`` per group; counts stay complete)."""
     refused: list[RefusedShape]
+    """Conversations the template refused, and the retry it accepted."""
     drift: DriftSummary
+    """Re-render drift, beside the verdict."""
     stop_tokens: list[StopToken]
     findings: list[Finding]
     conversations: int
     conversations_audited: int
+    """Of ``conversations``, those that rendered (in some accepted shape)."""
     unrealizable: list[UnrealizableTurns] = field(default_factory=list)
     assistant_turns: int = 0
     """Assistant turns audited (each in a form a model could produce, where one exists)."""
@@ -284,15 +294,19 @@ class Recommendation:
 class ModelInfo:
     model_id: str
     source: str
+    """Where the model was found: ``local``, ``cache``, ``mirror`` or ``hub``."""
     path: str
     revision: str | None
     backend: str
+    """``jinja`` (``apply_chat_template``) or ``mistral-common`` (no Jinja, no variants)."""
     tokenizer_class: str
     template_name: str | None
     template_origin: str
+    """``tokenizer``, the ``--template`` file's path, ``patched``, or the backend."""
     template_sha256: str | None
     available_templates: list[str]
     file_sha256: dict[str, str]
+    """sha256 of every tokenizer, template and config file read."""
     generation_config_found: bool
 
 
@@ -302,9 +316,13 @@ class Settings:
     count: int
     max_turns: int
     pinned_kwargs: dict[str, object]
+    """Template keyword arguments pinned with ``--kwarg`` (not varied)."""
     clock: str
+    """The date templates read through ``strftime_now`` (ISO)."""
     extra_stop_tokens: list[str]
+    """Stop tokens given with ``--stop-token``."""
     conversations_source: str = "generated"
+    """``generated``, or the real sources and scenario packs audited."""
     datasets: list[dict[str, object]] = field(default_factory=list)
     """Per loaded source: name, records read, conversations kept, skipped records by reason."""
     parser: str = "template"
@@ -316,11 +334,13 @@ class AuditReport:
     schema_version: int
     tool_version: str
     library_versions: dict[str, str]
+    """transformers, tokenizers, jinja2, huggingface_hub, mistral_common."""
     model: ModelInfo
     settings: Settings
     template_inputs: dict[str, list[object]]
     """The template's own keyword arguments found in its source, with the values that change its path."""
     verdict: str
+    """The model's verdict: its worst variant's, with the perfect inverse (``template``)."""
     text_level_only: bool
     """True when the model has no vocabulary here: a stand-in tokenizer, text-level results only."""
     variants: list[VariantResult]
@@ -338,4 +358,5 @@ class AuditReport:
     parser_way_out: str | None = None
     """When the parser makes the verdict worse: the bridging mode that holds whatever the parser returns."""
     generated_at: str = ""
+    """When the report was made (ISO); with ``duration_seconds`` the only fields that vary."""
     duration_seconds: float = 0.0

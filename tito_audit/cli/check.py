@@ -1,4 +1,4 @@
-"""``tito-audit check MODEL``: the CI gate. Audit, then check the required properties (see README, 'CI gate')."""
+"""``tito-audit check MODEL``: the CI gate. Audit, then check the required properties (see docs/ci.md)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from tito_audit.outputs import write_outputs
 
 RequireOpt = Annotated[
     list[str],
-    typer.Option("--require", help="A required property (see README, 'CI gate'). Repeatable; default rollout:tool."),
+    typer.Option("--require", help="A required property (see docs/ci.md). Repeatable; default rollout:tool."),
 ]
 AllowCauseOpt = Annotated[
     list[str], typer.Option("--allow-cause", help="A cause label whose failures do not count. Repeatable.")

@@ -86,7 +86,7 @@ def parse_requirement(text: str) -> Requirement:
 def check_causes(causes: Iterable[str]) -> frozenset[str]:
     unknown = sorted(set(causes) - set(CAUSES))
     if unknown:
-        raise BadInputError(f"unknown cause label(s): {', '.join(unknown)} (see README, 'Cause labels')")
+        raise BadInputError(f"unknown cause label(s): {', '.join(unknown)} (see docs/audited.md, 'Cause labels')")
     return frozenset(causes)
 
 

@@ -9,7 +9,7 @@ completion ids it sampled. Three questions per record:
 3. **Re-rendering**: what would a trainer that re-renders the conversation get instead of the sampled
    buffer (first divergence, positions that differ), and does each prompt agree with the template?
 
-Field names (the first one present wins; see README "Replay"): turns under ``turns``/``steps``/``rollout``;
+Field names (the first one present wins; docs/audit.md, "Replay"): turns under ``turns``/``steps``/``rollout``;
 prompt ids ``prompt_ids``/``prompt_token_ids``/``input_ids``/``prompt_tokens``; completion ids
 ``completion_ids``/``completion_token_ids``/``output_ids``/``output_token_ids``/``response_ids``/
 ``response_token_ids``; or top-level lists of lists under those same names.
@@ -117,7 +117,7 @@ def turns_of(record: dict) -> list[tuple[list[int], list[int]]]:
         if not isinstance(completions, list) or len(completions) != len(prompts):
             raise SkipRecord("prompt and completion lists differ in length")
         return [(_ids(p, "prompt"), _ids(c, "completion")) for p, c in zip(prompts, completions, strict=True)]
-    raise SkipRecord("no per-turn prompt and completion ids (see README, 'Replay')")
+    raise SkipRecord("no per-turn prompt and completion ids (see docs/audit.md, 'Replay of saved rollouts')")
 
 
 def read_records(path: Path) -> list[Any]:

@@ -1,4 +1,4 @@
-"""What each verdict and cause label means, in one sentence each (the README's "Verdicts" and "Cause labels"
+"""What each verdict and cause label means, in one sentence each (docs/audited.md, "Verdicts" and "Cause labels"
 in short), and the on-page glossary the chips link to."""
 
 from __future__ import annotations

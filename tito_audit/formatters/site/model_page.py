@@ -230,7 +230,7 @@ def _example(example: Example, specials: list[str], number: int) -> str:
 
 DECIDES_THE_VERDICT = "rollout"
 """The check whose failures decide the verdict; message-level appends, round trips and the bridge are reported
-beside it, never folded into it (README, "Verdicts")."""
+beside it, never folded into it (docs/audited.md, "Verdicts")."""
 LEGEND = (
     "The first differing token is outlined; <code>·</code> is a space, <code>⏎</code> a newline, special tokens "
     "are tinted; hover a token for its position and id."
