@@ -110,12 +110,12 @@ def parsed_rollout(
         if j != turns[0] and not _step(context, walk, control[j], control_causes, outcome):
             return outcome
         completion = completions[j]
-        before_text = walk.text
+        before_text, calls_before = walk.text, walk.calls
         _parse_turn(context, walk, j, completion, parser, outcome)
         walk.ids += completion.ids
         walk.text += completion.text
         if end in steps and steps[end].kind == TOOL and messages[j].get("tool_calls"):
-            _written(context, walk, j, end, completion, before_text, parser, rng, outcome)
+            _written(context, walk, (j, end, calls_before), completion, before_text, parser, rng, outcome)
     final = control.get(len(messages))
     if final is not None:
         _step(context, walk, final, control_causes, outcome)
@@ -314,8 +314,7 @@ def _failure(
 def _written(
     context: RolloutContext,
     walk: _Walk,
-    j: int,
-    end: int,
+    where: tuple[int, int, int],
     completion: Completion,
     before_text: str,
     parser: CompletionParser,
@@ -323,7 +322,9 @@ def _written(
     outcome: ParsedOutcome,
 ) -> None:
     """Turn ``j`` written in one other layout (drawn among those that apply): does the prompt rendered from its
-    parse still continue the buffer holding what the model wrote?"""
+    parse still continue the buffer holding what the model wrote? ``where``: the turn, the end of the step after it
+    and the calls before the turn."""
+    j, end, calls_before = where
     original = context.conversation.messages[j]
     rewritten = [(layout, layout.rewrite(completion.text, original)) for layout in LAYOUTS]
     applicable = [(layout, found) for layout, found in rewritten if found is not None]
@@ -331,7 +332,7 @@ def _written(
         return
     layout, (text, _) = applicable[rng.randrange(len(applicable))]
     history = list(walk.history)
-    parsed = _parse(parser, _input(context, before_text, j, text, completion, walk.calls))
+    parsed = _parse(parser, _input(context, before_text, j, text, completion, calls_before))
     tally = outcome.written.setdefault(layout.name, [0, 0])
     tally[0] += 1
     history[j] = parsed
