@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tito_audit.errors import BadInputError
-from tito_audit.gateway.engines import EngineRequest, make_engine
+from tito_audit.gateway.engines import ENGINE_APIS, EngineRequest, make_engine
 from tito_audit.gateway.fake import FakeEngine
 from tito_audit.gateway.protocol import Answer, RequestError, read_request
 from tito_audit.gateway.store import SessionStore
@@ -63,6 +63,10 @@ class Gateway:
             raise BadInputError(f"--on-break must be one of {', '.join(POLICIES)}, not {config.on_break!r}")
         if config.bridge not in BRIDGES:
             raise BadInputError(f"--bridge must be one of {', '.join(BRIDGES)}, not {config.bridge!r}")
+        if config.engine != "fake" and not config.engine.startswith(("http://", "https://")):
+            raise BadInputError(f"--engine must be an http(s):// URL or 'fake', not {config.engine!r}")
+        if config.engine_api not in ENGINE_APIS:
+            raise BadInputError(f"--engine-api must be one of {', '.join(ENGINE_APIS)}, not {config.engine_api!r}")
         self.config = config
         if machinery is None:
             source = ModelSourceSettings.of(
@@ -99,10 +103,10 @@ class Gateway:
             return choice.parser, choice.name
         if fake:
             return None, "template (the fake engine's own message)"
-        why = "; ".join(choice.notes) or choice.why
+        why = "SGLang's parsers are not installed" if choice.notes else choice.why
         raise BadInputError(
-            f"--parser {value}: a real engine needs a real parser to read its completions ({why}); install SGLang's "
-            f"parsers ({sglang.INSTALL}), or name one: --parser hf or --parser TOOL[,REASONING]"
+            f"--parser {value}: a real engine needs a parser for its completions and there is none here ({why}); "
+            f"install SGLang's parsers ({sglang.INSTALL}) or name another: --parser hf"
         )
 
     def make_session(self, tools: list[dict] | None) -> TitoSession:
