@@ -1,0 +1,239 @@
+"""The gateway through its real HTTP path (uvicorn on a loopback port, the official ``openai`` client) with the fake
+engine and a real tokenizer: the buffer it keeps is the one a TitoSession fed the same turns keeps, history edits
+are refused, streamed chunks reassemble to the answer, and bad requests get one line and the right status."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import SHARED_TOKENIZERS, requires_shared
+
+pytest.importorskip("starlette", reason="the gateway extra is not installed (pip install -e '.[gateway]')")
+openai = pytest.importorskip("openai", reason="the openai client is not installed (pip install -e '.[dev]')")
+httpx = pytest.importorskip("httpx")
+
+pytestmark = [requires_shared, pytest.mark.shared]
+
+MODEL = "Qwen/Qwen2.5-7B-Instruct"
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Get the weather for a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]}},
+                "required": ["city"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "description": "Search the catalogue.",
+            "parameters": {
+                "type": "object",
+                "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
+                "required": ["query"],
+            },
+        },
+    },
+]
+
+
+@pytest.fixture(scope="module")
+def machinery():
+    from tito_audit.session.machinery import ModelSourceSettings, machinery_for
+
+    source = ModelSourceSettings.of([SHARED_TOKENIZERS], None, None, False, False, None, None)
+    return machinery_for(MODEL, source, None, ())
+
+
+@pytest.fixture(scope="module")
+def served(machinery):
+    from tito_audit.gateway.server import running
+    from tito_audit.gateway.service import Gateway, GatewayConfig
+
+    config = GatewayConfig(MODEL, parser="template", seed=7, max_request_bytes=64 * 1024)
+    gateway = Gateway(config, machinery=machinery)
+    with running(gateway) as url:
+        yield gateway, url
+
+
+def client(url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=30)
+
+
+def tool_results(message) -> list[dict]:
+    return [
+        {"role": "tool", "tool_call_id": call.id, "content": json.dumps({"city": "Paris", "sky": "clear"})}
+        for call in message.tool_calls or []
+    ]
+
+
+def echo(message) -> dict:
+    """What an agent sends back: the message as the client parsed it."""
+    return message.model_dump(exclude_none=True)
+
+
+def test_three_tool_turns_keep_the_buffer_a_session_keeps(served, machinery):
+    from tito_audit.gateway.engines import EngineRequest
+    from tito_audit.gateway.fake import FakeEngine
+    from tito_audit.session import TitoSession
+
+    gateway, url = served
+    api = client(url)
+    messages: list[dict] = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Weather?"}]
+    answers = []
+    for _ in range(3):
+        response = api.chat.completions.create(
+            model=MODEL, messages=messages, tools=TOOLS, extra_headers={"X-Session-Id": "three"}, temperature=0.7
+        )
+        message = response.choices[0].message
+        answers.append(message)
+        messages.append(echo(message))
+        messages += tool_results(message) or [{"role": "user", "content": "And tomorrow?"}]
+    record = httpx.get(f"{url}/sessions/three").json()
+
+    # the same turns fed to a TitoSession by hand, the completions drawn from the fake engine directly
+    fake = FakeEngine(machinery, seed=7, clock=gateway.engine.clock)
+    reference = TitoSession.from_model(
+        MODEL, tools=TOOLS, mirrors=[SHARED_TOKENIZERS], allow_hub=False, on_break="warn"
+    )
+    reference.start(messages[:2])
+    position = 2
+    for turn, answer in enumerate(answers):
+        sampled = fake.sample(EngineRequest([], {}, [], MODEL, reference.messages, TOOLS, "auto", "three", turn))
+        assert (answer.content or "") == (sampled.message.get("content") or "")
+        got_calls = [(c.function.name, json.loads(c.function.arguments)) for c in answer.tool_calls or []]
+        want_calls = [
+            (c["function"]["name"], c["function"]["arguments"]) for c in sampled.message.get("tool_calls", [])
+        ]
+        assert got_calls == want_calls
+        following = messages[position + 1 : position + 1 + max(1, len(answer.tool_calls or []))]
+        position += 1 + len(following)
+        if turn < len(answers) - 1:
+            reference.extend(sampled.ids, sampled.message, following)
+        else:
+            reference.finish(sampled.ids, sampled.message)
+    assert record["buffer"] == reference.buffer
+    assert record["loss_mask"] == reference.loss_mask
+    assert [t["completion"] for t in record["turns"]] == [list(t.completion) for t in reference.turns]
+    assert sum(record["loss_mask"]) == sum(end - start for start, end in (t["completion"] for t in record["turns"]))
+    assert any(a.tool_calls for a in answers)
+    codec = machinery.codec
+    sampled_ids = [record["buffer"][start:end] for start, end in (t["completion"] for t in record["turns"])]
+    assert any(ids != codec.encode(codec.decode(ids)) for ids in sampled_ids)  # a non-canonical split was kept
+
+
+def test_an_edit_of_earlier_history_is_refused_and_changes_nothing(served):
+    _, url = served
+    api = client(url)
+    messages = [{"role": "user", "content": "Find shoes."}]
+    first = api.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS, user="edits").choices[0].message
+    before = httpx.get(f"{url}/sessions/edits").json()
+    edited_user = [{"role": "user", "content": "Find boots."}, echo(first), *tool_results(first)]
+    edited_user += [] if first.tool_calls else [{"role": "user", "content": "ok"}]
+    with pytest.raises(openai.APIStatusError) as refused:
+        api.chat.completions.create(model=MODEL, messages=edited_user, tools=TOOLS, user="edits")
+    assert refused.value.status_code == 409
+    assert "messages[0]" in refused.value.message and "only appends" in refused.value.message
+    changed = {**echo(first), "content": "something I never said"}
+    with pytest.raises(openai.APIStatusError) as refused_answer:
+        api.chat.completions.create(
+            model=MODEL, messages=[*messages, changed, *edited_user[2:]], tools=TOOLS, user="edits"
+        )
+    assert refused_answer.value.status_code == 409 and "messages[1]" in refused_answer.value.message
+    assert httpx.get(f"{url}/sessions/edits").json() == before
+
+
+def test_streamed_chunks_reassemble_to_the_answer(served):
+    _, url = served
+    api = client(url)
+    messages = [{"role": "user", "content": "Search for a mug."}]
+    stream = api.chat.completions.create(
+        model=MODEL,
+        messages=messages,
+        tools=TOOLS,
+        user="streamed",
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    content, reasoning, calls, finish, usage = "", "", {}, None, None
+    for chunk in stream:
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for choice in chunk.choices:
+            delta = choice.delta
+            content += delta.content or ""
+            reasoning += (delta.model_extra or {}).get("reasoning_content") or ""
+            for call in delta.tool_calls or []:
+                slot = calls.setdefault(call.index, {"id": None, "name": "", "arguments": ""})
+                slot["id"] = call.id or slot["id"]
+                slot["name"] += (call.function.name or "") if call.function else ""
+                slot["arguments"] += (call.function.arguments or "") if call.function else ""
+            finish = choice.finish_reason or finish
+    # the same messages again are a retry of the turn: the seeded fake engine samples the same answer
+    whole = api.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS, user="streamed")
+    message = whole.choices[0].message
+    assert content == (message.content or "")
+    assert reasoning == ((message.model_extra or {}).get("reasoning_content") or "")
+    assert [calls[i] for i in sorted(calls)] == [
+        {"id": c.id, "name": c.function.name, "arguments": c.function.arguments} for c in message.tool_calls or []
+    ]
+    assert finish == whole.choices[0].finish_reason
+    assert usage is not None and usage.completion_tokens == whole.usage.completion_tokens
+    assert whole.model_extra["tito"]["retry"] is True
+
+
+def test_sessions_endpoints_and_bad_requests(served):
+    _, url = served
+    api = client(url)
+    api.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], user="gone")
+    assert httpx.get(f"{url}/healthz").json()["status"] == "ok"
+    assert httpx.delete(f"{url}/sessions/gone").status_code == 200
+    missing = httpx.get(f"{url}/sessions/gone")
+    assert missing.status_code == 404 and "no session 'gone'" in missing.json()["error"]["message"]
+    assert httpx.delete(f"{url}/sessions/gone").status_code == 404
+    resumed = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "x"},
+        {"role": "user", "content": "?"},
+    ]
+    unknown = httpx.post(f"{url}/v1/chat/completions", json={"messages": resumed}, headers={"X-Session-Id": "nope"})
+    assert unknown.status_code == 404 and "unknown" in unknown.json()["error"]["message"]
+    malformed = httpx.post(f"{url}/v1/chat/completions", content=b'{"messages": [', headers={"X-Session-Id": "m"})
+    assert malformed.status_code == 400 and malformed.json()["error"]["code"] == "invalid_json"
+    oversized = httpx.post(f"{url}/v1/chat/completions", json={"messages": [{"role": "user", "content": "x" * 70_000}]})
+    assert oversized.status_code == 413
+    bad_role = httpx.post(f"{url}/v1/chat/completions", json={"messages": [{"role": "robot", "content": "x"}]})
+    assert bad_role.status_code == 400 and "messages[0].role" in bad_role.json()["error"]["message"]
+    for error in (missing, unknown, malformed, oversized, bad_role):
+        assert "\n" not in error.json()["error"]["message"]
+    assert httpx.get(f"{url}/healthz").status_code == 200  # still up
+
+
+def test_bearer_token_and_session_bound(machinery):
+    from tito_audit.gateway.server import running
+    from tito_audit.gateway.service import Gateway, GatewayConfig
+
+    gateway = Gateway(GatewayConfig(MODEL, parser="template", api_key="s3cret", max_sessions=2), machinery=machinery)
+    with running(gateway) as url:
+        body = {"messages": [{"role": "user", "content": "hi"}]}
+        assert httpx.post(f"{url}/v1/chat/completions", json=body).status_code == 401
+        assert (
+            httpx.post(f"{url}/v1/chat/completions", json=body, headers={"Authorization": "Bearer no"}).status_code
+            == 401
+        )
+        api = openai.OpenAI(base_url=url + "/v1", api_key="s3cret", max_retries=0)
+        for name in ("a", "b", "c"):
+            api.chat.completions.create(model=MODEL, messages=body["messages"], user=name)
+        health = httpx.get(f"{url}/healthz").json()
+        assert health["sessions"] == 2 and health["evicted"] == 1
+        auth = {"Authorization": "Bearer s3cret"}
+        assert httpx.get(f"{url}/sessions/a", headers=auth).status_code == 404  # the least recently used went
+        assert httpx.get(f"{url}/sessions/c", headers=auth).status_code == 200
