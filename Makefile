@@ -13,7 +13,7 @@ $(BIN)/tito-audit: pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev]" -c constraints.txt
 	@touch $@
 
-.PHONY: install audit matrix screenshots test lint bench bench-scale bench-session bench-render
+.PHONY: install audit matrix screenshots test lint bench bench-scale bench-session bench-render bench-gateway
 install: $(BIN)/tito-audit
 
 # exit code 1 only means "the verdict is broken or unsupported": the job itself succeeded
@@ -47,6 +47,10 @@ bench-session: install
 # cost of the render guard (per-thread time limit and clock) against no limit and the former SIGALRM limit
 bench-render: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_render.py --mirror ../shared/tokenizers
+
+# the gateway under load on loopback: 64 concurrent sessions x 20 turns with the fake engine (stops by itself)
+bench-gateway: install
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_gateway.py --mirror ../shared/tokenizers
 
 # two test processes: the published-matrix test (about half the time) runs beside the rest
 test: install
