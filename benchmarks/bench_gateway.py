@@ -200,7 +200,8 @@ def main() -> int:
         f"({requests / stats['seconds']:.1f} turns/s)"
     )
     print(
-        f"  sessions complete: {len(stats['done'])}; lost turns or cross-talk: {len(stats['errors'] + stats['problems'])}"
+        f"  sessions complete: {len(stats['done'])}; "
+        f"lost turns or cross-talk: {len(stats['errors'] + stats['problems'])}"
     )
     for line in (stats["errors"] + stats["problems"])[:10]:
         print("   ", line)
