@@ -66,9 +66,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def agent(client, url: str, index: int, turns: int, stats: dict) -> None:
+async def agent(client, url: str, index: int, turns: int, stats: dict, prefix: str = "bench") -> None:
     mark = f"[agent-{index:03d}]"
-    sid = f"bench-{index:03d}"
+    sid = f"{prefix}-{index:03d}"
     messages: list[dict] = [{"role": "user", "content": f"{mark} Check the weather, then the build."}]
     for turn in range(1, turns + 1):
         started = time.perf_counter()
@@ -141,6 +141,16 @@ async def drive(url: str, sessions: int, turns: int, deadline: float, decode) ->
     return stats
 
 
+async def uncontended(url: str, turns: int) -> dict:
+    """One session alone: the gateway's own cost per turn without queueing behind other sessions."""
+    import httpx
+
+    stats: dict = {"server": [], "client": [], "engine": [], "errors": [], "done": []}
+    async with httpx.AsyncClient(timeout=120, trust_env=False) as client:
+        await agent(client, url, 999, turns, stats, prefix="alone")
+    return stats
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="Qwen/Qwen2.5-7B-Instruct")
@@ -182,9 +192,11 @@ def main() -> int:
             time.sleep(0.2)
         idle_rss = rss_mib(server.pid)
         stats = asyncio.run(drive(url, args.sessions, args.turns, args.deadline, decode))
+        alone = asyncio.run(uncontended(url, args.turns))
         loaded_rss = rss_mib(server.pid)
         for index in range(args.sessions):
             httpx.delete(f"{url}/sessions/bench-{index:03d}", trust_env=False)
+        httpx.delete(f"{url}/sessions/alone-999", trust_env=False)
         emptied_rss = rss_mib(server.pid)
         health = httpx.get(f"{url}/healthz", trust_env=False).json()
     finally:
@@ -215,11 +227,21 @@ def main() -> int:
                 f"  {name} per turn: p50 {percentile(values, 0.5):.2f} ms, p99 {percentile(values, 0.99):.2f} ms, "
                 f"mean {statistics.fmean(values):.2f} ms"
             )
+    for name, values in (
+        ("alone: server-side overhead", alone["server"]),
+        ("alone: round trip - engine", alone["client"]),
+    ):
+        if values:
+            print(f"  {name} per turn: p50 {percentile(values, 0.5):.2f} ms, p99 {percentile(values, 0.99):.2f} ms")
     print(
         f"  server RSS: {idle_rss:.0f} MiB idle, {loaded_rss:.0f} MiB with {args.sessions} sessions, "
         f"{emptied_rss:.0f} MiB after deleting them (sessions left: {health['sessions']})"
     )
-    return 0 if not stats["errors"] and not stats["problems"] and requests == args.sessions * args.turns else 1
+    return (
+        0
+        if not stats["errors"] + alone["errors"] and not stats["problems"] and requests == args.sessions * args.turns
+        else 1
+    )
 
 
 if __name__ == "__main__":
