@@ -5,6 +5,9 @@ are refused, streamed chunks reassemble to the answer, and bad requests get one 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -237,3 +240,28 @@ def test_bearer_token_and_session_bound(machinery):
         auth = {"Authorization": "Bearer s3cret"}
         assert httpx.get(f"{url}/sessions/a", headers=auth).status_code == 404  # the least recently used went
         assert httpx.get(f"{url}/sessions/c", headers=auth).status_code == 200
+
+
+def test_idle_sessions_expire(machinery):
+    from tito_audit.gateway.server import running
+    from tito_audit.gateway.service import Gateway, GatewayConfig
+
+    gateway = Gateway(GatewayConfig(MODEL, parser="template", session_idle=0.3), machinery=machinery)
+    with running(gateway) as url:
+        client(url).chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], user="idle")
+        assert httpx.get(f"{url}/sessions/idle").status_code == 200
+        time.sleep(0.5)
+        assert httpx.get(f"{url}/sessions/idle").status_code == 404
+        assert httpx.get(f"{url}/healthz").json()["expired"] == 1
+
+
+def test_serve_refuses_to_start_in_one_line():
+    from tito_audit.parse import sglang
+
+    if sglang.available():
+        pytest.skip("SGLang's parsers are installed here: --parser auto finds one and serve starts")
+    command = [sys.executable, "-m", "tito_audit", "serve", MODEL, "--mirror", str(SHARED_TOKENIZERS), "--no-hub"]
+    done = subprocess.run([*command, "--engine", "http://127.0.0.1:9"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "llm-router-utils" in lines[0] and "--parser" in lines[0], done.stderr

@@ -53,9 +53,10 @@ class FakeEngine:
         if message.get("reasoning_content") and message["reasoning_content"] not in text:
             message.pop("reasoning_content")  # the template writes no reasoning here: the model sampled none
             text = self._turn_text(request, message)
-        codec = self.machinery.codec
-        ids = codec.encode(text)
-        stops = self.machinery.stop_ids
+        codec, machinery = self.machinery.codec, self.machinery
+        with machinery.lock:  # the codec's caches are shared by every session of the model
+            ids = codec.encode(text)
+        stops = machinery.stop_ids
         cut = next((i + 1 for i, token in enumerate(ids) if token in stops), None)
         limit = request.sampling.get("max_tokens")
         finish = "stop"
@@ -65,10 +66,11 @@ class FakeEngine:
             ids, finish = ids[:limit], "length"
         elif cut is None:
             finish = "length"
-        if rng.random() < self.noncanonical:
-            ids = codec.noncanonical(ids, rng) or ids
-        if finish == "length":  # a cut turn: its message is its text (the perfect inverse of a cut turn)
-            message = {"role": "assistant", "content": codec.decode(ids)}
+        with machinery.lock:
+            if rng.random() < self.noncanonical:
+                ids = codec.noncanonical(ids, rng) or ids
+            if finish == "length":  # a cut turn: its message is its text (the perfect inverse of a cut turn)
+                message = {"role": "assistant", "content": codec.decode(ids)}
         return EngineOutput(ids, finish, message)
 
     def message(self, rng: random.Random, request: EngineRequest) -> dict[str, Any]:
