@@ -265,3 +265,35 @@ def test_serve_refuses_to_start_in_one_line():
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "llm-router-utils" in lines[0] and "--parser" in lines[0], done.stderr
+
+
+def test_the_engines_parser_reads_the_sampled_ids(machinery):
+    """With SGLang's parsers installed, the gateway parses the ids itself (no help from the fake engine's message)."""
+    from tito_audit.gateway.engines import EngineRequest
+    from tito_audit.gateway.fake import FakeEngine
+    from tito_audit.gateway.server import running
+    from tito_audit.gateway.service import Gateway, GatewayConfig
+    from tito_audit.parse import sglang
+
+    if not sglang.available():
+        pytest.skip(f"SGLang's parsers are not installed ({sglang.INSTALL})")
+    gateway = Gateway(GatewayConfig(MODEL, parser="sglang", seed=3), machinery=machinery)
+    assert gateway.parser_name.startswith("sglang")
+    fake = FakeEngine(machinery, seed=3, clock=gateway.engine.clock)
+    with running(gateway) as url:
+        api = client(url)
+        messages: list[dict] = [{"role": "user", "content": "Weather in Paris?"}]
+        for turn in range(3):
+            # what the session holds when the engine is asked: its messages, then the ones this request appends
+            kept = httpx.get(f"{url}/sessions/parsed").json()["messages"] if turn else []
+            history = kept + messages[len(kept) :]
+            sampled = fake.sample(EngineRequest([], {}, [], MODEL, history, TOOLS, "auto", "parsed", turn))
+            response = api.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS, user="parsed")
+            message = response.choices[0].message
+            assert response.model_extra["tito"]["parser"] == gateway.parser_name
+            got = [(c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls or []]
+            assert got == [
+                (c["function"]["name"], c["function"]["arguments"]) for c in sampled.message.get("tool_calls", [])
+            ]
+            messages.append(echo(message))
+            messages += tool_results(message) or [{"role": "user", "content": "And tomorrow?"}]
