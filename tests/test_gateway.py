@@ -297,3 +297,22 @@ def test_the_engines_parser_reads_the_sampled_ids(machinery):
             ]
             messages.append(echo(message))
             messages += tool_results(message) or [{"role": "user", "content": "And tomorrow?"}]
+
+
+def test_a_fork_changes_nothing_in_the_session_it_came_from(machinery):
+    from tito_audit.session import TitoSession
+
+    session = TitoSession(machinery, tools=TOOLS)
+    session.start([{"role": "user", "content": "Weather?"}])
+    codec = machinery.codec
+    answer = {"role": "assistant", "content": "Let me check."}
+    completion = codec.encode("Let me check.<|im_end|>")
+    session.extend(completion, answer, [{"role": "user", "content": "Go on."}])
+    buffer, mask, turns, messages = session.buffer, session.loss_mask, session.turns, session.messages
+    twin = session.fork()
+    twin.extend(completion, answer, [{"role": "user", "content": "Again."}])
+    twin.finish(completion, answer)
+    assert (session.buffer, session.loss_mask, session.turns, session.messages) == (buffer, mask, turns, messages)
+    assert twin.buffer[: len(buffer)] == buffer and len(twin.turns) == len(turns) + 2
+    session.finish(completion, answer)  # the original goes on as if the fork never happened
+    assert session.buffer == buffer + completion
