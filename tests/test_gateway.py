@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import time
+import warnings
 
 import pytest
 
@@ -316,3 +317,39 @@ def test_a_fork_changes_nothing_in_the_session_it_came_from(machinery):
     assert twin.buffer[: len(buffer)] == buffer and len(twin.turns) == len(turns) + 2
     session.finish(completion, answer)  # the original goes on as if the fork never happened
     assert session.buffer == buffer + completion
+
+
+@pytest.mark.parametrize("policy", ["raise", "warn"])
+def test_a_template_break_follows_on_break_and_is_reported(policy):
+    """Qwen3-4B drops the reasoning of an earlier turn once a user speaks again (reasoning-pruned)."""
+    from tito_audit.gateway.server import running
+    from tito_audit.gateway.service import Gateway, GatewayConfig
+    from tito_audit.session import TitoBreakWarning
+
+    config = GatewayConfig(
+        "Qwen/Qwen3-4B", parser="template", on_break=policy, mirrors=[SHARED_TOKENIZERS], allow_hub=False
+    )
+    with running(Gateway(config)) as url, warnings.catch_warnings():
+        warnings.simplefilter("ignore", TitoBreakWarning)  # the server thread warns; the response says it
+        messages: list[dict] = [{"role": "user", "content": "Hi there"}]
+        for turn in range(8):
+            before = httpx.get(f"{url}/sessions/brk").json() if turn else None
+            answer = httpx.post(
+                f"{url}/v1/chat/completions", json={"messages": messages}, headers={"X-Session-Id": "brk"}
+            )
+            if policy == "raise" and answer.status_code == 422:
+                error = answer.json()["error"]
+                assert error["code"] == "tito_break" and "reasoning-pruned" in error["message"]
+                assert httpx.get(f"{url}/sessions/brk").json() == before
+                return
+            assert answer.status_code == 200, answer.text
+            breaks = answer.json()["tito"]["breaks"]
+            if breaks:
+                assert policy == "warn" and breaks[0]["causes"] and breaks[0]["handled"].startswith("warned")
+                record = httpx.get(f"{url}/sessions/brk").json()
+                assert record["breaks"] and any(t["broke"] for t in record["turns"])
+                spans = sum(end - start for start, end in (t["completion"] for t in record["turns"]))
+                assert sum(record["loss_mask"]) == spans
+                return
+            messages += [answer.json()["choices"][0]["message"], {"role": "user", "content": f"More, please ({turn})."}]
+    pytest.fail("no break in 8 turns")

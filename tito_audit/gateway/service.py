@@ -123,8 +123,13 @@ class Gateway:
         started = time.perf_counter()
         request = read_request(body)
         session_id = header_id or request.user or f"s-{uuid.uuid4().hex}"
-        if len(session_id) > MAX_SESSION_ID:
-            raise RequestError(400, "invalid_request", f"the session id is longer than {MAX_SESSION_ID} characters")
+        if len(session_id) > MAX_SESSION_ID or "/" in session_id or not session_id.isprintable():
+            raise RequestError(
+                400,
+                "invalid_request",
+                f"the session id (X-Session-Id or user) must be printable, without '/', at most {MAX_SESSION_ID} "
+                "characters",
+            )
         entry = self.store.open(session_id)
         async with entry.lock:
             opening = entry.session is None
