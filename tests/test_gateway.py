@@ -5,6 +5,7 @@ are refused, streamed chunks reassemble to the answer, and bad requests get one 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -353,3 +354,28 @@ def test_a_template_break_follows_on_break_and_is_reported(policy):
                 return
             messages += [answer.json()["choices"][0]["message"], {"role": "user", "content": f"More, please ({turn})."}]
     pytest.fail("no break in 8 turns")
+
+
+def test_ctrl_c_stops_the_server_within_seconds():
+    from tito_audit.gateway.server import free_port
+
+    port = free_port()
+    command = [sys.executable, "-m", "tito_audit", "serve", MODEL, "--mirror", str(SHARED_TOKENIZERS), "--no-hub"]
+    command += ["--parser", "template", "--port", str(port)]
+    # Ctrl-C's default action, as from a terminal (a background shell would have SIGINT ignored)
+    server = subprocess.Popen(command, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        started = time.monotonic()
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=15) == 130
+        assert time.monotonic() - started < 5
+    finally:
+        if server.poll() is None:
+            server.kill()

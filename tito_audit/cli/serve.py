@@ -112,5 +112,6 @@ def serve_command(
         f"tito-audit gateway: {gateway.model_id} on http://{host}:{port}/v1 (engine {gateway.engine.name}, "
         f"parser {gateway.parser_name}, on_break {on_break}, bridge {bridge})",
         highlight=False,
+        soft_wrap=True,
     )
     serve(gateway)
