@@ -120,6 +120,7 @@ def test_engine_faults_leave_the_session_as_it_was(setup):
     sent = stub.bodies[-1]
     if api == "vllm":
         assert sent["path"] == "/v1/completions" and sent["return_token_ids"] is True and sent["max_tokens"] == 64
+        assert sent["model"] == MODEL and sent["stop_token_ids"] and sent["skip_special_tokens"] is False
         prompt = sent["prompt"]
     else:  # the stop token left out of output_ids comes back from meta_info's matched id
         assert sent["path"] == "/generate" and sent["sampling_params"]["max_new_tokens"] == 64

@@ -42,6 +42,12 @@ OnBreakOpt = Annotated[str, typer.Option("--on-break", help="raise, warn or rere
 BridgeOpt = Annotated[str, typer.Option("--bridge", help="template (checked every step) or history-free.")]
 TimeoutOpt = Annotated[float, typer.Option("--engine-timeout", min=0.1, help="Seconds to wait for the engine.")]
 MaxBytesOpt = Annotated[int, typer.Option("--max-request-bytes", min=1024, help="Largest request body accepted.")]
+EngineModelOpt = Annotated[
+    str | None, typer.Option("--engine-model", help="The model name the engine serves (default: MODEL's id).")
+]
+MaxTokensOpt = Annotated[
+    int, typer.Option("--max-tokens", min=1, help="max_tokens for requests that name none (engines default low).")
+]
 FakeSeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the fake engine.")]
 
 
@@ -62,6 +68,8 @@ def serve_command(
     bridge: BridgeOpt = "template",
     engine_timeout: TimeoutOpt = 300.0,
     max_request_bytes: MaxBytesOpt = 8 * 1024 * 1024,
+    engine_model: EngineModelOpt = None,
+    max_tokens: MaxTokensOpt = 2048,
     seed: FakeSeedOpt = 0,
     kwarg: KwargOpt = [],  # noqa: B006
     stop_token: StopTokenOpt = [],  # noqa: B006
@@ -92,6 +100,8 @@ def serve_command(
         engine_timeout=engine_timeout,
         max_request_bytes=max_request_bytes,
         seed=seed,
+        engine_model=engine_model,
+        max_tokens=max_tokens,
         template_kwargs=parse_kwargs(kwarg),
         stop_tokens=tuple(stop_token),
         mirrors=tuple(source.mirror),

@@ -44,6 +44,10 @@ class GatewayConfig:
     engine_timeout: float = 300.0
     max_request_bytes: int = 8 * 1024 * 1024
     seed: int = 0
+    engine_model: str | None = None
+    """The model name the engine serves (vLLM checks it); default: the model's id."""
+    max_tokens: int = 2048
+    """``max_tokens`` sent when a request names none (vLLM's completions default to 16, SGLang's to 128)."""
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     stop_tokens: Sequence[str] = ()
     mirrors: Sequence[str | Path] = ()
@@ -137,9 +141,9 @@ class Gateway:
                 step = await asyncio.to_thread(prepare, entry, request, self.make_session)
                 engine_request = EngineRequest(
                     prompt_ids=step.prompt,
-                    sampling=request.sampling,
+                    sampling={"max_tokens": self.config.max_tokens, **request.sampling},
                     stop_ids=self.stop_ids,
-                    model=request.model or self.model_id,
+                    model=self.config.engine_model or self.model_id,
                     messages=step.trial.messages,
                     tools=entry.tools,
                     tool_choice=request.tool_choice,
