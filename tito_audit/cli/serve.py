@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Annotated
 
 import typer
@@ -84,6 +85,10 @@ def serve_command(
         raise AuditError(f"serve needs the gateway extra ({exc.name} is missing): {INSTALL}") from None
     from tito_audit.gateway.server import serve
     from tito_audit.gateway.service import Gateway, GatewayConfig
+    from tito_audit.session import TitoBreakWarning
+
+    # a break is answered in the response and logged in one line by the gateway; not a multi-line warning per step
+    warnings.filterwarnings("ignore", category=TitoBreakWarning)
 
     config = GatewayConfig(
         model=model,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ from tito_audit.session.machinery import Machinery, ModelSourceSettings, machine
 from tito_audit.session.policies import BRIDGES, POLICIES
 
 MAX_SESSION_ID = 256
+log = logging.getLogger("tito_audit.gateway")
 
 
 @dataclass
@@ -159,6 +161,14 @@ class Gateway:
                     self.store.discard(entry)
                 raise
         total = time.perf_counter() - started
+        for details in record["breaks"]:
+            log.warning(
+                "session %s: TITO break at step %s [%s]: %s",
+                session_id,
+                details["step"],
+                ", ".join(details["causes"]),
+                details["handled"],
+            )
         record.update(
             parser=self.parser_name,
             on_break=self.config.on_break,
