@@ -16,7 +16,7 @@ $(BIN)/tito-audit: pyproject.toml
 	$(BIN)/pip install --quiet --no-deps -c constraints.txt llm-router-utils
 	@touch $@
 
-.PHONY: install audit matrix screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers
+.PHONY: install audit matrix screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway
 install: $(BIN)/tito-audit
 
 # exit code 1 only means "the verdict is broken or unsupported": the job itself succeeded
@@ -62,6 +62,10 @@ bench-render: install
 # per model with a documented SGLang parser pair: tool steps exact with the engine's parser (template layout, compact JSON)
 bench-parsers: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_parsers.py --mirror ../shared/tokenizers --mirror ../shared/templates
+
+# the gateway under load on loopback: 64 concurrent sessions x 20 turns with the fake engine (stops by itself)
+bench-gateway: install
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_gateway.py --mirror ../shared/tokenizers
 
 # two test processes: the published-matrix test (about half the time) runs beside the rest
 test: install

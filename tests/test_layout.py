@@ -14,6 +14,7 @@ STAGES = (
     ("parse",),
     ("audit",),
     ("repair", "session", "gate"),
+    ("gateway",),
     ("formatters",),
     ("matrix",),
     ("cli",),

@@ -29,6 +29,7 @@ bridge check holds for the template (``history-dependent-suffix`` says when it d
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -159,6 +160,17 @@ class TitoSession(BufferSteps):
             parser=self._parser.parser if self._parser is not None else None,
             bridge=self.bridge,
         )
+
+    def fork(self) -> TitoSession:
+        """An independent copy of this session as it is now (same machinery, nothing loaded): a server tries a step
+        on the copy and keeps it only when the engine answered, so a failed call leaves the session unchanged."""
+        twin = copy.copy(self)
+        for name, value in vars(self).items():
+            if isinstance(value, list):
+                setattr(twin, name, list(value))
+        if self._parser is not None:
+            twin._parser = copy.copy(self._parser)
+        return twin
 
     # -- what a trainer reads -----------------------------------------------------------------------------------
     @property

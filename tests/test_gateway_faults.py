@@ -1,0 +1,180 @@
+"""The gateway in front of a token-in engine that fails: a stub speaking vLLM's and SGLang's shapes that can answer,
+fail with 5xx, stall, answer ids outside the vocabulary or nonsense, or die mid-request. The client gets an
+OpenAI-style error naming the cause (502/504), the session stays as it was, and the server stays up."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from tests.conftest import SHARED_TOKENIZERS, requires_shared
+
+pytest.importorskip("starlette", reason="the gateway extra is not installed (pip install -e '.[gateway]')")
+httpx = pytest.importorskip("httpx")
+
+pytestmark = [requires_shared, pytest.mark.shared]
+
+MODEL = "Qwen/Qwen2.5-7B-Instruct"
+
+
+class StubEngine:
+    """An engine on a loopback port whose next answers follow ``mode``; it records the bodies it got."""
+
+    def __init__(self, answer_ids: list[int]) -> None:
+        self.mode = "ok"
+        self.bodies: list[dict] = []
+        self.answer_ids = answer_ids
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                return None
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                stub.bodies.append({"path": self.path, **body})
+                mode = stub.mode
+                if mode == "kill":  # the engine dies with the request under way: no answer at all
+                    self.connection.shutdown(2)
+                    self.close_connection = True
+                    return
+                if mode == "slow":
+                    time.sleep(1.5)
+                if mode == "5xx":
+                    return self._send(503, b'{"error": "overloaded"}')
+                if mode == "garbage":
+                    return self._send(200, b"<html>not json")
+                ids = [10**9] if mode == "bad_ids" else stub.answer_ids
+                if self.path == "/generate":  # SGLang's shape, the matched stop token left out of output_ids
+                    output = ids if mode == "bad_ids" else ids[:-1]
+                    finish = {"type": "stop", "matched": ids[-1]}
+                    answer = {"text": "", "output_ids": output, "meta_info": {"finish_reason": finish}}
+                else:
+                    answer = {"choices": [{"index": 0, "text": "", "token_ids": ids, "finish_reason": "stop"}]}
+                self._send(200, json.dumps(answer).encode())
+
+            def _send(self, status: int, payload: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                with contextlib.suppress(BrokenPipeError):  # the gateway stopped waiting (the timeout test)
+                    self.wfile.write(payload)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class PlainParser:
+    """A parser object (the library accepts any): the completion's text is the content."""
+
+    name = "plain"
+
+    def parse(self, given):
+        return {"role": "assistant", "content": given.text}
+
+
+@pytest.fixture(scope="module")
+def machinery():
+    from tito_audit.session.machinery import ModelSourceSettings, machinery_for
+
+    source = ModelSourceSettings.of([SHARED_TOKENIZERS], None, None, False, False, None, None)
+    return machinery_for(MODEL, source, None, ())
+
+
+@pytest.fixture(scope="module", params=["vllm", "sglang"])
+def setup(request, machinery):
+    from tito_audit.gateway.server import running
+    from tito_audit.gateway.service import Gateway, GatewayConfig
+
+    codec = machinery.codec
+    stub = StubEngine(codec.encode("It is sunny.<|im_end|>"))
+    config = GatewayConfig(MODEL, engine=stub.url, engine_api=request.param, parser=PlainParser(), engine_timeout=0.5)
+    with running(Gateway(config, machinery=machinery)) as url:
+        yield stub, url, request.param
+    stub.close()
+
+
+def chat(url: str, messages: list[dict], session: str) -> httpx.Response:
+    body = {"messages": messages, "max_tokens": 64}
+    return httpx.post(f"{url}/v1/chat/completions", json=body, headers={"X-Session-Id": session}, timeout=20)
+
+
+def test_engine_faults_leave_the_session_as_it_was(setup):
+    stub, url, api = setup
+    stub.mode = "ok"
+    first = [{"role": "user", "content": "Weather?"}]
+    answer = chat(url, first, f"f-{api}")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["choices"][0]["message"]["content"] == "It is sunny."
+    sent = stub.bodies[-1]
+    if api == "vllm":
+        assert sent["path"] == "/v1/completions" and sent["return_token_ids"] is True and sent["max_tokens"] == 64
+        assert sent["model"] == MODEL and sent["stop_token_ids"] and sent["skip_special_tokens"] is False
+        prompt = sent["prompt"]
+    else:  # the stop token left out of output_ids comes back from meta_info's matched id
+        assert sent["path"] == "/generate" and sent["sampling_params"]["max_new_tokens"] == 64
+        prompt = sent["input_ids"]
+    before = httpx.get(f"{url}/sessions/f-{api}").json()
+    assert before["buffer"][: len(prompt)] == prompt and before["turns"][0]["stopped"] is True
+    follow = [*first, answer.json()["choices"][0]["message"], {"role": "user", "content": "And tomorrow?"}]
+    for mode, status, code in (
+        ("5xx", 502, "engine_error"),
+        ("slow", 504, "engine_timeout"),
+        ("bad_ids", 502, "engine_bad_ids"),
+        ("garbage", 502, "engine_bad_response"),
+        ("kill", 502, "engine_unreachable"),
+    ):
+        stub.mode = mode
+        failed = chat(url, follow, f"f-{api}")
+        assert failed.status_code == status, (mode, failed.text)
+        error = failed.json()["error"]
+        assert error["code"] == code and "\n" not in error["message"]
+        assert httpx.get(f"{url}/sessions/f-{api}").json() == before, mode
+    stub.mode = "ok"
+    time.sleep(1.2)  # the stalled answer is over
+    resumed = chat(url, follow, f"f-{api}")
+    assert resumed.status_code == 200
+    after = httpx.get(f"{url}/sessions/f-{api}").json()
+    assert after["buffer"][: len(before["buffer"])] == before["buffer"] and len(after["turns"]) == 2
+
+
+def test_a_failed_first_turn_opens_no_session_and_an_engine_that_is_down(setup, machinery):
+    from tito_audit.gateway.server import free_port, running
+    from tito_audit.gateway.service import Gateway, GatewayConfig
+
+    stub, url, api = setup
+    stub.mode = "5xx"
+    assert chat(url, [{"role": "user", "content": "hi"}], f"new-{api}").status_code == 502
+    assert httpx.get(f"{url}/sessions/new-{api}").status_code == 404
+    stub.mode = "ok"
+    if api == "sglang":
+        return
+    down = GatewayConfig(MODEL, engine=f"http://127.0.0.1:{free_port()}", parser=PlainParser(), engine_timeout=2)
+    with running(Gateway(down, machinery=machinery)) as other:
+        failed = chat(other, [{"role": "user", "content": "hi"}], "down")
+        assert failed.status_code == 502 and failed.json()["error"]["code"] == "engine_unreachable"
+        assert httpx.get(f"{other}/healthz").status_code == 200
+
+
+def test_a_real_engine_without_a_parser_refuses_to_start(machinery):
+    from tito_audit.errors import BadInputError
+    from tito_audit.gateway.service import Gateway, GatewayConfig
+    from tito_audit.parse import sglang
+
+    if sglang.available():
+        pytest.skip("SGLang's parsers are installed here: auto finds a real parser")
+    with pytest.raises(BadInputError, match=r"install SGLang's parsers"):
+        Gateway(GatewayConfig(MODEL, engine="http://127.0.0.1:1", parser="auto"), machinery=machinery)
+    with pytest.raises(BadInputError, match="--engine must be"):
+        Gateway(GatewayConfig(MODEL, engine="ftp://x", parser="template"), machinery=machinery)

@@ -1,0 +1,132 @@
+"""``tito-audit serve MODEL --engine URL|fake``: the TITO gateway (see README, "Gateway")."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from tito_audit.cli.app import app
+from tito_audit.cli.options import KwargOpt, ModelArg, ModelSource, StopTokenOpt, parse_kwargs, with_option_groups
+from tito_audit.cli.outcomes import err
+from tito_audit.errors import AuditError
+
+INSTALL = "pip install -e '.[gateway]' -c constraints.txt"
+
+EngineOpt = Annotated[
+    str, typer.Option("--engine", help="The engine's base URL (http://HOST:PORT), or 'fake' (built in, no GPU).")
+]
+EngineApiOpt = Annotated[
+    str,
+    typer.Option("--engine-api", help="vllm (/v1/completions with token ids) or sglang (/generate with input_ids)."),
+]
+ParserOpt = Annotated[
+    str,
+    typer.Option(
+        "--parser",
+        help="auto, sglang, hf, TOOL[,REASONING] or template (the fake engine's own message; --engine fake only).",
+    ),
+]
+HostOpt = Annotated[str, typer.Option("--host", help="Address to bind (loopback unless you say otherwise).")]
+PortOpt = Annotated[int, typer.Option("--port", min=0, max=65535, help="Port to listen on.")]
+ApiKeyOpt = Annotated[
+    str | None,
+    typer.Option("--api-key", envvar="TITO_GATEWAY_API_KEY", help="Require 'Authorization: Bearer TOKEN'."),
+]
+IdleOpt = Annotated[
+    float, typer.Option("--session-idle", min=1, help="Seconds after which an idle session is dropped.")
+]
+MaxSessionsOpt = Annotated[int, typer.Option("--max-sessions", min=1, help="Most sessions kept at once.")]
+OnBreakOpt = Annotated[str, typer.Option("--on-break", help="raise, warn or rerender (see TitoSession).")]
+BridgeOpt = Annotated[str, typer.Option("--bridge", help="template (checked every step) or history-free.")]
+TimeoutOpt = Annotated[float, typer.Option("--engine-timeout", min=0.1, help="Seconds to wait for the engine.")]
+MaxBytesOpt = Annotated[int, typer.Option("--max-request-bytes", min=1024, help="Largest request body accepted.")]
+EngineModelOpt = Annotated[
+    str | None, typer.Option("--engine-model", help="The model name the engine serves (default: MODEL's id).")
+]
+MaxTokensOpt = Annotated[
+    int, typer.Option("--max-tokens", min=1, help="max_tokens for requests that name none (engines default low).")
+]
+FakeSeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the fake engine.")]
+
+
+@app.command("serve")
+@with_option_groups
+def serve_command(
+    model: ModelArg,
+    source: ModelSource,
+    engine: EngineOpt = "fake",
+    engine_api: EngineApiOpt = "vllm",
+    parser: ParserOpt = "auto",
+    host: HostOpt = "127.0.0.1",
+    port: PortOpt = 8000,
+    api_key: ApiKeyOpt = None,
+    session_idle: IdleOpt = 900.0,
+    max_sessions: MaxSessionsOpt = 1024,
+    on_break: OnBreakOpt = "warn",
+    bridge: BridgeOpt = "template",
+    engine_timeout: TimeoutOpt = 300.0,
+    max_request_bytes: MaxBytesOpt = 8 * 1024 * 1024,
+    engine_model: EngineModelOpt = None,
+    max_tokens: MaxTokensOpt = 2048,
+    seed: FakeSeedOpt = 0,
+    kwarg: KwargOpt = [],  # noqa: B006
+    stop_token: StopTokenOpt = [],  # noqa: B006
+) -> None:
+    """Serve MODEL as an OpenAI-compatible chat endpoint that keeps each session's sampled tokens (exit 2 if it cannot
+    start)."""
+    try:
+        import httpx  # noqa: F401
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise AuditError(f"serve needs the gateway extra ({exc.name} is missing): {INSTALL}") from None
+    from tito_audit.gateway.server import serve
+    from tito_audit.gateway.service import Gateway, GatewayConfig
+    from tito_audit.session import TitoBreakWarning
+
+    # a break is answered in the response and logged in one line by the gateway; not a multi-line warning per step
+    warnings.filterwarnings("ignore", category=TitoBreakWarning)
+
+    config = GatewayConfig(
+        model=model,
+        engine=engine,
+        engine_api=engine_api,
+        parser=parser,
+        host=host,
+        port=port,
+        api_key=api_key or None,
+        session_idle=session_idle,
+        max_sessions=max_sessions,
+        on_break=on_break,
+        bridge=bridge,
+        engine_timeout=engine_timeout,
+        max_request_bytes=max_request_bytes,
+        seed=seed,
+        engine_model=engine_model,
+        max_tokens=max_tokens,
+        template_kwargs=parse_kwargs(kwarg),
+        stop_tokens=tuple(stop_token),
+        mirrors=tuple(source.mirror),
+        cache_dir=source.cache_dir,
+        revision=source.revision,
+        allow_hub=not source.no_hub,
+        trust_remote_code=source.trust_remote_code,
+        template=source.template,
+        template_name=source.template_name,
+    )
+    try:
+        gateway = Gateway(config)
+    except AuditError as exc:  # its text may hold brackets (pip extras) that the console would read as markup
+        raise type(exc)(escape(str(exc))) from None
+    if host not in ("127.0.0.1", "localhost", "::1") and not api_key:
+        err.print(f"warning: serving on {host} without --api-key: anyone who reaches it can use it", highlight=False)
+    err.print(
+        f"tito-audit gateway: {gateway.model_id} on http://{host}:{port}/v1 (engine {gateway.engine.name}, "
+        f"parser {gateway.parser_name}, on_break {on_break}, bridge {bridge})",
+        highlight=False,
+        soft_wrap=True,
+    )
+    serve(gateway)

@@ -1,0 +1,131 @@
+"""The gateway's HTTP layer (Starlette): routes, the bearer token, the request size limit, errors as OpenAI-style
+JSON with one line of message, and streaming as server-sent events in the OpenAI chunk format.
+
+The answer is streamed once the engine has finished: the parser needs the whole completion (as SGLang's does for
+tool calls), so the chunks come at once rather than token by token; they reassemble to the non-streamed answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from tito_audit.gateway.engines import EngineError
+from tito_audit.gateway.protocol import RequestError, error_body
+from tito_audit.gateway.service import Gateway
+
+log = logging.getLogger("tito_audit.gateway")
+
+
+def create_app(gateway: Gateway) -> Starlette:
+    """The ASGI application serving ``gateway``."""
+    config = gateway.config
+
+    def failure(status: int, code: str, message: str) -> JSONResponse:
+        return JSONResponse(error_body(status, code, message), status_code=status)
+
+    def authorized(request: Request) -> bool:
+        if not config.api_key:
+            return True
+        given = request.headers.get("authorization", "")
+        return hmac.compare_digest(given.encode(), f"Bearer {config.api_key}".encode())
+
+    async def guarded(request: Request, handler: Any) -> Response:
+        if not authorized(request):
+            return failure(401, "unauthorized", "a valid bearer token is required (Authorization: Bearer TOKEN)")
+        try:
+            return await handler(request)
+        except RequestError as exc:
+            return failure(exc.status, exc.code, str(exc))
+        except EngineError as exc:
+            return failure(exc.status, exc.code, str(exc))
+        except ClientDisconnect:
+            return failure(400, "client_disconnected", "the client went away before the request was read")
+        except Exception as exc:  # the server stays up; the client gets one line
+            log.exception("gateway: unexpected error")
+            return failure(500, "internal_error", f"internal error: {type(exc).__name__}: {exc}"[:300])
+
+    async def read_json(request: Request) -> Any:
+        limit = config.max_request_bytes
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise RequestError(413, "request_too_large", f"the request body is larger than {limit} bytes")
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise RequestError(413, "request_too_large", f"the request body is larger than {limit} bytes")
+        try:
+            return json.loads(body)
+        except ValueError as exc:
+            raise RequestError(400, "invalid_json", f"the request body is not valid JSON ({exc})") from None
+
+    async def chat(request: Request) -> Response:
+        body = await read_json(request)
+        answer = await gateway.chat(body, request.headers.get("x-session-id"))
+        headers = {"X-Session-Id": answer.tito["session"]}
+        if not (isinstance(body, dict) and body.get("stream")):
+            return JSONResponse(answer.response(), headers=headers)
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+
+        async def events() -> AsyncIterator[str]:
+            for chunk in answer.chunks(include_usage):
+                yield "data: " + json.dumps(chunk, ensure_ascii=False) + "\n\n"
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+
+    async def get_session(request: Request) -> Response:
+        return JSONResponse(gateway.record(request.path_params["session_id"]))
+
+    async def delete_session(request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        if not gateway.store.delete(session_id):
+            raise RequestError(404, "unknown_session", f"no session {session_id!r} (never opened, expired or deleted)")
+        return JSONResponse({"deleted": session_id})
+
+    async def health(request: Request) -> Response:
+        return JSONResponse(gateway.health())
+
+    def route(path: str, handler: Any, methods: list[str]) -> Route:
+        async def endpoint(request: Request) -> Response:
+            return await guarded(request, handler)
+
+        return Route(path, endpoint, methods=methods)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        sweeper = asyncio.create_task(_sweep(gateway))
+        try:
+            yield
+        finally:
+            sweeper.cancel()
+            await gateway.engine.close()
+
+    return Starlette(
+        routes=[
+            route("/v1/chat/completions", chat, ["POST"]),
+            route("/sessions/{session_id}", get_session, ["GET"]),
+            route("/sessions/{session_id}", delete_session, ["DELETE"]),
+            Route("/healthz", health, methods=["GET"]),
+        ],
+        lifespan=lifespan,
+    )
+
+
+async def _sweep(gateway: Gateway) -> None:
+    """Drop idle sessions even when no request comes (memory stays bounded while agents are gone)."""
+    period = max(1.0, min(gateway.store.idle_seconds / 2, 30.0))
+    while True:
+        await asyncio.sleep(period)
+        gateway.store.get("")  # expires the idle ones

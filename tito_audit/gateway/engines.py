@@ -1,0 +1,204 @@
+"""The engines a gateway samples from, token ids in and token ids out.
+
+- ``vllm``: the OpenAI completions endpoint (``POST /v1/completions``) with the prompt given as a list of token ids
+  and ``return_token_ids`` set, so that each choice carries the ``token_ids`` it sampled;
+- ``sglang``: the native ``POST /generate`` with ``input_ids`` and ``sampling_params``, answering ``output_ids`` and
+  ``meta_info.finish_reason`` (``{"type": "stop", "matched": ID}`` when a stop token ended it);
+- ``fake`` (:mod:`tito_audit.gateway.fake`): built in, no GPU.
+
+Both HTTP engines are told the session's stop ids (``stop_token_ids``) and never to skip special tokens. An engine
+that reports a stop on a token id it left out of the returned ids gets that id appended: the model sampled it, and
+the session needs it to know the turn was not cut by the length limit.
+
+Every failure is an :class:`EngineError` with the HTTP status the client gets (502 for an engine that is down or
+answers nonsense, 504 for one that does not answer in time) and one line naming the cause.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+ENGINE_APIS = ("vllm", "sglang")
+
+PASSED_THROUGH = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "stop",
+    "max_tokens",
+)
+"""The request's sampling parameters handed to the engine (``max_completion_tokens`` becomes ``max_tokens``)."""
+
+
+class EngineError(Exception):
+    """The engine failed: ``status`` is what the client gets, ``code`` names the cause in the error JSON."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+@dataclass
+class EngineRequest:
+    """One generation: the prompt ids and what the request asked for."""
+
+    prompt_ids: list[int]
+    sampling: dict[str, Any]
+    stop_ids: list[int]
+    model: str
+    # what only the fake engine reads: the conversation the prompt was rendered from
+    messages: list[dict] = field(default_factory=list)
+    tools: list[dict] | None = None
+    tool_choice: Any = "auto"
+    session_id: str = ""
+    turn: int = 0
+
+
+@dataclass
+class EngineOutput:
+    ids: list[int]
+    finish_reason: str
+    """``stop`` or ``length`` as the engine said."""
+    message: dict | None = None
+    """The message the fake engine rendered its turn from (the ``template`` parser's answer); None for real ones."""
+
+
+class Engine(Protocol):
+    name: str
+
+    async def generate(self, request: EngineRequest) -> EngineOutput: ...
+
+    async def close(self) -> None: ...
+
+
+class HttpEngine:
+    """An engine behind HTTP (vLLM or SGLang), called with httpx under one timeout per request."""
+
+    def __init__(self, url: str, api: str, timeout: float) -> None:
+        import httpx
+
+        if api not in ENGINE_APIS:
+            raise ValueError(f"--engine-api must be one of {', '.join(ENGINE_APIS)}, not {api!r}")
+        self.url = url.rstrip("/")
+        self.api = api
+        self.name = f"{api} at {self.url}"
+        self.timeout = timeout
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout), trust_env=False)
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+    async def generate(self, request: EngineRequest) -> EngineOutput:
+        import httpx
+
+        path, body = (vllm_body if self.api == "vllm" else sglang_body)(request)
+        try:
+            response = await self._client.post(self.url + path, json=body)
+        except httpx.TimeoutException:
+            raise EngineError(504, "engine_timeout", f"the engine did not answer within {self.timeout:g} s") from None
+        except httpx.HTTPError as exc:
+            raise EngineError(502, "engine_unreachable", f"the engine cannot be reached ({one_line(exc)})") from None
+        if response.status_code >= 400:
+            raise EngineError(
+                502,
+                "engine_error",
+                f"the engine answered HTTP {response.status_code}: {response.text[:200].strip() or '(empty)'}",
+            )
+        try:
+            data = response.json()
+        except ValueError:
+            raise EngineError(502, "engine_bad_response", "the engine's answer is not JSON") from None
+        reader = read_vllm if self.api == "vllm" else read_sglang
+        try:
+            output = reader(data)
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise EngineError(
+                502, "engine_bad_response", f"the engine's answer has no token ids where {self.api} puts them ({exc})"
+            ) from None
+        return with_matched_stop(output, request.stop_ids)
+
+
+def vllm_body(request: EngineRequest) -> tuple[str, dict[str, Any]]:
+    body: dict[str, Any] = {
+        "model": request.model,
+        "prompt": request.prompt_ids,
+        "return_token_ids": True,
+        "skip_special_tokens": False,
+        "stop_token_ids": request.stop_ids,
+        **request.sampling,
+    }
+    return "/v1/completions", body
+
+
+def sglang_body(request: EngineRequest) -> tuple[str, dict[str, Any]]:
+    sampling = dict(request.sampling)
+    if "max_tokens" in sampling:
+        sampling["max_new_tokens"] = sampling.pop("max_tokens")
+    seed = sampling.pop("seed", None)
+    sampling.update(stop_token_ids=request.stop_ids, skip_special_tokens=False)
+    body: dict[str, Any] = {"input_ids": request.prompt_ids, "sampling_params": sampling}
+    if seed is not None:
+        body["sampling_params"]["sampling_seed"] = seed
+    return "/generate", body
+
+
+@dataclass
+class _Read:
+    ids: list[int]
+    finish_reason: str
+    matched: Any = None
+
+
+def read_vllm(data: dict[str, Any]) -> _Read:
+    choice = data["choices"][0]
+    ids = choice["token_ids"]
+    if not isinstance(ids, list):
+        raise ValueError("choices[0].token_ids is not a list")
+    return _Read(ids, str(choice.get("finish_reason") or "stop"), choice.get("stop_reason"))
+
+
+def read_sglang(data: Any) -> _Read:
+    if isinstance(data, list):
+        data = data[0]
+    ids = data["output_ids"]
+    if not isinstance(ids, list):
+        raise ValueError("output_ids is not a list")
+    finish = (data.get("meta_info") or {}).get("finish_reason") or {}
+    kind = finish.get("type", "stop") if isinstance(finish, dict) else str(finish)
+    matched = finish.get("matched") if isinstance(finish, dict) else None
+    return _Read(ids, "length" if kind == "length" else "stop", matched)
+
+
+def with_matched_stop(read: _Read, stop_ids: list[int]) -> EngineOutput:
+    ids = list(read.ids)
+    matched = read.matched
+    left_out = type(matched) is int and matched in stop_ids and (not ids or ids[-1] != matched)
+    if read.finish_reason == "stop" and left_out:
+        ids.append(matched)
+    return EngineOutput(ids, "length" if read.finish_reason == "length" else "stop")
+
+
+def one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:200]
+
+
+def make_engine(engine: str, api: str, timeout: float, fake: Any = None) -> Any:
+    """The engine ``--engine`` names: ``fake`` (given ready, it needs the model) or an ``http(s)://`` URL."""
+    if engine == "fake":
+        return fake
+    if not engine.startswith(("http://", "https://")):
+        raise ValueError(f"--engine must be an http(s):// URL or 'fake', not {engine!r}")
+    return HttpEngine(engine, api, timeout)
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,252 @@
+"""The OpenAI chat-completions shapes a gateway reads and writes: the request checked into plain messages, the
+response and its streamed chunks, and the error body.
+
+Messages are taken in the form the template renders (as SGLang does before rendering): text content parts joined
+into one string, each call's ``arguments`` (a JSON string on the wire) parsed into an object. A bad request is a
+:class:`RequestError` with its status and one line naming the field at fault.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from tito_audit.gateway.engines import PASSED_THROUGH, dumps
+
+ROLES = ("system", "developer", "user", "assistant", "tool")
+KEPT = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning_content")
+TOOL_CHOICES = ("auto", "none", "required")
+
+
+class RequestError(Exception):
+    """A request the gateway refuses: ``status`` (4xx), ``code`` for the error JSON, one line of message."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+@dataclass
+class ChatRequest:
+    model: str
+    messages: list[dict]
+    tools: list[dict] | None
+    tool_choice: Any
+    stream: bool
+    include_usage: bool
+    sampling: dict[str, Any]
+    user: str | None
+    session_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def read_request(body: Any) -> ChatRequest:
+    """The request ``body`` (parsed JSON) checked; raises :class:`RequestError` (400) naming the field."""
+    if not isinstance(body, dict):
+        raise RequestError(400, "invalid_request", "the request body must be a JSON object")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise RequestError(400, "invalid_request", "messages: a non-empty list of messages is required")
+    taken = [take_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
+    tools = body.get("tools")
+    if tools is not None and (not isinstance(tools, list) or not all(_is_tool(t) for t in tools)):
+        raise RequestError(400, "invalid_request", "tools: a list of {type: function, function: {name, ...}}")
+    tool_choice = body.get("tool_choice", "auto")
+    if not (tool_choice in TOOL_CHOICES or _named_choice(tool_choice)):
+        raise RequestError(400, "invalid_request", "tool_choice: auto, none, required or {type: function, ...}")
+    if body.get("n", 1) != 1:
+        raise RequestError(400, "invalid_request", "n: a session samples one answer per turn (n must be 1)")
+    sampling = {key: body[key] for key in PASSED_THROUGH if body.get(key) is not None}
+    if body.get("max_completion_tokens") is not None:
+        sampling["max_tokens"] = body["max_completion_tokens"]
+    for key in ("max_tokens", "top_k", "seed"):
+        if key in sampling and (type(sampling[key]) is not int or (key == "max_tokens" and sampling[key] < 1)):
+            raise RequestError(400, "invalid_request", f"{key} must be a positive integer")
+    for key in ("temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty"):
+        if key in sampling and not isinstance(sampling[key], (int, float)):
+            raise RequestError(400, "invalid_request", f"{key} must be a number")
+    options = body.get("stream_options") or {}
+    user = body.get("user")
+    return ChatRequest(
+        model=str(body.get("model") or ""),
+        messages=taken,
+        tools=tools or None,
+        tool_choice=tool_choice,
+        stream=bool(body.get("stream", False)),
+        include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
+        sampling=sampling,
+        user=user if isinstance(user, str) and user else None,
+    )
+
+
+def take_message(value: Any, where: str) -> dict:
+    """One message in the form the template renders (see the module docstring)."""
+    if not isinstance(value, dict):
+        raise RequestError(400, "invalid_request", f"{where}: a message must be an object with a role")
+    role = value.get("role")
+    if role not in ROLES:
+        raise RequestError(400, "invalid_request", f"{where}.role: one of {', '.join(ROLES)}, not {role!r}")
+    message: dict[str, Any] = {k: value[k] for k in KEPT if k in value and value[k] is not None}
+    message["role"] = role
+    message["content"] = _content(value.get("content"), f"{where}.content")
+    calls = value.get("tool_calls")
+    if calls:
+        if role != "assistant" or not isinstance(calls, list):
+            raise RequestError(400, "invalid_request", f"{where}.tool_calls: a list, on assistant messages only")
+        message["tool_calls"] = [_call(c, f"{where}.tool_calls[{j}]") for j, c in enumerate(calls)]
+    else:
+        message.pop("tool_calls", None)
+    return message
+
+
+def _content(value: Any, where: str) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        texts = []
+        for part in value:
+            if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
+                raise RequestError(400, "invalid_request", f"{where}: only text parts are supported")
+            texts.append(part["text"])
+        return "".join(texts)
+    raise RequestError(400, "invalid_request", f"{where}: a string, null or a list of text parts")
+
+
+def _call(value: Any, where: str) -> dict:
+    function = value.get("function") if isinstance(value, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        raise RequestError(400, "invalid_request", f"{where}: {{id, type: function, function: {{name, arguments}}}}")
+    arguments = function.get("arguments", {})
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            raise RequestError(400, "invalid_request", f"{where}.function.arguments is not valid JSON") from None
+    call = {"type": "function", "function": {"name": function["name"], "arguments": arguments}}
+    if isinstance(value.get("id"), str):
+        call = {"id": value["id"], **call}
+    return call
+
+
+def _is_tool(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance((value.get("function") or {}).get("name"), str)
+
+
+def _named_choice(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance((value.get("function") or {}).get("name"), str)
+
+
+def comparable(message: dict) -> dict:
+    """What must match when a client sends history again: everything but ``reasoning_content`` (clients commonly
+    drop it; the gateway appends its own record of the turn anyway), with empty and missing content alike."""
+    out = {k: v for k, v in message.items() if k != "reasoning_content" and v not in (None, "", [])}
+    if "tool_calls" in out:
+        out["tool_calls"] = [
+            {"id": c.get("id"), "name": c["function"]["name"], "arguments": c["function"]["arguments"]}
+            for c in out["tool_calls"]
+        ]
+    return out
+
+
+# -- responses --------------------------------------------------------------------------------------------------
+def wire_message(message: dict) -> dict:
+    """The assistant message as the OpenAI response carries it (arguments as JSON strings, empty content null)."""
+    out: dict[str, Any] = {"role": "assistant", "content": message.get("content") or None}
+    if message.get("reasoning_content"):
+        out["reasoning_content"] = message["reasoning_content"]
+    calls = message.get("tool_calls") or []
+    if calls:
+        out["tool_calls"] = [
+            {
+                "id": call.get("id") or f"call_{uuid.uuid4().hex[:24]}",
+                "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": _arguments(call["function"])},
+            }
+            for call in calls
+        ]
+    return out
+
+
+def _arguments(function: dict) -> str:
+    arguments = function.get("arguments", {})
+    return arguments if isinstance(arguments, str) else dumps(arguments)
+
+
+def finish_reason(message: dict, engine_finish: str) -> str:
+    if engine_finish == "length":
+        return "length"
+    return "tool_calls" if message.get("tool_calls") else "stop"
+
+
+@dataclass
+class Answer:
+    """One turn's answer, shaped for the non-streamed response and for the chunks."""
+
+    model: str
+    message: dict
+    """The wire message (:func:`wire_message`)."""
+    finish: str
+    prompt_tokens: int
+    completion_tokens: int
+    tito: dict[str, Any]
+    id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex}")
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    def usage(self) -> dict[str, int]:
+        total = self.prompt_tokens + self.completion_tokens
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens, "total_tokens": total}
+
+    def response(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "message": self.message, "finish_reason": self.finish, "logprobs": None}],
+            "usage": self.usage(),
+            "tito": self.tito,
+        }
+
+    def chunks(self, include_usage: bool, piece: int = 16) -> Iterator[dict[str, Any]]:
+        """The answer as OpenAI chunks: the role, reasoning and content in pieces of ``piece`` characters, each call
+        (id and name first, then its arguments in pieces), the finish reason (with the ``tito`` record), usage."""
+
+        def chunk(delta: dict[str, Any], finish: str | None = None, **more: Any) -> dict[str, Any]:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+            body = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model}
+            return {**body, "choices": [choice], **more}
+
+        yield chunk({"role": "assistant", "content": ""})
+        for key in ("reasoning_content", "content"):
+            text = self.message.get(key) or ""
+            for start in range(0, len(text), piece):
+                yield chunk({key: text[start : start + piece]})
+        for index, call in enumerate(self.message.get("tool_calls") or []):
+            head = {"index": index, "id": call["id"], "type": "function"}
+            yield chunk({"tool_calls": [{**head, "function": {"name": call["function"]["name"], "arguments": ""}}]})
+            arguments = call["function"]["arguments"]
+            for start in range(0, len(arguments), piece):
+                part = {"index": index, "function": {"arguments": arguments[start : start + piece]}}
+                yield chunk({"tool_calls": [part]})
+        yield chunk({}, self.finish, tito=self.tito)
+        if include_usage:
+            yield {
+                "id": self.id,
+                "object": "chat.completion.chunk",
+                "created": self.created,
+                "model": self.model,
+                "choices": [],
+                "usage": self.usage(),
+            }
+
+
+def error_body(status: int, code: str, message: str) -> dict[str, Any]:
+    kind = "invalid_request_error" if status < 500 else "engine_error"
+    return {"error": {"message": message, "type": kind, "code": code, "param": None}, "status": status}

@@ -1,0 +1,170 @@
+"""One request's step on a session, in the order that keeps a session unchanged when anything fails.
+
+1. :func:`prepare` (in a worker thread): compare the request's messages with the session's history, then on a
+   *copy* of the session (:meth:`~tito_audit.session.TitoSession.fork`) append the last answer's ids and the new
+   messages; the copy's buffer is the prompt.
+2. The engine samples (the only awaited step).
+3. :func:`settle` (in a worker thread): check the ids against the vocabulary, parse them, and only then put the copy
+   in the session's place.
+
+History is append-only: the messages must be the history the session has seen, then the assistant turn it
+answered (as the client got it), then new messages. Anything else is refused (409) naming the first message that
+differs; the gateway does not open branches (a new branch is a new session id). The same messages sent again
+(a retry) sample the turn again from the same prompt.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from tito_audit.errors import BadInputError
+from tito_audit.gateway.engines import EngineError, EngineOutput
+from tito_audit.gateway.protocol import (
+    ChatRequest,
+    RequestError,
+    comparable,
+    finish_reason,
+    take_message,
+    wire_message,
+)
+from tito_audit.gateway.store import GatewaySession, Pending
+from tito_audit.model.token_ids import token_ids
+from tito_audit.session import TitoBreak, TitoSession
+
+
+@dataclass
+class Step:
+    """A prepared step: the session copy, the prompt it gives and the messages it appended."""
+
+    trial: TitoSession
+    prompt: list[int]
+    history: list[dict]
+    breaks_before: int
+    retry: bool
+
+
+def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any) -> Step:
+    """The step ``request`` asks of ``entry`` (see the module docstring); raises :class:`RequestError`."""
+    sent = [comparable(m) for m in request.messages]
+    try:
+        if entry.session is None:
+            if any(m["role"] == "assistant" for m in request.messages):
+                raise RequestError(
+                    404,
+                    "unknown_session",
+                    f"session {entry.id!r} is unknown (never opened, expired or deleted) and the messages hold "
+                    "assistant turns whose sampled ids it does not have; start the conversation again",
+                )
+            trial = make_session(request.tools)
+            entry.tools = request.tools
+            return Step(trial, trial.start(request.messages), sent, 0, False)
+        session, pending = entry.session, entry.pending
+        assert pending is not None
+        if _tools_key(request.tools) != _tools_key(entry.tools):
+            raise RequestError(409, "history_edited", "tools differ from the session's: a session keeps its tools")
+        known = len(entry.history)
+        differs = next((i for i, (a, b) in enumerate(zip(sent, entry.history, strict=False)) if a != b), None)
+        if differs is not None or len(sent) < known:
+            where = differs if differs is not None else len(sent)
+            raise RequestError(
+                409,
+                "history_edited",
+                f"messages[{where}] differs from the session's history: a session only appends "
+                "(send the history unchanged, or use a new session id for a new branch)",
+            )
+        trial = session.fork()
+        if len(sent) == known:  # the same request again: sample the turn again
+            return Step(trial, trial.buffer, sent, len(trial.breaks), True)
+        if sent[known] != comparable(pending.echo):
+            raise RequestError(
+                409,
+                "history_edited",
+                f"messages[{known}] is not the assistant turn the gateway answered (a session only appends)",
+            )
+        new = request.messages[known + 1 :]
+        if not new:
+            raise RequestError(
+                400, "invalid_request", "nothing follows the assistant turn: send the tool results or a user message"
+            )
+        prompt = trial.extend(pending.ids, pending.message, new)
+        return Step(trial, prompt, sent, len(session.breaks), False)
+    except TitoBreak as exc:
+        raise RequestError(
+            422, "tito_break", "the template cannot follow the buffer (on_break=raise): " + _one_line(exc)
+        ) from None
+    except (BadInputError, ValueError) as exc:
+        raise RequestError(400, "invalid_request", _one_line(exc)) from None
+
+
+def settle(entry: GatewaySession, step: Step, output: EngineOutput, parse_with_session: bool) -> tuple[dict, Pending]:
+    """Check and parse the engine's ids, then commit ``step`` to ``entry``; returns (tito record, pending)."""
+    trial = step.trial
+    try:
+        ids = token_ids(output.ids, "the engine's completion", trial.codec.id_limit)
+    except BadInputError as exc:
+        raise EngineError(502, "engine_bad_ids", str(exc)) from None
+    if parse_with_session:
+        message = trial.parse(ids)
+    elif output.message is not None:
+        message = output.message
+    else:
+        message = {"role": "assistant", "content": trial.codec.decode(ids)}
+    wire = wire_message(message)
+    taken = dict(message)
+    if wire.get("tool_calls"):  # the call ids the client got are the ones it answers
+        calls = zip(message.get("tool_calls") or [], wire["tool_calls"], strict=True)
+        taken["tool_calls"] = [{**call, "id": sent["id"]} for call, sent in calls]
+    echo = take_message(wire, "the answer")
+    pending = Pending(ids, taken, wire, finish_reason(message, output.finish_reason), echo)
+    new_breaks = trial.breaks[step.breaks_before :] if not step.retry else []
+    entry.session, entry.history, entry.pending = trial, step.history, pending
+    entry.requests += 1
+    record = {
+        "session": entry.id,
+        "turn": len(trial.turns) + 1,
+        "prompt_tokens": len(step.prompt),
+        "completion_ids": len(ids),
+        "retry": step.retry,
+        "breaks": [break_record(b) for b in new_breaks],
+    }
+    return record, pending
+
+
+def _tools_key(tools: list[dict] | None) -> str:
+    return json.dumps(tools or [], sort_keys=True, ensure_ascii=False)
+
+
+def break_record(details: Any) -> dict[str, Any]:
+    """A :class:`~tito_audit.session.SessionBreak` as JSON (its evidence as text)."""
+    return {
+        "step": details.step,
+        "turn": details.turn,
+        "aspect": details.aspect,
+        "causes": list(details.causes),
+        "message_index": details.message_index,
+        "message_role": details.message_role,
+        "char_index": details.char_index,
+        "token_index": details.token_index,
+        "buffer_text": details.buffer_text,
+        "template_text": details.template_text,
+        "handled": details.handled,
+        "notes": list(details.notes),
+    }
+
+
+def turn_record(turn: Any) -> dict[str, Any]:
+    return {
+        "message_index": turn.message_index,
+        "sampled": turn.sampled,
+        "stopped": turn.stopped,
+        "completion": list(turn.completion),
+        "bridge": list(turn.bridge),
+        "broke": turn.broke is not None,
+        "message": turn.message,
+    }
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:400]
