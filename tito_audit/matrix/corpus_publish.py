@@ -128,7 +128,7 @@ def not_staged_row(entry: CorpusEntry, status: str, reason: str) -> dict[str, An
 
 def compact_page(report: Any, result: PairResult) -> str:
     """A template's page: the model page, its style sheet shared (``../style.css``) instead of inlined."""
-    page = model_page(report, result.way_out, PageLinks(index="../index.html"))
+    page = model_page(report, result.way_out, PageLinks(index="../index.html"), compact=True)
     return page.replace(INLINE_CSS, SHARED_CSS, 1)
 
 
