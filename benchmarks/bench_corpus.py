@@ -85,7 +85,9 @@ def main() -> None:
         timed = sorted(cold.rows, key=lambda r: -(r["duration_seconds"] or 0))[:10]
         for row in timed:
             print(f"  {row['duration_seconds'] or 0:7.2f} s  {row['name']}  ({row['verdict'] or row['status']})")
-        print(f"pages: {len(pages)}, {page_bytes / max(len(pages), 1) / 1024:.1f} KiB each; other files {shared_bytes} B")
+        print(
+            f"pages: {len(pages)}, {page_bytes / max(len(pages), 1) / 1024:.1f} KiB each; other files {shared_bytes} B"
+        )
         scale = whole / n
         print(
             f"projected for {whole} templates: cold {cold_seconds * scale / 60:.1f} min, warm {warm_seconds * scale:.0f} s,"
