@@ -13,7 +13,7 @@ $(BIN)/tito-audit: pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev]" -c constraints.txt
 	@touch $@
 
-.PHONY: install audit matrix screenshots test lint bench bench-scale bench-session bench-render
+.PHONY: install audit matrix corpus screenshots test lint bench bench-scale bench-session bench-render bench-corpus
 install: $(BIN)/tito-audit
 
 # exit code 1 only means "the verdict is broken or unsupported": the job itself succeeded
@@ -30,6 +30,12 @@ matrix: install
 		--conversations ../shared/conversations/miles-mock/mock_trajectories.json \
 		--limit 20 --no-hub --out reports --update-readme README.md
 
+# the template corpus: every template of ../shared/template-corpus audited (token level where ../shared/tokenizers
+# holds the vocabulary of a model that ships it), published in reports/corpus/; resumable (stored results)
+corpus: install
+	HF_HUB_OFFLINE=1 $(BIN)/tito-audit matrix --corpus ../shared/template-corpus --mirror ../shared/tokenizers \
+		--no-hub --jobs 2 --out reports/corpus
+
 screenshots: install  # docs/*.png from the published pages (headless Chromium)
 	$(BIN)/python docs/screenshots.py
 
@@ -39,6 +45,11 @@ bench: install
 # the matrix over >2,000 synthetic fine-tune ids (symlinked copies of the corpus), cold and warm, local and Ray
 bench-scale: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_scale.py --mirror ../shared/tokenizers --mirror ../shared/templates
+
+# the corpus matrix on 30 templates spread over downloads, cold and warm: templates per second, the slowest ten,
+# and the projection to the whole corpus (time and published size)
+bench-corpus: install
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_corpus.py --mirror ../shared/tokenizers --sample 30
 
 # per-turn cost of TitoSession.extend against a full re-render + re-tokenize, at 10, 30 and 60 turns
 bench-session: install

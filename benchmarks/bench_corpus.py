@@ -50,6 +50,7 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=30, help="entries spread over downloads (0: all)")
     parser.add_argument("--count", type=int, default=CORPUS_COUNT)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--rows", type=Path, help="also write the cold run's rows to this JSON file")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tito-bench-corpus-") as tmp:
         root = Path(tmp)
@@ -70,6 +71,8 @@ def main() -> None:
         warm = run_corpus(folder, options, root / "stage", on_problem=print)
         warm_seconds = time.monotonic() - started
         n = len(cold.rows)
+        if args.rows is not None:
+            args.rows.write_text(json.dumps(cold.rows, indent=1), encoding="utf-8")
         pages = list((root / "out" / "templates").glob("*.html"))
         page_bytes = sum(p.stat().st_size for p in pages)
         shared_bytes = _size(root / "out") - page_bytes
@@ -90,8 +93,8 @@ def main() -> None:
         )
         scale = whole / n
         print(
-            f"projected for {whole} templates: cold {cold_seconds * scale / 60:.1f} min, warm {warm_seconds * scale:.0f} s,"
-            f" reports {(page_bytes * scale + shared_bytes * scale) / 2**20:.1f} MiB"
+            f"projected for {whole} templates: cold {cold_seconds * scale / 60:.1f} min, "
+            f"warm {warm_seconds * scale:.0f} s, reports {(page_bytes + shared_bytes) * scale / 2**20:.1f} MiB"
         )
 
 

@@ -57,10 +57,13 @@ def run_corpus(
     stage_dir: Path,
     on_event: Callable[[ProgressEvent], None] | None = None,
     on_problem: Callable[[str], None] | None = None,
+    label: str | None = None,
 ) -> CorpusRun:
     """Audit and publish the corpus in ``folder`` into ``options.out_dir`` (entries staged under ``stage_dir``).
 
-    ``on_problem`` gets each entry's problem line as soon as it is found (the run goes on)."""
+    ``on_problem`` gets each entry's problem line as soon as it is found (the run goes on); ``label`` is how the
+    pages and settings name the corpus folder (default: ``folder`` as given)."""
+    label = str(folder) if label is None else label
     corpus = read_corpus(folder, options.mirrors)
     for problem in corpus.problems:
         if on_problem is not None:
@@ -86,11 +89,11 @@ def run_corpus(
             continue
         identity = identities.get(staged.get(entry.name, ""))
         outcome = done.outcomes.get(identity.key.digest) if identity is not None and identity.key else None
-        row, published = corpus_row(entry, identity, outcome, str(folder))
+        row, published = corpus_row(entry, identity, outcome, label)
         rows.append(row)
         if published is not None:
             pages[entry.name] = compact_page(*published)
-    settings = corpus_settings(options, corpus, str(folder))
+    settings = corpus_settings(options, corpus, label)
     written = write_corpus(rows, pages, options.out_dir, settings, corpus_front_page(rows, settings))
     return CorpusRun(
         rows=rows,
