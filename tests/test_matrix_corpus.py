@@ -61,6 +61,7 @@ def published(tmp_path_factory):
             ("acme-raises", "acme/raises", [], RAISES_ON_TOOL),
             ("acme-missing", "acme/missing", ["x/missing-ft"], None),
             ("acme-wrong-sha", "acme/wrong", [], CHATML + "{# edited #}"),
+            ("acme-syntax", "acme/syntax", [], "{%- for m in messages %}\n{{ m.content }}\n{% if %}\n{% endfor %}"),
         ],
     )
     problems: list[str] = []
@@ -77,7 +78,7 @@ def test_a_missing_file_and_a_wrong_sha256_are_one_line_each_and_the_run_goes_on
     assert wrong.startswith("corpus entry acme-wrong-sha: templates/acme-wrong-sha.jinja has sha256 ")
     assert all("\n" not in line for line in problems)
     by_name = {row["name"]: row for row in run.rows}
-    assert list(by_name) == ["acme-chat", "acme-raises", "acme-missing", "acme-wrong-sha"]  # no row lost
+    assert list(by_name) == ["acme-chat", "acme-raises", "acme-missing", "acme-wrong-sha", "acme-syntax"]  # none lost
     assert (by_name["acme-missing"]["status"], by_name["acme-wrong-sha"]["status"]) == (MISSING, SHA_MISMATCH)
     assert by_name["acme-chat"]["status"] == "audited" and by_name["acme-chat"]["verdict"]
     assert by_name["acme-chat"]["level"] == "text"
@@ -89,6 +90,8 @@ def test_a_template_that_raises_mid_render_is_a_refusal_named_with_its_line(publ
     assert row["status"] == "audited" and row["verdict"] == "unsupported"
     assert "no_such_method" in row["refused"] and row["refused"].endswith(f"(template line {RAISE_LINE})")
     assert (out / row["page"]).is_file()
+    syntax = next(row for row in run.rows if row["name"] == "acme-syntax")
+    assert syntax["status"] == "not audited: failed to load" and "not valid Jinja: line 3: " in syntax["reason"]
 
 
 def test_any_id_shipping_a_template_and_its_sha256_find_its_row(published):
