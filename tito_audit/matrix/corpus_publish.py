@@ -163,7 +163,7 @@ def lookup_data(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def _flat(rows: Sequence[dict[str, Any]]):
     import pandas as pd
 
-    columns = [c for c in COLUMNS if any(c in row for row in rows)]
+    columns = [c for c in COLUMNS if c != "parser_verdict" or any(c in row for row in rows)]
     frame = pd.DataFrame([{**row, "aliases": " ".join(row["aliases"])} for row in rows], columns=columns)
     return frame.astype(
         {
