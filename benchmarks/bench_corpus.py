@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tito_audit.cli.matrix_corpus import CORPUS_COUNT, CORPUS_EXAMPLES_PER_GROUP
+from tito_audit.cli.matrix_corpus import CORPUS_COUNT, CORPUS_EXAMPLES_PER_GROUP, CORPUS_WAY_OUT_BUDGET
 from tito_audit.matrix.corpus_run import run_corpus
 from tito_audit.matrix.options import MatrixOptions
 
@@ -76,6 +76,7 @@ def main() -> None:
             count=args.count,
             jobs=args.jobs,
             examples_per_group=CORPUS_EXAMPLES_PER_GROUP,
+            way_out_budget=CORPUS_WAY_OUT_BUDGET,
             results_cache=root / "results",
         )
         started = time.monotonic()

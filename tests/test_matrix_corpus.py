@@ -180,3 +180,22 @@ def test_a_corpus_without_an_index_is_refused_in_one_line(tmp_path):
     assert isinstance(result.exception, BadInputError) and "--corpus audits the corpus's templates" in str(
         result.exception
     )
+
+
+def test_the_way_out_budget_counts_variant_audits_and_refuses_the_one_past_it():
+    from types import SimpleNamespace
+
+    from tito_audit.matrix.tasks import WayOutOverBudget, budgeted
+
+    calls = []
+    report = SimpleNamespace(variants=["default", "enable_thinking=false"])
+    run = budgeted(lambda loaded, settings: calls.append(settings) or "report", report, MatrixOptions(Path("o")))
+    assert [run(None, n) for n in range(9)] == ["report"] * 9  # no budget: no limit
+    calls.clear()
+    run = budgeted(
+        lambda loaded, settings: calls.append(settings) or "report", report, MatrixOptions(Path("o"), way_out_budget=5)
+    )
+    assert run(None, 1) == run(None, 2) == "report"  # 2 variants each: 4 of 5 spent
+    with pytest.raises(WayOutOverBudget, match="budget of 5 variant audits \\(2 variants per candidate fix\\)"):
+        run(None, 3)
+    assert calls == [1, 2]

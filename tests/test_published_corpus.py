@@ -77,6 +77,7 @@ def test_a_seeded_sample_of_the_corpus_audits_again_to_the_published_rows(publis
         max_turns=settings["max_turns"],
         jobs=1,
         examples_per_group=settings["examples_per_group"],
+        way_out_budget=settings["way_out_budget"],
     )
     fresh = run_corpus(sample, options, tmp_path / "stage", label=settings["corpus"]).rows
     by_name = {row["name"]: row for row in rows}

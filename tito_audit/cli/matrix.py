@@ -194,10 +194,15 @@ def _corpus(
     """The corpus matrix (its own count and examples unless ``--count`` is given); always ends in ``typer.Exit``."""
     from dataclasses import replace
 
-    from tito_audit.cli.matrix_corpus import CORPUS_COUNT, CORPUS_EXAMPLES_PER_GROUP, corpus_command
+    from tito_audit.cli.matrix_corpus import (
+        CORPUS_COUNT,
+        CORPUS_EXAMPLES_PER_GROUP,
+        CORPUS_WAY_OUT_BUDGET,
+        corpus_command,
+    )
     from tito_audit.model.resolve import default_cache_dir
 
-    options = replace(options, examples_per_group=CORPUS_EXAMPLES_PER_GROUP)
+    options = replace(options, examples_per_group=CORPUS_EXAMPLES_PER_GROUP, way_out_budget=CORPUS_WAY_OUT_BUDGET)
     if default_count:
         options = replace(options, count=CORPUS_COUNT)
     corpus_command(corpus, options, cache_dir or default_cache_dir(), console)

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 CORPUS_COUNT = 32
 """Generated conversations per variant for a corpus run unless ``--count`` says otherwise: the count that keeps a
 cold run of the 786-template corpus within 20 minutes on 2 cores (see ``benchmarks/bench_corpus.py``)."""
+CORPUS_WAY_OUT_BUDGET = 40
+"""Variant audits the way-out search may run per template in a corpus run: the searches of 1 to 5 variants measured
+took 2 to 23; a template of 11 variants took 74 s without a budget."""
 CORPUS_EXAMPLES_PER_GROUP = 1
 """Failures kept per group on a corpus template's page (counts stay complete): keeps 786 pages small."""
 

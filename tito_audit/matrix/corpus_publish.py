@@ -107,7 +107,7 @@ def corpus_row(entry: CorpusEntry, identity: Identity | None, outcome: Outcome |
         variant_verdicts=audit_row["variant_verdicts"],
         main_causes=audit_row["main_causes"],
         refused=_refusal(audit_row),
-        way_out=outcome.way_out.summary if outcome.way_out is not None else "",
+        way_out=outcome.way_out.summary if outcome.way_out is not None else outcome.way_out_note,
         page=f"{PAGES}/{entry.name}.html",
         duration_seconds=audit_row["duration_seconds"],
     )

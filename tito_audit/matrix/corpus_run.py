@@ -48,6 +48,7 @@ def corpus_settings(options: MatrixOptions, corpus: Corpus, label: str) -> dict[
         "count": options.count,
         "max_turns": options.max_turns,
         "examples_per_group": options.examples_per_group,
+        "way_out_budget": options.way_out_budget,
     }
 
 
