@@ -34,7 +34,7 @@ matrix: install
 # holds the vocabulary of a model that ships it), published in reports/corpus/; resumable (stored results)
 corpus: install
 	HF_HUB_OFFLINE=1 $(BIN)/tito-audit matrix --corpus ../shared/template-corpus --mirror ../shared/tokenizers \
-		--no-hub --jobs 2 --out reports/corpus
+		--no-hub --jobs 2 --out reports
 
 screenshots: install  # docs/*.png from the published pages (headless Chromium)
 	$(BIN)/python docs/screenshots.py

@@ -199,3 +199,22 @@ def test_the_way_out_budget_counts_variant_audits_and_refuses_the_one_past_it():
     with pytest.raises(WayOutOverBudget, match="budget of 5 variant audits \\(2 variants per candidate fix\\)"):
         run(None, 3)
     assert calls == [1, 2]
+
+
+def test_the_command_publishes_in_out_corpus_and_says_each_entry_problem_in_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from tito_audit.cli import app
+
+    folder = _corpus(tmp_path, [("acme-chat", "acme/chat", [], CHATML), ("acme-gone", "acme/gone", [], None)])
+    out = tmp_path / "reports"
+    command = ["matrix", "--corpus", str(folder), "--out", str(out), "--no-hub", "--jobs", "1", "--count", "4"]
+    command += ["--no-results-cache", "--cache-dir", str(tmp_path / "cache")]
+    result = CliRunner().invoke(app, command)
+    assert result.exit_code == 0, result.output
+    assert "corpus entry acme-gone: templates/acme-gone.jinja is missing; not audited" in result.output
+    assert "1 of 2 corpus templates audited" in " ".join(result.output.split())
+    index = json.loads((out / "corpus" / "index.json").read_text(encoding="utf-8"))
+    assert [row["status"] for row in index] == ["audited", MISSING]
+    assert not (out / "index.html").exists()  # the curated matrix's front page is never touched
+    assert json.loads((out / "corpus" / "settings.json").read_text(encoding="utf-8"))["count"] == 4

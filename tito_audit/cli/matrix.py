@@ -191,7 +191,8 @@ def matrix_command(
 def _corpus(
     corpus: Path, options: MatrixOptions, default_count: bool, cache_dir: Path | None, console: Console
 ) -> None:
-    """The corpus matrix (its own count and examples unless ``--count`` is given); always ends in ``typer.Exit``."""
+    """The corpus matrix in ``OUT/corpus/`` (its own count unless ``--count`` is given, examples and way-out budget);
+    always ends in ``typer.Exit``."""
     from dataclasses import replace
 
     from tito_audit.cli.matrix_corpus import (
@@ -202,7 +203,12 @@ def _corpus(
     )
     from tito_audit.model.resolve import default_cache_dir
 
-    options = replace(options, examples_per_group=CORPUS_EXAMPLES_PER_GROUP, way_out_budget=CORPUS_WAY_OUT_BUDGET)
+    options = replace(
+        options,
+        out_dir=options.out_dir / "corpus",  # never over the curated matrix's own files
+        examples_per_group=CORPUS_EXAMPLES_PER_GROUP,
+        way_out_budget=CORPUS_WAY_OUT_BUDGET,
+    )
     if default_count:
         options = replace(options, count=CORPUS_COUNT)
     corpus_command(corpus, options, cache_dir or default_cache_dir(), console)
