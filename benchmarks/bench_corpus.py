@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -52,6 +53,13 @@ def _warm_cli(folder: Path, root: Path, args: argparse.Namespace) -> float:
     return time.monotonic() - started
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its ended children (the matrix's workers): what the audits cost,
+    whatever else the machine runs meanwhile."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def _size(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
@@ -79,9 +87,9 @@ def main() -> None:
             way_out_budget=CORPUS_WAY_OUT_BUDGET,
             results_cache=root / "results",
         )
-        started = time.monotonic()
+        started, cpu_started = time.monotonic(), _cpu_seconds()
         cold = run_corpus(folder, options, root / "stage", on_problem=print)
-        cold_seconds = time.monotonic() - started
+        cold_seconds, cold_cpu = time.monotonic() - started, _cpu_seconds() - cpu_started
         warm_seconds = _warm_cli(folder, root, args)
         empty = root / "empty"
         (empty / "templates").mkdir(parents=True)
@@ -95,6 +103,10 @@ def main() -> None:
         shared_bytes = _size(root / "out") - page_bytes
         print(f"templates: {n} (of {whole}), count {args.count}, jobs {args.jobs}")
         print(f"cold: {cold_seconds:.1f} s, {n / cold_seconds:.2f} templates/s, {cold.audited} audited")
+        print(
+            f"cold CPU (this process and its workers): {cold_cpu:.1f} s, {cold_cpu / n:.2f} s per template; "
+            f"on {args.jobs} free cores: {n * args.jobs / cold_cpu:.2f} templates/s"
+        )
         print(f"warm (a new process, as from the shell): {warm_seconds:.1f} s, of which {fixed_seconds:.1f} s fixed")
         statuses: dict[str, int] = {}
         for row in cold.rows:
@@ -110,7 +122,8 @@ def main() -> None:
         )
         scale = whole / n
         print(
-            f"projected for {whole} templates: cold {cold_seconds * scale / 60:.1f} min, "
+            f"projected for {whole} templates: cold {cold_seconds * scale / 60:.1f} min as measured, "
+            f"{cold_cpu / args.jobs * scale / 60:.1f} min on {args.jobs} free cores, "
             f"warm {fixed_seconds + (warm_seconds - fixed_seconds) * scale:.0f} s, "
             f"reports {(page_bytes + shared_bytes) * scale / 2**20:.1f} MiB"
         )
