@@ -121,8 +121,9 @@ def audit_settings(options: MatrixOptions) -> dict[str, Any]:
     } | ({"way_out_budget": options.way_out_budget} if options.way_out_budget is not None else {})
 
 
-def identify(model_id: str, options: MatrixOptions) -> Identity:
-    """Resolve ``model_id`` and key its pair (file digests are computed once per file per process)."""
+def identify(model_id: str, options: MatrixOptions, libraries: dict[str, str] | None = None) -> Identity:
+    """Resolve ``model_id`` and key its pair (file digests are computed once per file per process; ``libraries``:
+    the library versions, when the caller read them already)."""
     from tito_audit.audit.service import library_versions
     from tito_audit.model.resolve import resolve_model
 
@@ -136,7 +137,8 @@ def identify(model_id: str, options: MatrixOptions) -> Identity:
     except OSError as exc:
         return Identity(model_id, failure=base_row(model_id, FAILED_TO_LOAD, f"{type(exc).__name__}: {exc}"))
     family = family_of(model_id)
-    key = pair_key(files, family.special_tokens if family else None, audit_settings(options), library_versions())
+    libraries = library_versions() if libraries is None else libraries
+    key = pair_key(files, family.special_tokens if family else None, audit_settings(options), libraries)
     return Identity(
         model_id,
         key=key,
@@ -148,7 +150,11 @@ def identify(model_id: str, options: MatrixOptions) -> Identity:
 
 
 def identify_many(model_ids: list[str], options: MatrixOptions) -> list[Identity]:
-    return [identify(model_id, options) for model_id in model_ids]
+    """Every id's identity, the library versions read once (reading them costs more than hashing a template)."""
+    from tito_audit.audit.service import library_versions
+
+    libraries = library_versions()
+    return [identify(model_id, options, libraries) for model_id in model_ids]
 
 
 _REAL_CONVERSATIONS: dict[tuple, list] = {}
