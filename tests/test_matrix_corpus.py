@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tito_audit.errors import BadInputError
-from tito_audit.matrix.corpus import MISSING, SHA_MISMATCH, read_corpus
+from tito_audit.matrix.corpus import MISSING, SHA_MISMATCH, read_corpus, stage
 from tito_audit.matrix.corpus_publish import lookup_data
 from tito_audit.matrix.corpus_run import run_corpus
 from tito_audit.matrix.options import MatrixOptions
@@ -158,6 +158,10 @@ def test_token_level_only_for_a_vocabulary_folder_named_exactly_after_a_shipping
     )
     corpus = read_corpus(folder, [mirror])
     found = {entry.name: (entry.tokenizer_id, entry.model_id) for entry in corpus.entries}
+    staged = stage(corpus.entries[0], tmp_path / "stage")
+    assert staged.name == "acme--chat-base" and staged.parent.name == "by-alias"
+    assert (staged / "chat_template.jinja").read_text(encoding="utf-8") == CHATML
+    assert (staged / "tokenizer.json").resolve() == (mirror / "acme--chat-base" / "tokenizer.json").resolve()
     assert found == {
         "by-alias": ("acme/chat-base", "acme/chat-base"),
         "near-miss": ("", "acme/chat-base-v3"),
@@ -218,3 +222,15 @@ def test_the_command_publishes_in_out_corpus_and_says_each_entry_problem_in_one_
     assert [row["status"] for row in index] == ["audited", MISSING]
     assert not (out / "index.html").exists()  # the curated matrix's front page is never touched
     assert json.loads((out / "corpus" / "settings.json").read_text(encoding="utf-8"))["count"] == 4
+
+
+def test_a_git_symlink_stub_in_a_vocabulary_folder_is_staged_as_its_target(tmp_path):
+    mirror = tmp_path / "mirror"
+    (mirror / "acme--base").mkdir(parents=True)
+    (mirror / "acme--base" / "vocab.json").write_text('{"a": 0}', encoding="utf-8")
+    (mirror / "acme--chat").mkdir()
+    (mirror / "acme--chat" / "vocab.json").write_text("../acme--base/vocab.json", encoding="utf-8")  # the stub
+    folder = _corpus(tmp_path, [("acme-chat", "acme/chat", [], CHATML)])
+    (entry,) = read_corpus(folder, [mirror]).entries
+    staged = stage(entry, tmp_path / "stage")
+    assert (staged / "vocab.json").read_text(encoding="utf-8") == '{"a": 0}'

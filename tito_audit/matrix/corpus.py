@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tito_audit.errors import BadInputError
-from tito_audit.model.resolve import folder_name
+from tito_audit.model.resolve import folder_name, follow_symlink_stub
 from tito_audit.model.standin import has_vocabulary
 
 INDEX = "index.json"
@@ -206,7 +206,7 @@ def stage(entry: CorpusEntry, root: Path) -> Path:
     if entry.tokenizer_folder is not None:
         for item in sorted(entry.tokenizer_folder.iterdir()):
             if item.is_file() and item.name not in TEMPLATE_FILES and not item.name.upper().startswith("PROVENANCE"):
-                wanted[item.name] = item
+                wanted[item.name] = follow_symlink_stub(item)  # a git symlink stub names its target from its folder
     folder.mkdir(parents=True, exist_ok=True)
     for item in folder.iterdir():
         if item.name not in wanted and (item.is_symlink() or item.is_file()):
