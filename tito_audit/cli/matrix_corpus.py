@@ -54,8 +54,9 @@ def corpus_command(corpus: Path, options: MatrixOptions, stage_dir: Path, consol
             run = run_corpus(corpus, options, stage_dir, on_event, problem)
         except WriteFailed as failed:
             raise OutputError(f"--out {failed.path}: {failed.reason}") from failed
-        except MatrixInterrupted as interrupted:
-            err.print(str(interrupted), highlight=False, soft_wrap=True)
+        except KeyboardInterrupt as interrupted:  # MatrixInterrupted says what was kept; before it, nothing was
+            said = str(interrupted) if isinstance(interrupted, MatrixInterrupted) else ""
+            err.print(said or "interrupted while reading the corpus: nothing was audited yet", highlight=False)
             raise typer.Exit(EXIT_INTERRUPTED) from None
     audited = [row for row in run.rows if row["status"] == "audited"]
     console.print(
