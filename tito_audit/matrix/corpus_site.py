@@ -80,7 +80,8 @@ def _percent(part: int, whole: int) -> str:
 def _summary(rows: Sequence[dict[str, Any]]) -> str:
     counted = shares(rows)
     total_downloads = sum(d for _, _, d in counted)
-    ready = sum(d for verdict, _, d in counted if verdict in ("ready", "ready-tool-only"))
+    ready = sum(d for verdict, _, d in counted if verdict == "ready")
+    tool_only = sum(d for verdict, _, d in counted if verdict == "ready-tool-only")
     items = "".join(
         f"<tr><td>{verdict_chip(verdict)}</td><td>{count}</td><td>{_percent(count, len(rows))}</td>"
         f"<td>{_percent(downloads, total_downloads)}</td></tr>"
@@ -88,9 +89,9 @@ def _summary(rows: Sequence[dict[str, Any]]) -> str:
         if count
     )
     return (
-        f"<p><strong>{_percent(ready, total_downloads)} of downloads</strong> are of templates that are ready "
-        "(or ready for tool results only) to keep one token buffer. Downloads are the hub downloads of each "
-        "template's repo when the corpus was collected (llama.cpp's own templates count 0).</p>"
+        f"<p><strong>{_percent(ready, total_downloads)} of downloads are ready</strong> to keep one token buffer, "
+        f"{_percent(tool_only, total_downloads)} more for tool results only. Downloads are the hub downloads of "
+        "each template's repo when the corpus was collected (llama.cpp's own templates count 0).</p>"
         '<table class="shares"><thead><tr><th>verdict</th><th>templates</th><th>share</th>'
         f"<th>share of downloads</th></tr></thead><tbody>{items}</tbody></table>"
     )
