@@ -234,3 +234,23 @@ def test_a_git_symlink_stub_in_a_vocabulary_folder_is_staged_as_its_target(tmp_p
     (entry,) = read_corpus(folder, [mirror]).entries
     staged = stage(entry, tmp_path / "stage")
     assert (staged / "vocab.json").read_text(encoding="utf-8") == '{"a": 0}'
+
+
+def test_verdict_shares_are_weighted_by_downloads():
+    from tito_audit.matrix.corpus_site import corpus_front_page, shares
+
+    rows = [
+        {"status": "audited", "verdict": "ready", "downloads": 600},
+        {"status": "audited", "verdict": "broken", "downloads": 300},
+        {"status": "audited", "verdict": "broken", "downloads": 0},
+        {"status": MISSING, "verdict": "", "downloads": 100},
+    ]
+    assert shares(rows) == [
+        ("ready", 1, 600),
+        ("ready-tool-only", 0, 0),
+        ("broken", 2, 300),
+        ("unsupported", 0, 0),
+        ("not audited", 1, 100),
+    ]
+    named = [{**row, "name": f"t{i}", "repo": f"o/t{i}", "aliases": [], "page": ""} for i, row in enumerate(rows)]
+    assert "60.0% of downloads are ready</strong>" in corpus_front_page(named, {"seed": 0, "count": 4})
