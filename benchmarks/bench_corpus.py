@@ -49,8 +49,10 @@ def _warm_cli(folder: Path, root: Path, args: argparse.Namespace) -> float:
     command += ["--out", str(root / "out-warm"), "--results-cache", str(root / "results"), "--cache-dir"]
     command += [str(root / "stage"), "--count", str(args.count), "--jobs", str(args.jobs)]
     started = time.monotonic()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    return time.monotonic() - started
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
+    seconds = time.monotonic() - started
+    print("warm run:", " ".join(line for line in done.stdout.splitlines() if "corpus templates audited" in line))
+    return seconds
 
 
 def _cpu_seconds() -> float:
