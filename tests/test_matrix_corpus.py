@@ -254,3 +254,19 @@ def test_verdict_shares_are_weighted_by_downloads():
     ]
     named = [{**row, "name": f"t{i}", "repo": f"o/t{i}", "aliases": [], "page": ""} for i, row in enumerate(rows)]
     assert "60.0% of downloads are ready</strong>" in corpus_front_page(named, {"seed": 0, "count": 4})
+
+
+def test_the_verdict_with_the_engines_parser_is_published_when_the_audit_row_has_one(tmp_path, monkeypatch):
+    from tito_audit.matrix import corpus_publish
+
+    plain = corpus_publish.row_from_report
+
+    def with_parser(*args, **kwargs):  # an audit row that carries the parser's verdict (issue 25 adds it)
+        return {**plain(*args, **kwargs), "parser_verdict": "broken"}
+
+    monkeypatch.setattr(corpus_publish, "row_from_report", with_parser)
+    folder = _corpus(tmp_path, [("acme-chat", "acme/chat", [], CHATML)])
+    run_corpus(folder, MatrixOptions(out_dir=tmp_path / "out", allow_hub=False, count=4, jobs=1), tmp_path / "stage")
+    (row,) = json.loads((tmp_path / "out" / "index.json").read_text(encoding="utf-8"))
+    assert row["parser_verdict"] == "broken" and row["verdict"] != ""
+    assert "parser_verdict" in (tmp_path / "out" / "corpus.csv").read_text(encoding="utf-8").splitlines()[0]

@@ -51,6 +51,11 @@ def test_every_published_corpus_row_matches_the_corpus_by_digest(published, monk
         for row in rows
     }
     assert then == now, STALE
+    lookup = json.loads((PUBLISHED / "lookup.js").read_text(encoding="utf-8").removeprefix("window.CORPUS = ")[:-2])
+    position = {row["name"]: i for i, row in enumerate(rows)}
+    for entry in corpus.entries:  # every hub id that ships a template, and its sha256, find that template's row
+        for model_id in [*entry.model_ids, entry.sha256]:
+            assert lookup["ids"][model_id.lower()] == position[entry.name], (model_id, STALE)
     pages = {row["page"] for row in rows if row["page"]}
     assert pages == {f"templates/{p.name}" for p in (PUBLISHED / "templates").glob("*.html")}, STALE
 
