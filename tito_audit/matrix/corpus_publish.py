@@ -115,7 +115,9 @@ def corpus_row(entry: CorpusEntry, identity: Identity | None, outcome: Outcome |
     if parser_verdict:
         row["parser_verdict"] = parser_verdict
     if report.model.template_sha256 and report.model.template_sha256 != entry.sha256:
-        row.update(status="not audited: another template was loaded", reason=report.model.template_sha256, page="")
+        loaded = report.model.template_sha256
+        reason = f"the audit loaded a template of sha256 {loaded[:12]}…, not the entry's {entry.sha256[:12]}…"
+        row.update(status="not audited: another template was loaded", reason=reason, page="")
         return row, None
     return row, (report, outcome)
 
