@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tito_audit.audit.results import AuditReport
 from tito_audit.formatters.site import PageLinks, model_page
 from tito_audit.formatters.site.style import CSS
 from tito_audit.matrix.corpus import CorpusEntry
@@ -77,7 +78,9 @@ def _row(entry: CorpusEntry) -> dict[str, Any]:
     return row
 
 
-def corpus_row(entry: CorpusEntry, identity: Identity | None, outcome: Outcome | None, corpus_label: str) -> tuple:
+def corpus_row(
+    entry: CorpusEntry, identity: Identity | None, outcome: Outcome | None, corpus_label: str
+) -> tuple[dict[str, Any], tuple[AuditReport, PairResult] | None]:
     """The row of ``entry`` and the report to publish as its page (None for a row that was not audited)."""
     row = _row(entry)
     if entry.problem:
@@ -128,7 +131,7 @@ def not_staged_row(entry: CorpusEntry, status: str, reason: str) -> dict[str, An
     return row
 
 
-def compact_page(report: Any, result: PairResult) -> str:
+def compact_page(report: AuditReport, result: PairResult) -> str:
     """A template's page: the model page, its style sheet shared (``../style.css``) instead of inlined."""
     page = model_page(report, result.way_out, PageLinks(index="../index.html"), compact=True)
     return page.replace(INLINE_CSS, SHARED_CSS, 1)
