@@ -270,3 +270,26 @@ def test_the_verdict_with_the_engines_parser_is_published_when_the_audit_row_has
     (row,) = json.loads((tmp_path / "out" / "index.json").read_text(encoding="utf-8"))
     assert row["parser_verdict"] == "broken" and row["verdict"] != ""
     assert "parser_verdict" in (tmp_path / "out" / "corpus.csv").read_text(encoding="utf-8").splitlines()[0]
+
+
+def test_the_look_up_finds_a_template_by_any_id_in_a_browser(published):
+    from selenium.webdriver.common.by import By
+
+    from tests.browser import chromium, console_errors
+
+    run, _, out = published
+    browser = chromium(1200, 800)
+    try:
+        browser.get((out / "index.html").as_uri() + "?q=FANS/Chat-FT")  # as the curated front page's form sends it
+        found = browser.find_element(By.ID, "found").text
+        assert "Template acme-chat (acme/chat, shipped by 3 hub ids)" in found, found
+        box = browser.find_element(By.ID, "lookup")
+        box.clear()
+        box.send_keys(next(row["sha256"] for row in run.rows if row["name"] == "acme-raises"))
+        assert "Template acme-raises" in browser.find_element(By.ID, "found").text
+        box.clear()
+        box.send_keys("nobody/else")
+        assert browser.find_element(By.ID, "found").text.startswith("No template of the corpus is shipped by")
+        assert console_errors(browser) == []
+    finally:
+        browser.quit()
