@@ -293,3 +293,17 @@ def test_the_look_up_finds_a_template_by_any_id_in_a_browser(published):
         assert console_errors(browser) == []
     finally:
         browser.quit()
+
+
+def test_an_index_entry_that_is_not_a_template_entry_is_one_line_and_skipped(tmp_path):
+    folder = _corpus(tmp_path, [("acme-chat", "acme/chat", [], CHATML)])
+    index = json.loads((folder / "index.json").read_text(encoding="utf-8"))
+    index += [{**index[0], "name": "../escape"}, {**index[0], "name": "nul\x00byte"}, "not an object"]
+    (folder / "index.json").write_text(json.dumps(index), encoding="utf-8")
+    corpus = read_corpus(folder, [])
+    assert [entry.name for entry in corpus.entries] == ["acme-chat"]
+    assert [line.split(": ", 1)[1] for line in corpus.problems] == [
+        "name '../escape' is not a file stem (letters, digits, . _ - @ +); skipped",
+        "name 'nul\\x00byte' is not a file stem (letters, digits, . _ - @ +); skipped",
+        "not an object; skipped",
+    ]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ from tito_audit.model.resolve import folder_name, follow_symlink_stub
 from tito_audit.model.standin import has_vocabulary
 
 INDEX = "index.json"
+SAFE_NAME = re.compile(r"[\w.@+-]{1,200}")
+"""An entry's name is the stem of its file and of its page: no separators, no control characters."""
 TEMPLATES = "templates"
 MISSING = "not audited: template file missing"
 SHA_MISMATCH = "not audited: template sha256 mismatch"
@@ -106,8 +109,8 @@ def _entry(raw: Any, folder: Path, mirrors: list[Path]) -> CorpusEntry:
     if not isinstance(raw, dict):
         raise ValueError("not an object")
     name = _text(raw.get("name"), "name")
-    if "/" in name or name.startswith("."):
-        raise ValueError(f"name {name!r} is not a file stem")
+    if not SAFE_NAME.fullmatch(name) or name.startswith("."):
+        raise ValueError(f"name {name!r} is not a file stem (letters, digits, . _ - @ +)")
     repo = raw.get("repo")
     aliases = raw.get("aliases") or []
     if repo is not None and not isinstance(repo, str):
