@@ -16,7 +16,7 @@ $(BIN)/tito-audit: pyproject.toml
 	$(BIN)/pip install --quiet --no-deps -c constraints.txt llm-router-utils
 	@touch $@
 
-.PHONY: install audit matrix screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway
+.PHONY: install audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-corpus
 install: $(BIN)/tito-audit
 
 # exit code 1 only means "the verdict is broken or unsupported": the job itself succeeded
@@ -32,6 +32,12 @@ matrix: install
 		--conversations ../shared/conversations/swe-agent/marshmallow-1867__function_calling.traj \
 		--conversations ../shared/conversations/miles-mock/mock_trajectories.json \
 		--limit 20 --no-hub --out reports
+
+# the template corpus: every template of ../shared/template-corpus audited (token level where ../shared/tokenizers
+# holds the vocabulary of a model that ships it), published in reports/corpus/; resumable (stored results)
+corpus: install
+	HF_HUB_OFFLINE=1 $(BIN)/tito-audit matrix --corpus ../shared/template-corpus --mirror ../shared/tokenizers \
+		--no-hub --jobs 2 --out reports
 
 screenshots: install  # docs/*.png from the published pages and the docs site (headless Chromium)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python docs/screenshots.py
@@ -50,6 +56,11 @@ bench: install
 # the matrix over >2,000 synthetic fine-tune ids (symlinked copies of the corpus), cold and warm, local and Ray
 bench-scale: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_scale.py --mirror ../shared/tokenizers --mirror ../shared/templates
+
+# the corpus matrix on 30 templates spread over downloads, cold and warm: templates per second, the slowest ten,
+# and the projection to the whole corpus (time and published size)
+bench-corpus: install
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_corpus.py --mirror ../shared/tokenizers --sample 30
 
 # per-turn cost of TitoSession.extend against a full re-render + re-tokenize, at 10, 30 and 60 turns
 bench-session: install

@@ -62,6 +62,14 @@ BackendOpt = Annotated[
         "--backend", help="Where audits run: local (worker processes) or ray (local Ray, or RAY_ADDRESS's cluster)."
     ),
 ]
+CorpusOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--corpus",
+        help="A template corpus (index.json + templates/): audit and publish every template instead of model ids; "
+        "token level where a --mirror folder holds the vocabulary of a model that ships the template.",
+    ),
+]
 RESULTS_CACHE_ENV = "TITO_AUDIT_RESULTS_CACHE"
 NOTES_SHOWN = 5
 """Results-store notes printed after the summary (the rest are counted)."""
@@ -114,6 +122,7 @@ def matrix_command(
     no_results_cache: NoResultsCacheOpt = False,
     backend: BackendOpt = LOCAL,
     parser: ParserOpt = "auto",
+    corpus: CorpusOpt = None,
 ) -> None:
     """Audit many models in parallel and write the compatibility matrix (md, csv, json, parquet, html)."""
     from tito_audit.matrix.hub_listing import list_hub_models, parse_filter
@@ -131,6 +140,8 @@ def matrix_command(
     from tito_audit.parse.choice import check_parser_value
 
     check_parser_value(parser)
+    if corpus is not None and (chosen or from_hub is not None or readme is not None):
+        raise BadInputError("--corpus audits the corpus's templates: give no model ids, --from-hub or --update-readme")
     if from_hub is not None:
         chosen += list_hub_models(parse_filter(from_hub))
     given = bool(chosen)
@@ -151,6 +162,8 @@ def matrix_command(
         results_cache=results_cache_folder(results_cache, no_results_cache, cache_dir),
         backend=backend,
     )
+    if corpus is not None:
+        _corpus(corpus, options, sampling.count is None, cache_dir, console)
     try:
         run = _run_with_progress(chosen, options, console)
         rows = run.rows
@@ -178,6 +191,32 @@ def matrix_command(
         )
         raise typer.Exit(EXIT_ROWS_FAILED)
     raise typer.Exit(EXIT_OK)
+
+
+def _corpus(
+    corpus: Path, options: MatrixOptions, default_count: bool, cache_dir: Path | None, console: Console
+) -> None:
+    """The corpus matrix in ``OUT/corpus/`` (its own count unless ``--count`` is given, examples and way-out budget);
+    always ends in ``typer.Exit``."""
+    from dataclasses import replace
+
+    from tito_audit.cli.matrix_corpus import (
+        CORPUS_COUNT,
+        CORPUS_EXAMPLES_PER_GROUP,
+        CORPUS_WAY_OUT_BUDGET,
+        corpus_command,
+    )
+    from tito_audit.model.resolve import default_cache_dir
+
+    options = replace(
+        options,
+        out_dir=options.out_dir / "corpus",  # never over the curated matrix's own files
+        examples_per_group=CORPUS_EXAMPLES_PER_GROUP,
+        way_out_budget=CORPUS_WAY_OUT_BUDGET,
+    )
+    if default_count:
+        options = replace(options, count=CORPUS_COUNT)
+    corpus_command(corpus, options, cache_dir or default_cache_dir(), console)
 
 
 def _run_with_progress(models: list[str], options: MatrixOptions, console: Console) -> MatrixRun:

@@ -335,6 +335,17 @@ SCRIPT = """
 """
 
 
+LOOK_UP = (
+    '<section id="look-up" class="card" aria-label="look up your model"><h2>Look up your model</h2>'
+    '<form action="corpus/index.html" method="get" role="search"><label>Hub model id, template name or sha256 '
+    '<input name="q" type="search" size="50" placeholder="Qwen/Qwen3-8B" autocomplete="off"></label> '
+    '<button type="submit">Look up</button></form><p class="small muted">Searches the '
+    '<a href="corpus/index.html">template corpus</a>: the chat templates in use on the Hugging Face Hub, each with '
+    "the hub ids that ship it (a fine-tune usually ships its base model's template).</p></section>"
+)
+"""The form that sends a model id to the corpus's front page (``corpus/index.html?q=ID``), which finds its row."""
+
+
 def front_page(rows: Sequence[dict[str, Any]], settings: dict[str, Any]) -> str:
     """The matrix's front page (self-contained; byte-identical for the same rows and settings)."""
     grouped = families(rows)
@@ -356,6 +367,7 @@ def front_page(rows: Sequence[dict[str, Any]], settings: dict[str, Any]) -> str:
         f'<p class="facts-line">{esc(facts)}</p></div></header>'
         '<main class="wrap">'
         f'<section class="summary" aria-label="summary">{_verdict_chart(rows)}{_family_chart(grouped)}</section>'
+        f"{LOOK_UP}"
         f'<section aria-label="models">{_controls(grouped)}{_table(grouped)}{_unreachable(rows)}</section>'
         '<section id="glossary" class="card"><h2>Verdicts and causes</h2>'
         f"{glossary(causes)}</section>"

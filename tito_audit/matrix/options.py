@@ -34,6 +34,9 @@ class MatrixOptions:
     results_cache: Path | None = None
     """Folder of the content-addressed results (see :mod:`tito_audit.matrix.store`); None keeps results in
     memory for this run only (identical pairs are still audited once)."""
+    way_out_budget: int | None = None
+    """Variant audits the way-out search may run per pair (None: no limit); past it the row says so (the corpus
+    sets one: a template with many variants would otherwise cost minutes)."""
     backend: str = LOCAL
     """``local`` (worker processes on this machine) or ``ray`` (tasks on a local or existing Ray cluster)."""
     parser: str = "auto"

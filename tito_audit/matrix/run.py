@@ -29,10 +29,12 @@ from tito_audit.outputs import ensure_folder
 
 __all__ = [
     "MATRIX_EXAMPLES_PER_GROUP",
+    "Audited",
     "MatrixInterrupted",
     "MatrixOptions",
     "MatrixRun",
     "ProgressEvent",
+    "audit_models",
     "report_stem",
     "run_matrix",
 ]
@@ -80,16 +82,26 @@ def _kept(store: ResultsStore, from_store: int, results: int, pairs: int) -> str
     return f"{from_store + store.counts.written} of {pairs} results stored; run again to resume"
 
 
-def run_matrix(
+@dataclass
+class Audited:
+    """Phases 1 and 2 of a run: every id's identity and every pair's outcome (by key digest)."""
+
+    identities: list[Identity]
+    outcomes: dict[str, Outcome]
+    model_ids: int
+    pairs: int
+    audited: int
+    store: ResultsStore
+
+
+def audit_models(
     models: Sequence[str],
     options: MatrixOptions,
     on_event: Callable[[ProgressEvent], None] | None = None,
-) -> MatrixRun:
-    """Rows for ``models`` (sorted by model id, case-insensitively), each pair audited at most once.
-
-    Ctrl-C raises :class:`MatrixInterrupted` (a ``KeyboardInterrupt``) once the results that arrived are stored."""
+) -> Audited:
+    """Identify ``models`` (sorted by model id, case-insensitively) and audit each pair not in the results store
+    at most once; Ctrl-C raises :class:`MatrixInterrupted` once the results that arrived are stored."""
     ordered = sorted(dict.fromkeys(models), key=str.lower)
-    ensure_folder(options.out_dir)
     store = ResultsStore(options.results_cache)
     backend = backend_for(options)
 
@@ -136,5 +148,18 @@ def run_matrix(
     except KeyboardInterrupt as interrupted:
         results = sum(1 for outcome in outcomes.values() if not isinstance(outcome, dict))
         raise MatrixInterrupted(_kept(store, from_store, results, len(members))) from interrupted
-    rows = publish(identities, outcomes, options)
-    return MatrixRun(rows, len(ordered), len(members), len(to_audit), store.counts, store.notes)
+    return Audited(identities, outcomes, len(ordered), len(members), len(to_audit), store)
+
+
+def run_matrix(
+    models: Sequence[str],
+    options: MatrixOptions,
+    on_event: Callable[[ProgressEvent], None] | None = None,
+) -> MatrixRun:
+    """Rows for ``models`` (sorted by model id, case-insensitively), each pair audited at most once.
+
+    Ctrl-C raises :class:`MatrixInterrupted` (a ``KeyboardInterrupt``) once the results that arrived are stored."""
+    ensure_folder(options.out_dir)
+    done = audit_models(models, options, on_event)
+    rows = publish(done.identities, done.outcomes, options)
+    return MatrixRun(rows, done.model_ids, done.pairs, done.audited, done.store.counts, done.store.notes)

@@ -137,7 +137,8 @@ def to_json_records(rows: Sequence[dict[str, Any]]) -> str:
     return json.dumps(records, ensure_ascii=False, indent=1) + "\n"
 
 
-def _parquet_bytes(rows: Sequence[dict[str, Any]]) -> bytes:
+def _parquet_bytes(rows: Sequence[dict[str, Any]], frame: Any = None) -> bytes:
+    """The rows (or ``frame``, a pandas frame of them) as Parquet, written through ``datasets``."""
     import datasets
 
     was_on = datasets.is_progress_bar_enabled()
@@ -145,7 +146,8 @@ def _parquet_bytes(rows: Sequence[dict[str, Any]]) -> bytes:
     try:
         with tempfile.TemporaryDirectory(prefix="tito-audit-parquet-") as folder:
             path = Path(folder) / "matrix.parquet"
-            datasets.Dataset.from_pandas(rows_frame(rows), preserve_index=False).to_parquet(str(path))
+            data = rows_frame(rows) if frame is None else frame
+            datasets.Dataset.from_pandas(data, preserve_index=False).to_parquet(str(path))
             return path.read_bytes()
     finally:
         if was_on:

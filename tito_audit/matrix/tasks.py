@@ -66,6 +66,8 @@ class PairResult:
     way_out: FixPage | None
     real_data: RealData | None
     duration_seconds: float
+    way_out_note: str = ""
+    """Why there is no way out although the verdict asks for one (its search passed ``way_out_budget``)."""
 
 
 def pair_payload(result: PairResult) -> dict[str, Any]:
@@ -117,11 +119,12 @@ def audit_settings(options: MatrixOptions) -> dict[str, Any]:
         "conversations": [[Path(s).name, _source_digest(s)] for s in options.conversation_sources],
         "conversations_limit": options.conversations_limit,
         "parser": options.parser,
-    }
+    } | ({"way_out_budget": options.way_out_budget} if options.way_out_budget is not None else {})
 
 
-def identify(model_id: str, options: MatrixOptions) -> Identity:
-    """Resolve ``model_id`` and key its pair (file digests are computed once per file per process)."""
+def identify(model_id: str, options: MatrixOptions, libraries: dict[str, str] | None = None) -> Identity:
+    """Resolve ``model_id`` and key its pair (file digests are computed once per file per process; ``libraries``:
+    the library versions, when the caller read them already)."""
     from tito_audit.audit.service import library_versions
     from tito_audit.model.resolve import resolve_model
 
@@ -135,7 +138,8 @@ def identify(model_id: str, options: MatrixOptions) -> Identity:
     except OSError as exc:
         return Identity(model_id, failure=base_row(model_id, FAILED_TO_LOAD, f"{type(exc).__name__}: {exc}"))
     family = family_of(model_id)
-    key = pair_key(files, family.special_tokens if family else None, audit_settings(options), library_versions())
+    libraries = library_versions() if libraries is None else libraries
+    key = pair_key(files, family.special_tokens if family else None, audit_settings(options), libraries)
     return Identity(
         model_id,
         key=key,
@@ -147,7 +151,11 @@ def identify(model_id: str, options: MatrixOptions) -> Identity:
 
 
 def identify_many(model_ids: list[str], options: MatrixOptions) -> list[Identity]:
-    return [identify(model_id, options) for model_id in model_ids]
+    """Every id's identity, the library versions read once (reading them costs more than hashing a template)."""
+    from tito_audit.audit.service import library_versions
+
+    libraries = library_versions()
+    return [identify(model_id, options, libraries) for model_id in model_ids]
 
 
 _REAL_CONVERSATIONS: dict[tuple, list] = {}
@@ -202,10 +210,13 @@ def audit_pair(model_id: str, options: MatrixOptions, events: Any = None) -> Pai
     try:
         report = audit(loaded, settings, progress=lambda variant, done, total: emit(variant, done, total))
         explain(report, loaded)
-        page = None
+        page, way_out_note = None, ""
         if needs_way_out(report):
             emit("way out", 0, 1)
-            page = page_of(find_way_out(loaded, report, replace(settings, parser="template"), audit), report)
+            try:
+                page = page_of(find_way_out(loaded, report, replace(settings, parser="template"), budgeted(audit, report, options)), report)
+            except WayOutOverBudget as over:
+                way_out_note = str(over)
         real_data = None
         if options.conversation_sources and not report.text_level_only:
             emit("real conversations", 0, 1)
@@ -220,13 +231,40 @@ def audit_pair(model_id: str, options: MatrixOptions, events: Any = None) -> Pai
                 ),
             )
             real_data = real_data_of(combined)
-        result = PairResult(report, page, real_data, round(time.monotonic() - started, 2))
+        result = PairResult(report, page, real_data, round(time.monotonic() - started, 2), way_out_note)
         return PairOutcome(model_id, result=pair_payload(result))
     except Exception as exc:
         return PairOutcome(model_id, failure=base_row(model_id, AUDIT_ERROR, f"{type(exc).__name__}: {exc}"))
     finally:
         del loaded
         gc.collect()
+
+
+class WayOutOverBudget(Exception):
+    """The way-out search would pass ``MatrixOptions.way_out_budget``; the message says so in one line."""
+
+
+def budgeted(run_audit: Any, report: AuditReport, options: MatrixOptions) -> Any:
+    """``run_audit`` for the way-out search, refusing (:class:`WayOutOverBudget`) the audit that would pass the
+    budget: variant audits (each fix is audited under every variant of ``report``), counted, not timed, so that
+    the same template and settings always end the same way."""
+    budget = options.way_out_budget
+    if budget is None:
+        return run_audit
+    variants = max(len(report.variants), 1)
+    spent = 0
+
+    def run(loaded: Any, settings: AuditOptions) -> AuditReport:
+        nonlocal spent
+        if spent + variants > budget:
+            raise WayOutOverBudget(
+                f"not searched further: the search passed its budget of {budget} variant audits "
+                f"({len(report.variants)} variants per candidate fix); `tito-audit patch` searches it without a budget"
+            )
+        spent += variants
+        return run_audit(loaded, settings)
+
+    return run
 
 
 def explain(report: AuditReport, loaded: Any) -> None:

@@ -52,9 +52,26 @@ class RenderedPrefix:
     ids: list[int]
 
 
+TEMPLATE_FILENAME = "<template>"
+"""The file name Jinja gives a template compiled from a string: its frames in a traceback carry template lines."""
+
+
+def template_line(exc: BaseException) -> int | None:
+    """The template line an exception was raised at (the innermost template frame of its traceback), if any."""
+    line = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == TEMPLATE_FILENAME:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
 def one_line(exc: BaseException, limit: int = 200) -> str:
+    """``Type: message``, with ``(template line N)`` when the template itself raised it."""
     text = " ".join(str(exc).split()) or "(no message)"
-    return f"{type(exc).__name__}: {text[:limit]}"
+    line = template_line(exc)
+    return f"{type(exc).__name__}: {text[:limit]}" + (f" (template line {line})" if line is not None else "")
 
 
 def guarded_template(template_source: str) -> Any:

@@ -237,8 +237,9 @@ LEGEND = (
 )
 
 
-def _breaks(report: AuditReport) -> str:
-    """The examples of the causes behind the verdict (rollout steps), then those reported beside it."""
+def _breaks(report: AuditReport, compact: bool = False) -> str:
+    """The examples of the causes behind the verdict (rollout steps), then those reported beside it (``compact``:
+    named in one line each, without their token diffs)."""
     found = examples(report)
     specials = sorted({s.text for v in report.variants for s in v.stop_tokens})
     numbered = list(enumerate(found, start=1))
@@ -259,7 +260,16 @@ def _breaks(report: AuditReport) -> str:
         ]
     else:
         parts = []
-    if beside:
+    if beside and compact:
+        items = "".join(
+            f"<li>{''.join(cause_chip(c) for c in e.causes)} {esc(location(e.failure))}</li>" for _, e in beside
+        )
+        parts.append(
+            '<section id="beside"><h2>Beside the verdict</h2><p class="muted small">Message-level appends, round '
+            "trips and the bridge: reported, never folded into the verdict (first example of each; "
+            f"<code>tito-audit audit</code> draws them).</p><ul>{items}</ul></section>"
+        )
+    elif beside:
         intro = (
             "Message-level appends (the render before and after one message is appended), round trips and the "
             f"bridge: reported, never folded into the verdict. {LEGEND}"
@@ -386,8 +396,11 @@ def _footer(report: AuditReport) -> str:
     )
 
 
-def model_page(report: AuditReport, way_out: FixPage | None = None, links: PageLinks = PageLinks()) -> str:
-    """The HTML page of one audited model (self-contained; byte-identical for the same data)."""
+def model_page(
+    report: AuditReport, way_out: FixPage | None = None, links: PageLinks = PageLinks(), compact: bool = False
+) -> str:
+    """The HTML page of one audited model (self-contained; byte-identical for the same data). ``compact`` (the
+    corpus's pages): the breaks beside the verdict named without their token diffs."""
     causes = [c for e in examples(report) for c in e.causes]
     causes += [
         str(c.get("cause"))
@@ -401,7 +414,7 @@ def model_page(report: AuditReport, way_out: FixPage | None = None, links: PageL
         + '<main class="wrap">'
         + _verdict(report, way_out)
         + _refusals(report)
-        + _breaks(report)
+        + _breaks(report, compact)
         + _fix(report, way_out, links)
         + _details(report)
         + f'<section id="glossary"><h2>Glossary</h2>{glossary(causes, verdicts)}</section>'
