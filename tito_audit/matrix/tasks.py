@@ -214,7 +214,8 @@ def audit_pair(model_id: str, options: MatrixOptions, events: Any = None) -> Pai
         if needs_way_out(report):
             emit("way out", 0, 1)
             try:
-                page = page_of(find_way_out(loaded, report, replace(settings, parser="template"), budgeted(audit, report, options)), report)
+                plain = replace(settings, parser="template")  # the way out is the template's; no parser needed
+                page = page_of(find_way_out(loaded, report, plain, budgeted(audit, report, options)), report)
             except WayOutOverBudget as over:
                 way_out_note = str(over)
         real_data = None
