@@ -25,6 +25,7 @@ from tito_audit.formatters.site.examples import Example, examples
 from tito_audit.formatters.site.glossary import VERDICTS, cause_chip, glossary, verdict_chip
 from tito_audit.formatters.site.highlight import diff_html, source_lines
 from tito_audit.formatters.site.html import document, esc
+from tito_audit.formatters.site.parser_line import parser_line
 from tito_audit.formatters.site.tokens import text_diff, token_diff
 
 SIDE_NAMES = {"earlier": "buffer side", "later": "render side"}
@@ -126,24 +127,13 @@ def _way_out_line(report: AuditReport, way_out: FixPage | None) -> str:
     return ""
 
 
-def _parser_line(report: AuditReport) -> str:
-    """The verdict with the engine's parser, beside the perfect-inverse verdict above it."""
-    if report.parser_verdict is None or report.parser is None:
-        return ""
-    return (
-        f'<div class="parser-verdict" id="parser-verdict"><strong>With its engine\'s parser</strong> '
-        f"<code>{esc(str(report.parser.get('name')))}</code> {verdict_chip(report.parser_verdict)} "
-        f'<span class="muted small">{esc(str(report.parser.get("why") or ""))}</span></div>'
-    )
-
-
 def _verdict(report: AuditReport, way_out: FixPage | None) -> str:
     variants = "".join(_variant_chip(v) for v in report.variants) if len(report.variants) > 1 else ""
     return (
         '<section class="card verdict-card" aria-label="verdict">'
         f'<div id="verdict">{verdict_chip(report.verdict, big=True)}</div>'
         f'<p class="reason" id="reason">{esc(worst_reason(report))}</p>'
-        + _parser_line(report)
+        + parser_line(report)
         + (f'<div class="variants" aria-label="verdict per variant">{variants}</div>' if variants else "")
         + _way_out_line(report, way_out)
         + "</section>"
