@@ -63,6 +63,10 @@ def fold(text: str) -> str:
         if folded is None or folded == text:
             break
         text = folded
+    if original.endswith("%}\n") and text.endswith("\n") and not text.endswith("%}\n"):
+        # Jinja drops one newline at the very end of a template: the original's was after a tag it removed with
+        # the tag's line, so the text now ending the template keeps its own newline only with one more after it
+        text += "\n"
     if text.endswith("\n") != original.endswith("\n"):
         return original  # Jinja drops one newline at the very end of a template: the render would change
     return text
