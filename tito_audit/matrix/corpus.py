@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tito_audit.errors import BadInputError
+from tito_audit.model.registry import family_of, registry_parsers
 from tito_audit.model.resolve import folder_name, follow_symlink_stub
 from tito_audit.model.standin import has_vocabulary
 
@@ -62,8 +63,11 @@ class CorpusEntry:
 
     @property
     def model_id(self) -> str:
-        """The id the entry is audited under: the vocabulary's model, else its repo, else its first alias."""
-        return self.tokenizer_id or self.repo or next(iter(self.aliases), "") or self.name
+        """The id the entry is audited under: the vocabulary's model, else the first id shipping the template that
+        the family registry knows (its facts — special tokens, stop tokens, the engine's parsers — are about that
+        model, which ships this very template), else its repo, else its first alias."""
+        known = next((i for i in self.model_ids if family_of(i) is not None or registry_parsers(i) is not None), None)
+        return self.tokenizer_id or known or self.repo or next(iter(self.aliases), "") or self.name
 
     @property
     def model_ids(self) -> list[str]:
