@@ -15,7 +15,7 @@ from tito_audit.cli.app import app
 from tito_audit.cli.options import CacheOpt, LimitOpt, MirrorOpt, NoHubOpt, Sampling, with_option_groups
 from tito_audit.cli.outcomes import err
 from tito_audit.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_ROWS_FAILED, BadInputError, OutputError
-from tito_audit.matrix.options import BACKENDS, LOCAL
+from tito_audit.matrix.options import BACKENDS, DEFAULT_AUDIT_SECONDS, LOCAL
 from tito_audit.outputs import WriteFailed, describe
 
 if TYPE_CHECKING:
@@ -60,6 +60,15 @@ BackendOpt = Annotated[
     str,
     typer.Option(
         "--backend", help="Where audits run: local (worker processes) or ray (local Ray, or RAY_ADDRESS's cluster)."
+    ),
+]
+AuditSecondsOpt = Annotated[
+    float,
+    typer.Option(
+        "--audit-seconds",
+        min=0,
+        help="Wall-clock limit of one model's audit in a worker process (0: none); past it the worker is replaced "
+        "and the row says why.",
     ),
 ]
 RESULTS_CACHE_ENV = "TITO_AUDIT_RESULTS_CACHE"
@@ -113,6 +122,7 @@ def matrix_command(
     results_cache: ResultsCacheOpt = None,
     no_results_cache: NoResultsCacheOpt = False,
     backend: BackendOpt = LOCAL,
+    audit_seconds: AuditSecondsOpt = DEFAULT_AUDIT_SECONDS,
 ) -> None:
     """Audit many models in parallel and write the compatibility matrix (md, csv, json, parquet, html)."""
     from tito_audit.matrix.hub_listing import list_hub_models, parse_filter
@@ -145,6 +155,7 @@ def matrix_command(
         conversations_limit=limit,
         results_cache=results_cache_folder(results_cache, no_results_cache, cache_dir),
         backend=backend,
+        audit_seconds=audit_seconds,
     )
     try:
         run = _run_with_progress(chosen, options, console)
