@@ -81,7 +81,13 @@ def check_command(
     from tito_audit.formatters.explanations import attach_explanations
     from tito_audit.formatters.json_report import to_json
     from tito_audit.formatters.site import model_page
-    from tito_audit.gate.policy import build_policy, check_baseline_model, evaluate, read_pyproject_policy
+    from tito_audit.gate.policy import (
+        build_policy,
+        check_baseline_model,
+        check_baseline_settings,
+        evaluate,
+        read_pyproject_policy,
+    )
 
     started = time.monotonic()
     table = read_pyproject_policy(config)
@@ -94,6 +100,7 @@ def check_command(
     check_baseline_model(policy, loaded.resolved.model_id)
     console = Console()
     report = audit_with_progress(loaded, options, console, show=True)
+    check_baseline_settings(policy, report)
     if html_path is not None:
         attach_explanations(report, loaded)  # the page shows the template lines behind each break
     if report_path is not None:

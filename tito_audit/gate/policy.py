@@ -13,10 +13,16 @@ Requirements (``--require``, or ``require`` under ``[tool.tito-audit]`` in ``pyp
 Any requirement can name one variant: ``rollout:tool@enable_thinking=false``; without it, every variant
 must pass. Failures whose causes are all allowed (``--allow-cause``) do not count. With a baseline
 report, only failures the baseline does not have count (a regression gate).
+
+A baseline compares like with like: its report records the settings that produced it (``-n``, ``--seed``,
+``--max-turns``, ``--kwarg``, ``--clock``, ``--stop-token``, the conversation sources, the variants, and the parser
+when there is one). Failures are matched by conversation and turn, so a run with other settings would count
+failures of other conversations as new: :func:`check_baseline_settings` refuses it (one line, exit 2).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -157,6 +163,57 @@ def check_baseline_model(policy: Policy, model_id: str) -> None:
     baseline_model = policy.baseline["model"]["model_id"]
     if baseline_model != model_id:
         raise BadInputError(f"--baseline {policy.baseline_path}: a report of {baseline_model}, not of {model_id}")
+
+
+SETTINGS_COMPARED = {
+    "count": "-n",
+    "seed": "--seed",
+    "max_turns": "--max-turns",
+    "pinned_kwargs": "--kwarg",
+    "clock": "--clock",
+    "extra_stop_tokens": "--stop-token",
+    "conversations_source": "--conversations",
+    "datasets": "--conversations",
+    "parser": "--parser",
+}
+"""The settings of a report that decide which failures it can have, and the option that sets each."""
+
+
+def check_baseline_settings(policy: Policy, report: AuditReport) -> None:
+    """A baseline made with other settings compares other conversations: refused in one line (exit 2) naming what
+    differs, so that its failures are never counted as new ones."""
+    if policy.baseline is None:
+        return
+    ours = report_settings(report)
+    theirs = policy.baseline.get("settings") if isinstance(policy.baseline.get("settings"), dict) else {}
+    theirs = {**theirs, "variants": [v.get("name") for v in policy.baseline.get("variants", [])]}
+    differences = []
+    for name, option in [*SETTINGS_COMPARED.items(), ("variants", "variants")]:
+        if name not in ours and name not in theirs:
+            continue
+        if _comparable(ours.get(name)) != _comparable(theirs.get(name)):
+            shown = "" if name == "datasets" else f": {_shown(theirs.get(name))} there, {_shown(ours.get(name))} here"
+            differences.append(f"{option}{shown}")
+    if differences:
+        raise BadInputError(
+            f"--baseline {policy.baseline_path}: made with other settings ({'; '.join(dict.fromkeys(differences))}); "
+            "check with the baseline's settings, or write a new baseline with --report"
+        )
+
+
+def report_settings(report: AuditReport) -> dict[str, Any]:
+    """The compared settings of ``report`` as its JSON has them (with its variants' names)."""
+    return {**dataclasses.asdict(report.settings), "variants": [v.name for v in report.variants]}
+
+
+def _comparable(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "none"
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
 
 
 def read_pyproject_policy(path: Path) -> dict[str, Any]:
