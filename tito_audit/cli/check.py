@@ -23,7 +23,7 @@ from tito_audit.cli.options import (
     with_option_groups,
 )
 from tito_audit.cli.outcomes import finish
-from tito_audit.outputs import write_outputs
+from tito_audit.outputs import check_outputs, write_outputs
 
 RequireOpt = Annotated[
     list[str],
@@ -90,6 +90,8 @@ def check_command(
     )
 
     started = time.monotonic()
+    outputs_given = [("--junit", junit), ("--json", json_path), ("--report", report_path), ("--html", html_path)]
+    check_outputs([*outputs_given, ("--summary", summary_path)])
     table = read_pyproject_policy(config)
     policy = build_policy(table, require, allow_cause, baseline)
     if source.template is None and table.get("template"):

@@ -16,7 +16,7 @@ from tito_audit.cli.options import CacheOpt, LimitOpt, MirrorOpt, NoHubOpt, Samp
 from tito_audit.cli.outcomes import err
 from tito_audit.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_ROWS_FAILED, BadInputError, OutputError
 from tito_audit.matrix.options import BACKENDS, DEFAULT_AUDIT_SECONDS, LOCAL
-from tito_audit.outputs import WriteFailed, describe
+from tito_audit.outputs import WriteFailed
 
 if TYPE_CHECKING:
     from tito_audit.matrix.run import MatrixOptions, MatrixRun
@@ -92,12 +92,9 @@ def results_cache_folder(given: Path | None, disabled: bool, cache_dir: Path | N
 def read_models_file(path: Path) -> list[str]:
     """Model ids, one per line; ``#`` starts a comment. A file without any id is refused (an empty list would
     silently mean the whole registry)."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        raise BadInputError(f"--models-file {path}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
-    except OSError as exc:
-        raise BadInputError(f"--models-file {path}: {describe(exc, path)}") from exc
+    from tito_audit.inputs import MAX_LIST_BYTES, read_text
+
+    lines = read_text(path, "--models-file", MAX_LIST_BYTES).splitlines()
     ids = [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
     if not ids:
         raise BadInputError(f"--models-file {path}: no model ids in {path}")

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tito_audit import inputs
 from tito_audit.audit.results import CAUSES, VERDICT_ORDER, AuditReport, Failure, VariantResult
 from tito_audit.conversations.conversation import STEP_KINDS
 from tito_audit.errors import BadInputError
@@ -99,10 +100,9 @@ def check_causes(causes: Iterable[str]) -> frozenset[str]:
 def load_baseline(path: Path) -> dict[str, Any]:
     """A JSON report (``audit --json``, ``check --report``) to compare with, checked: its schema version, its model
     and the shape of every part :func:`evaluate` reads (one line naming what is wrong)."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise BadInputError(f"--baseline {path}: not a readable JSON report ({exc})") from exc
+    document = inputs.parse_json(
+        inputs.read_text(path, "--baseline", inputs.MAX_REPORT_BYTES), path, "--baseline", "JSON report"
+    )
     problem = _baseline_problem(document)
     if problem is not None:
         raise BadInputError(f"--baseline {path}: {problem}")
