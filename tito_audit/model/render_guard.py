@@ -49,9 +49,10 @@ class RenderLimits:
     max_chars: int = 2_000_000
     max_seconds: float = 10.0
     refuse_after_timeout: bool = True
-    """A render past ``max_seconds`` ends the audit (:class:`~tito_audit.errors.TemplateTimeoutError`), and every
-    later render of that renderer fails at once: a template slow once is slow on every conversation. False (a
-    session): the render is one refused render (:class:`RenderError`) and the next one is tried again."""
+    """A render past ``max_seconds`` (or past ``max_chars``) ends the audit
+    (:class:`~tito_audit.errors.TemplateTimeoutError`), and every later render of that renderer fails at once: a
+    template slow once is slow on every conversation. False (an open session): the render is one refused render
+    (:class:`RenderError`) and the next one is tried again."""
 
 
 _GUARDED = "_tito_audit_guarded"
