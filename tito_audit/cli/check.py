@@ -87,6 +87,7 @@ def check_command(
         check_baseline_settings,
         evaluate,
         read_pyproject_policy,
+        report_settings,
     )
 
     started = time.monotonic()
@@ -98,11 +99,19 @@ def check_command(
         source = replace(source, template=Path(table["template"]))
     options = audit_options(sampling, settings, defaults=table)
     add_conversation_inputs(options, inputs)
+    early = {
+        "seed": options.seed,
+        "max_turns": options.max_turns,
+        "pinned_kwargs": dict(options.pinned_kwargs),
+        "clock": options.clock.isoformat(),
+        "extra_stop_tokens": list(options.extra_stop_tokens),
+    }
+    check_baseline_settings(policy, early, complete=False)  # before the audit: what is known already
     loaded = load(model, source)
     check_baseline_model(policy, loaded.resolved.model_id)
     console = Console()
     report = audit_with_progress(loaded, options, console, show=True)
-    check_baseline_settings(policy, report)
+    check_baseline_settings(policy, report_settings(report))
     if html_path is not None:
         attach_explanations(report, loaded)  # the page shows the template lines behind each break
     if report_path is not None:

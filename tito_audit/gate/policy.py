@@ -179,17 +179,19 @@ SETTINGS_COMPARED = {
 """The settings of a report that decide which failures it can have, and the option that sets each."""
 
 
-def check_baseline_settings(policy: Policy, report: AuditReport) -> None:
+def check_baseline_settings(policy: Policy, ours: dict[str, Any], *, complete: bool = True) -> None:
     """A baseline made with other settings compares other conversations: refused in one line (exit 2) naming what
-    differs, so that its failures are never counted as new ones."""
+    differs, so that its failures are never counted as new ones. ``ours``: the settings of this run as a report
+    records them (:func:`report_settings`); ``complete=False`` compares only those given (known before the audit
+    runs: the seed, the kwargs, the clock), so that a mismatch is found before the audit, not after it."""
     if policy.baseline is None:
         return
-    ours = report_settings(report)
-    theirs = policy.baseline.get("settings") if isinstance(policy.baseline.get("settings"), dict) else {}
-    theirs = {**theirs, "variants": [v.get("name") for v in policy.baseline.get("variants", [])]}
+    recorded = policy.baseline.get("settings")
+    theirs = {**(recorded if isinstance(recorded, dict) else {})}
+    theirs["variants"] = [v.get("name") for v in policy.baseline.get("variants", [])]
     differences = []
     for name, option in [*SETTINGS_COMPARED.items(), ("variants", "variants")]:
-        if name not in ours and name not in theirs:
+        if (name not in ours and name not in theirs) or (not complete and name not in ours):
             continue
         if _comparable(ours.get(name)) != _comparable(theirs.get(name)):
             shown = "" if name == "datasets" else f": {_shown(theirs.get(name))} there, {_shown(ours.get(name))} here"
