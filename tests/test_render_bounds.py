@@ -28,6 +28,8 @@ REPEAT = "{{ 'a' * (messages|length * 1000000000) }}"
 LIPSUM = "{{ lipsum(100000) }}"
 CONSTANT_POWER = "{{ 9 ** (9 ** 9) }}"
 CONSTANT_REPEAT = "{{ 'ab' * 1000000000 }}"
+FORMAT = "{{ '%0' ~ (messages|length * 999999999) ~ 'd' }}{{ ('%0' ~ (messages|length * 999999999) ~ 'd') % 1 }}"
+CONSTANT_FORMAT = "{{ '%0999999999d' % 1 }}"
 
 
 def _render_in_thread(renderer: Renderer) -> list[BaseException]:
@@ -55,6 +57,8 @@ def _render_in_thread(renderer: Renderer) -> list[BaseException]:
         ("lipsum", LIPSUM, "output longer than 100000 characters"),
         ("constant-power", CONSTANT_POWER, "bits"),
         ("constant-repeat", CONSTANT_REPEAT, "output longer than 100000 characters"),
+        ("format", FORMAT, "a % format field of 999999999 characters"),
+        ("constant-format", CONSTANT_FORMAT, "a % format field of 999999999 characters"),
     ],
 )
 def test_expensive_operations_stop_in_a_worker_thread(tiny_model_dir, write_template, name, source, fragment):
@@ -67,13 +71,13 @@ def test_expensive_operations_stop_in_a_worker_thread(tiny_model_dir, write_temp
 
 def test_renders_without_a_deadline_are_not_bounded(tiny_model_dir, write_template):
     """A trainer's own apply_chat_template on a guarded template: ``*`` and ``**`` compute as in plain Jinja."""
-    source = "{{ 'ab' * 3 }}{{ 2 ** 70 }}{{ messages|length * 4 }}" + templates.GOOD
+    source = "{{ 'ab' * 3 }}{{ 2 ** 70 }}{{ messages|length * 4 }}{{ '%03d' % 7 }}{{ 7 % 4 }}" + templates.GOOD
     loaded = load(tiny_model_dir, write_template("arithmetic", source))
     guarded = Renderer(loaded, codec_for(loaded)).text(HELLO, None, True)
     plain = loaded.tokenizer.apply_chat_template(
         HELLO, chat_template=source, tokenize=False, add_generation_prompt=True
     )
-    assert guarded == plain and plain.startswith("ababab" + str(2**70) + "4")
+    assert guarded == plain and plain.startswith("ababab" + str(2**70) + "4" + "007" + "3")
 
 
 def test_an_output_too_long_ends_the_audit_after_one_render(tiny_model_dir, write_template, monkeypatch):

@@ -13,12 +13,13 @@ per hook.
 
 What runs between two hooks is bounded too (:func:`guard` compiles the template once more for this): every block
 of the template (each loop iteration's body included) starts with a look at the deadline, so a loop whose body
-calls nothing stops; ``**`` and ``*`` go through ``call_binop``, which refuses an integer power of more than
-:data:`MAX_POWER_BITS` bits and a repeated string or list longer than the render's ``max_chars``; ``lipsum`` asked
-for more than ``max_chars`` worth of words is refused before it writes any. Before transformers first compiles a
-template, :func:`check_constants` refuses a constant ``**`` or ``*`` past the same bounds (Jinja computes constant
-expressions while compiling, where no deadline can reach). Not bounded: a filter asked for a huge width
-(``center``, ``indent``) costs memory, not time, up to what ``max_chars`` refuses after the render.
+calls nothing stops; ``**``, ``*`` and ``%`` go through ``call_binop``, which refuses an integer power of more than
+:data:`MAX_POWER_BITS` bits, a repeated string or list longer than the render's ``max_chars`` and a ``%`` format
+whose width is longer; ``lipsum`` asked for more than ``max_chars`` worth of words is refused before it writes any.
+Before transformers first compiles a template, :func:`check_constants` refuses a constant ``**``, ``*`` or ``%``
+past the same bounds (Jinja computes constant expressions while compiling, where no deadline can reach). Not
+bounded: a filter asked for a huge width (``center``, ``indent``, ``format``) costs memory, not time, up to what
+``max_chars`` refuses after the render.
 
 The clock: transformers gives templates ``strftime_now`` (today's date). The guarded environment's
 ``strftime_now`` reads the current thread's clock when one is set (:func:`clock`), so renders in two threads
@@ -28,6 +29,7 @@ can see two dates at once.
 from __future__ import annotations
 
 import operator
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -166,7 +168,8 @@ def guard(compiled: Any, source: str) -> None:
         environment.__dict__[_GUARDED] = True
 
 
-BOUNDED_BINOPS = frozenset({"**", "*"})
+BOUNDED_BINOPS = frozenset({"**", "*", "%"})
+_FORMAT_WIDTH = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\d*)(?:\.(\d+))?")
 
 
 def _checking_code_generator() -> type:
@@ -184,7 +187,17 @@ def _checking_code_generator() -> type:
 
 def bounded_binop(op: str, left: Any, right: Any, max_chars: int) -> Any:
     """``left ** right`` or ``left * right``, refused (:class:`RenderTooLong`) when the result would be an integer
-    of more than :data:`MAX_POWER_BITS` bits or a sequence longer than ``max_chars`` (0: no bound on sequences)."""
+    of more than :data:`MAX_POWER_BITS` bits or a sequence longer than ``max_chars`` (0: no bound on sequences);
+    ``left % right`` when ``left`` is a format asking for a field wider than ``max_chars``."""
+    if op == "%":
+        if isinstance(left, str) and max_chars > 0:
+            for width, precision in _FORMAT_WIDTH.findall(left):
+                if max(int(width or 0), int(precision or 0)) > max_chars:
+                    raise RenderTooLong(
+                        f"output longer than {max_chars} characters (a % format field of "
+                        f"{max(int(width or 0), int(precision or 0))} characters; raise it with --max-render-chars)"
+                    )
+        return left % right
     if op == "**":
         if (
             type(left) in (int, bool)
@@ -228,7 +241,6 @@ def check_constants(environment: Any, source: str, max_chars: int) -> None:
         nodes.Add: operator.add,
         nodes.Sub: operator.sub,
         nodes.FloorDiv: operator.floordiv,
-        nodes.Mod: operator.mod,
     }
 
     def value(node: Any) -> Any:
@@ -241,23 +253,26 @@ def check_constants(environment: Any, source: str, max_chars: int) -> None:
         if isinstance(node, nodes.Tuple | nodes.List):
             items = [value(item) for item in node.items]
             return tuple(items) if isinstance(node, nodes.Tuple) else items
-        if isinstance(node, nodes.Pow | nodes.Mul):
+        if isinstance(node, nodes.Pow | nodes.Mul | nodes.Mod):
             return bounded_binop(node.operator, value(node.left), value(node.right), max_chars)
         if type(node) in arithmetic:
             return arithmetic[type(node)](value(node.left), value(node.right))
         raise LookupError  # not a constant
 
-    for node in tree.find_all((nodes.Pow, nodes.Mul)):
+    for node in tree.find_all((nodes.Pow, nodes.Mul, nodes.Mod)):
         try:
             value(node)
         except (LookupError, ArithmeticError, TypeError, ValueError, RecursionError):
             continue
 
 
+_PLAIN = {"**": operator.pow, "*": operator.mul, "%": operator.mod}
+
+
 def _bounded_binop(context: Any, op: str, left: Any, right: Any) -> Any:
     current = _current()
     if current is None:
-        return left**right if op == "**" else left * right
+        return _PLAIN[op](left, right)
     if time.monotonic() > current.at:
         raise current.expired()
     return bounded_binop(op, left, right, current.max_chars)
