@@ -11,15 +11,14 @@ checked from the sandbox's own hooks instead: a template compiled in sandboxed m
 Renders without a deadline, a trainer's own ``apply_chat_template`` for example, pay one context-variable read
 per hook.
 
-What runs between two hooks is bounded too (:func:`guard` compiles the template once more for this): every block
-of the template (each loop iteration's body included) starts with a look at the deadline, so a loop whose body
-calls nothing stops; ``**``, ``*`` and ``%`` go through ``call_binop``, which refuses an integer power of more than
-:data:`MAX_POWER_BITS` bits, a repeated string or list longer than the render's ``max_chars`` and a ``%`` format
-whose width is longer; ``lipsum`` asked for more than ``max_chars`` worth of words is refused before it writes any.
-Before transformers first compiles a template, :func:`check_constants` refuses a constant ``**``, ``*`` or ``%``
-past the same bounds (Jinja computes constant expressions while compiling, where no deadline can reach). Not
-bounded: a filter asked for a huge width (``center``, ``indent``, ``format``) costs memory, not time, up to what
-``max_chars`` refuses after the render.
+What runs between two hooks is bounded too (:func:`guard` compiles the template once more for this): every loop
+iteration starts with a look at the deadline, so a loop whose body calls nothing stops; ``**``, ``*`` and ``%``
+go through ``call_binop``, which refuses an integer power of more than :data:`MAX_POWER_BITS` bits, a repeated
+string or list longer than the render's ``max_chars`` and a ``%`` format whose width is longer; ``lipsum`` asked
+for more than ``max_chars`` worth of words is refused before it writes any. Before transformers first compiles a
+template, :func:`check_constants` refuses a constant ``**``, ``*`` or ``%`` past the same bounds (Jinja computes
+constant expressions while compiling, where no deadline can reach). Not bounded: a filter asked for a huge width
+(``center``, ``indent``, ``format``) costs memory, not time, up to what ``max_chars`` refuses after the render.
 
 The clock: transformers gives templates ``strftime_now`` (today's date). The guarded environment's
 ``strftime_now`` reads the current thread's clock when one is set (:func:`clock`), so renders in two threads
@@ -144,9 +143,9 @@ def clock(when: datetime) -> Iterator[None]:
 
 def guard(compiled: Any, source: str) -> None:
     """Install the deadline checks and the per-thread clock on ``compiled`` (a template transformers compiled from
-    ``source`` into an environment of its own) and compile it again with a check in every block and ``**`` and ``*``
-    intercepted (once; idempotent). The recompiled code replaces the old in the same template object, so
-    transformers' own cache of compiled templates hands out the guarded one."""
+    ``source`` into an environment of its own) and compile it again with a check in every loop iteration and
+    ``**``, ``*``, ``%`` intercepted (once; idempotent). The recompiled code replaces the old in the same template
+    object, so transformers' own cache of compiled templates hands out the guarded one."""
     environment = compiled.environment
     if environment.__dict__.get(_GUARDED):
         return
@@ -173,13 +172,22 @@ _FORMAT_WIDTH = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\d*)(?:\.(\d+))?")
 
 
 def _checking_code_generator() -> type:
-    """A Jinja code generator that starts every block (a loop body, an ``if`` branch, a macro) with a look at the
-    current thread's deadline."""
+    """A Jinja code generator that starts every loop body (each iteration) with a look at the current thread's
+    deadline (macros recurse through ``environment.call``, checked already)."""
     from jinja2.compiler import CodeGenerator
 
     class CheckingCodeGenerator(CodeGenerator):
+        _loop_bodies: set[int] | None = None
+
+        def visit_For(self, node: Any, frame: Any) -> None:
+            if self._loop_bodies is None:
+                self._loop_bodies = set()
+            self._loop_bodies.add(id(node.body))
+            super().visit_For(node, frame)
+
         def blockvisit(self, nodes: Any, frame: Any) -> None:
-            self.writeline("environment.tito_audit_check()")
+            if self._loop_bodies is not None and id(nodes) in self._loop_bodies:
+                self.writeline("environment.tito_audit_check()")
             super().blockvisit(nodes, frame)
 
     return CheckingCodeGenerator
