@@ -89,7 +89,7 @@ def main() -> None:
         loaded = load_by_id(model_id, mirrors=args.mirror, allow_hub=False)
         bare = _cached_compile_jinja_template(loaded.template_source)
         guarded = _cached_compile_jinja_template(loaded.template_source)
-        guard(guarded.environment)
+        guard(guarded, loaded.template_source)
         kwargs = _plain_template_data(dict(loaded.tokenizer.special_tokens_map))
         jobs = []
         for conversation in conversations:

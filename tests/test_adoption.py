@@ -211,3 +211,13 @@ def test_hook_gates_the_repositorys_own_chat_template(tiny_model_dir, tmp_path, 
 
 def _locale() -> dict[str, str]:
     return {key: os.environ[key] for key in ("LANG", "LC_ALL") if key in os.environ}
+
+
+def test_the_hook_and_the_action_use_the_audits_defaults():
+    """A baseline made with ``audit --json`` compares with what the hook and the Action check: no other -n or seed."""
+    hooks = yaml.safe_load(HOOKS.read_text(encoding="utf-8"))
+    for hook in hooks:
+        words = [*hook["entry"].split(), *hook.get("args", [])]
+        assert not {"-n", "--count", "--seed"} & set(words), hook
+    inputs = action()["inputs"]
+    assert inputs["count"]["default"] == ""

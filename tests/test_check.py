@@ -104,6 +104,20 @@ def test_baseline_fails_only_on_new_failures(tiny_model_dir, broken, good, write
     assert worse.returncode == 1 and "new failures" in worse.stdout
 
 
+def test_a_baseline_made_with_other_settings_is_refused_in_one_line(tiny_model_dir, broken, tmp_path):
+    """Counts made with -n 16 are not compared with counts made with -n 24 or another seed: the other conversations'
+    failures would all look new."""
+    baseline = tmp_path / "baseline.json"
+    first = check(tiny_model_dir, broken, "--require", "rollout:tool", "--report", str(baseline))
+    assert first.returncode == 1 and baseline.is_file()
+    for args, difference in ((["-n", "24"], "-n: 16 there, 24 here"), (["--seed", "1"], "--seed: 0 there, 1 here")):
+        other = check(tiny_model_dir, broken, "--baseline", str(baseline), *args)
+        assert other.returncode == 2, other.stdout + other.stderr
+        lines = [line for line in other.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and "made with other settings" in lines[0], other.stderr
+        assert difference in lines[0] and "FAIL" not in other.stdout
+
+
 def test_policy_in_pyproject(tiny_model_dir, broken, tmp_path):
     (tmp_path / "pyproject.toml").write_text(
         "[tool.tito-audit]\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tito_audit"
 STAGES = (
-    ("errors", "outputs"),
+    ("errors", "outputs", "inputs"),
     ("model",),
     ("conversations",),
     ("parse",),

@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -109,7 +110,9 @@ needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="ne
 
 
 @needs_proc
-def test_ctrl_c_stops_the_matrix_within_seconds_and_keeps_what_finished(mirror, tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_stops_the_matrix_within_seconds_and_keeps_what_finished(mirror, tmp_path, signum):
+    """Ctrl-C to the process group, or SIGTERM (what CI time-outs, docker and Kubernetes send) alike."""
     matrix = _matrix(mirror, tmp_path, "acme/a-quick", "acme/b-quick", "acme/z-slow")
     try:
         store = tmp_path / "store"
@@ -117,7 +120,7 @@ def test_ctrl_c_stops_the_matrix_within_seconds_and_keeps_what_finished(mirror, 
         assert matrix.poll() is None, matrix.communicate()
         workers = _children(matrix.pid)
         started = time.monotonic()
-        os.killpg(matrix.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+        os.killpg(matrix.pid, signum)  # what Ctrl-C in a terminal does (SIGINT), or a CI time-out (SIGTERM)
         _, err = matrix.communicate(timeout=60)
         took = time.monotonic() - started
     finally:
@@ -126,6 +129,7 @@ def test_ctrl_c_stops_the_matrix_within_seconds_and_keeps_what_finished(mirror, 
     assert took < 5, f"the interrupted matrix took {took:.1f}s to exit"
     assert matrix.returncode == 130, err
     assert err.strip().splitlines()[-1] == "2 of 3 results stored; run again to resume", err
+    assert "Traceback" not in err and "Error" not in err, err
     assert workers and all(_gone(pid) for pid in workers), "a worker outlived the interrupted matrix"
     command = ["matrix", "--mirror", str(mirror), "--no-hub", "-n", "4", "-j", "2", "--results-cache", str(store)]
     again = subprocess.run(
@@ -281,3 +285,25 @@ def _acme(mirror: Path) -> Path:
             shutil.copytree(mirror / "acme--a-quick", folder)
             (folder / "chat_template.jinja").write_text(source, encoding="utf-8")
     return mirror
+
+
+def stuck(key: str, events) -> str:
+    """A task for the pool test: ``stuck`` never ends (as an audit of a template no limit reaches would not)."""
+    while key == "stuck":
+        time.sleep(0.05)
+    return f"{key}: done"
+
+
+def test_a_worker_past_the_audit_limit_is_replaced_and_its_row_says_why():
+    done, failed = {}, {}
+    pool = WorkerPool(1, stuck, task_seconds=2)
+    finished = threading.Event()
+
+    def run() -> None:
+        pool.run([(key, (key,)) for key in ("stuck", "after")], on_done=done.__setitem__, on_failed=failed.__setitem__)
+        finished.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    assert finished.wait(timeout=60), "the pool waited for the stuck task"
+    assert done == {"after": "after: done"}, "the task after it ran on a fresh worker"
+    assert list(failed) == ["stuck"] and "ran past the limit of 2s per audit (--audit-seconds)" in failed["stuck"]

@@ -3,7 +3,6 @@ runs past the limit once is refused for the rest of the audit."""
 
 from __future__ import annotations
 
-import functools
 import signal
 import threading
 from datetime import datetime
@@ -89,7 +88,7 @@ def test_clocks_are_per_thread(tiny_model_dir, write_template):
 def test_a_stuck_render_holds_up_no_session_of_another_model(tiny_model_dir, write_template, monkeypatch):
     """A worker thread opens a session on a model whose template is stuck (until its limit) on the probes that find
     its stop tokens; meanwhile the main thread opens a session of another model and runs a whole step."""
-    monkeypatch.setattr(machinery, "RenderLimits", functools.partial(RenderLimits, max_seconds=3))
+    monkeypatch.setattr(machinery, "SESSION_LIMITS", RenderLimits(max_seconds=3, refuse_after_timeout=False))
     building = threading.Event()
     real_build = machinery.build_machinery
 
@@ -99,10 +98,15 @@ def test_a_stuck_render_holds_up_no_session_of_another_model(tiny_model_dir, wri
 
     monkeypatch.setattr(machinery, "build_machinery", build)
     slow_template = write_template("slow-on-hello", SLOW_ON_HELLO)
-    opened: list[TitoSession] = []
-    worker = threading.Thread(
-        target=lambda: opened.append(TitoSession.from_model(str(tiny_model_dir), template=slow_template)), daemon=True
-    )
+    refused: list[BaseException] = []
+
+    def open_slow() -> None:
+        try:
+            TitoSession.from_model(str(tiny_model_dir), template=slow_template)
+        except TemplateTimeoutError as exc:
+            refused.append(exc)
+
+    worker = threading.Thread(target=open_slow, daemon=True)
     worker.start()
     assert building.wait(timeout=60)
     other = TitoSession.from_model(str(tiny_model_dir), template=write_template("good", templates.GOOD))
@@ -112,7 +116,7 @@ def test_a_stuck_render_holds_up_no_session_of_another_model(tiny_model_dir, wri
     assert worker.is_alive(), "the other model's session waited for the stuck render"
     assert len(other.buffer) > len(prompt)
     worker.join(timeout=120)
-    assert not worker.is_alive() and len(opened) == 1, "the stuck renders were not stopped by their limit"
+    assert not worker.is_alive() and len(refused) == 1, "the stuck probe did not refuse the session at its limit"
 
 
 def test_after_one_timeout_the_template_is_refused_for_the_rest_of_the_audit(

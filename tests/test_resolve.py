@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tito_audit.errors import ModelLoadError, ResolutionError, TemplateMissingError
+from tito_audit.model import resolve
 from tito_audit.model.loaded import load_model
 from tito_audit.model.resolve import follow_symlink_stub, resolve_model, staged_folder, write_manifest
 
@@ -137,6 +141,7 @@ def _fake_hub(monkeypatch, source: Path, delay: float = 0.0, fail_after: int | N
         return str(local_dir)
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    monkeypatch.setattr(resolve, "hub_commit", lambda model, revision, token, timeout: revision)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
 
 
@@ -160,8 +165,7 @@ def test_interrupted_download_leaves_no_entry(monkeypatch, tmp_path, tiny_model_
     cache = tmp_path / "cache"
     with pytest.raises(ResolutionError, match="ConnectionError"):
         resolve_model("acme/tiny", cache_dir=cache)
-    assert not (cache / "acme--tiny" / "main").exists()
-    assert list((cache / "acme--tiny").iterdir()) == []
+    assert not (cache / "acme--tiny").exists(), "no entry, no staging folder, no empty folder left behind"
 
 
 def test_a_downloaded_cache_entry_honours_the_umask(monkeypatch, tmp_path, tiny_model_dir):
@@ -190,3 +194,37 @@ def test_default_cache_is_the_projects_templates_cache(monkeypatch):
     project = Path(tito_audit.__file__).resolve().parent.parent / "templates_cache"
     if project.is_dir():
         assert default_cache_dir() == project
+
+
+def test_a_hub_that_never_answers_is_given_up_with_a_clear_line(tmp_path):
+    """HF_ENDPOINT accepts connections (the kernel completes them) and never answers: the lookup ends at its time
+    limit with one line, and leaves no empty cache folder behind."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        port = listener.getsockname()[1]
+        environment = {
+            "PATH": "/usr/bin:/bin",
+            "HF_ENDPOINT": f"http://127.0.0.1:{port}",
+            "TITO_AUDIT_HUB_TIMEOUT": "1",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+        }
+        cache = tmp_path / "cache"
+        result = subprocess.run(
+            [sys.executable, "-m", "tito_audit.cli", "audit", "acme/stalled", "--cache-dir", str(cache)],
+            capture_output=True,
+            text=True,
+            env=environment,
+            timeout=120,
+        )
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "no answer within 1s" in lines[0] and "time-out" in lines[0], result.stderr
+    assert not cache.exists() or not any(cache.rglob("*")), sorted(cache.rglob("*"))
+
+
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_an_empty_model_id_is_refused(empty, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ResolutionError, match="the model id is empty"):
+        resolve_model(empty, allow_hub=False)

@@ -34,7 +34,8 @@ class TemplateMissingError(AuditError):
 
 
 class TemplateTimeoutError(AuditError):
-    """A render ran past the time limit: the template is refused for the rest of the audit."""
+    """A render ran past the time limit (or made an output past the length limit): the template is refused for the
+    rest of the audit."""
 
 
 class BadInputError(AuditError, ValueError):

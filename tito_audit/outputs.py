@@ -98,6 +98,33 @@ def write_outputs(outputs: Sequence[tuple[str, Path, str | bytes]]) -> None:
         raise OutputError(f"{option} {failed.path}: {failed.reason}") from failed
 
 
+def check_outputs(outputs: Sequence[tuple[str, Path | None]]) -> None:
+    """Refuse, before any work, an output path that cannot be written (:class:`OutputError` naming the option):
+    a folder in its place, a file where a folder should be, a folder or file without write permission, too long a
+    name. What only writing finds out (a full disk) is still reported when the outputs are written."""
+    for option, path in outputs:
+        if path is None:
+            continue
+        target = _real_target(path)
+        reason = None
+        if target.is_dir():
+            reason = "is a folder"
+        elif target.exists() and not os.access(target, os.W_OK):
+            reason = "permission denied"
+        elif len(os.fsencode(target.name)) > _name_max(target.parent):
+            reason = "file name too long"
+        else:
+            blocker = _file_in_the_way(target)
+            if blocker is not None:
+                reason = f"{blocker} is a file, not a folder"
+            else:
+                existing = next((a for a in target.parents if a.exists()), None)
+                if existing is not None and not target.exists() and not os.access(existing, os.W_OK | os.X_OK):
+                    reason = f"permission denied (cannot create files in {existing})"
+        if reason is not None:
+            raise OutputError(f"{option} {path}: {reason}")
+
+
 def ensure_folder(path: Path) -> Path:
     """Create the folder ``path`` (and its parents) unless it exists; raises :class:`WriteFailed`."""
     try:

@@ -20,7 +20,7 @@ from tito_audit.cli.options import (
     with_option_groups,
 )
 from tito_audit.cli.outcomes import exit_code_for
-from tito_audit.outputs import write_outputs
+from tito_audit.outputs import check_outputs, write_outputs
 
 ExamplesOpt = Annotated[
     int | None,
@@ -57,6 +57,7 @@ def audit_command(
     from tito_audit.formatters.site import model_page
     from tito_audit.formatters.terminal import render_report, verdict_text
 
+    check_outputs([("--json", json_path), ("--markdown", markdown_path), ("--html", html_path)])
     console = Console()
     options = audit_options(sampling, settings, max_examples_per_group=examples)
     add_conversation_inputs(options, inputs)

@@ -23,7 +23,7 @@ from tito_audit.cli.options import (
     with_option_groups,
 )
 from tito_audit.cli.outcomes import finish
-from tito_audit.outputs import write_outputs
+from tito_audit.outputs import check_outputs, write_outputs
 
 RequireOpt = Annotated[
     list[str],
@@ -81,19 +81,37 @@ def check_command(
     from tito_audit.formatters.explanations import attach_explanations
     from tito_audit.formatters.json_report import to_json
     from tito_audit.formatters.site import model_page
-    from tito_audit.gate.policy import build_policy, check_baseline_model, evaluate, read_pyproject_policy
+    from tito_audit.gate.policy import (
+        build_policy,
+        check_baseline_model,
+        check_baseline_settings,
+        evaluate,
+        read_pyproject_policy,
+        report_settings,
+    )
 
     started = time.monotonic()
+    outputs_given = [("--junit", junit), ("--json", json_path), ("--report", report_path), ("--html", html_path)]
+    check_outputs([*outputs_given, ("--summary", summary_path)])
     table = read_pyproject_policy(config)
     policy = build_policy(table, require, allow_cause, baseline)
     if source.template is None and table.get("template"):
         source = replace(source, template=Path(table["template"]))
     options = audit_options(sampling, settings, defaults=table)
     add_conversation_inputs(options, inputs)
+    early = {
+        "seed": options.seed,
+        "max_turns": options.max_turns,
+        "pinned_kwargs": dict(options.pinned_kwargs),
+        "clock": options.clock.isoformat(),
+        "extra_stop_tokens": list(options.extra_stop_tokens),
+    }
+    check_baseline_settings(policy, early, complete=False)  # before the audit: what is known already
     loaded = load(model, source)
     check_baseline_model(policy, loaded.resolved.model_id)
     console = Console()
     report = audit_with_progress(loaded, options, console, show=True)
+    check_baseline_settings(policy, report_settings(report))
     if html_path is not None:
         attach_explanations(report, loaded)  # the page shows the template lines behind each break
     if report_path is not None:

@@ -15,8 +15,8 @@ from tito_audit.cli.app import app
 from tito_audit.cli.options import CacheOpt, LimitOpt, MirrorOpt, NoHubOpt, ParserOpt, Sampling, with_option_groups
 from tito_audit.cli.outcomes import err
 from tito_audit.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_ROWS_FAILED, BadInputError, OutputError
-from tito_audit.matrix.options import BACKENDS, LOCAL
-from tito_audit.outputs import WriteFailed, describe
+from tito_audit.matrix.options import BACKENDS, DEFAULT_AUDIT_SECONDS, LOCAL
+from tito_audit.outputs import WriteFailed
 
 if TYPE_CHECKING:
     from tito_audit.matrix.run import MatrixOptions, MatrixRun
@@ -70,6 +70,15 @@ CorpusOpt = Annotated[
         "token level where a --mirror folder holds the vocabulary of a model that ships the template.",
     ),
 ]
+AuditSecondsOpt = Annotated[
+    float,
+    typer.Option(
+        "--audit-seconds",
+        min=0,
+        help="Wall-clock limit of one model's audit in a worker process (0: none); past it the worker is replaced "
+        "and the row says why.",
+    ),
+]
 RESULTS_CACHE_ENV = "TITO_AUDIT_RESULTS_CACHE"
 NOTES_SHOWN = 5
 """Results-store notes printed after the summary (the rest are counted)."""
@@ -91,12 +100,9 @@ def results_cache_folder(given: Path | None, disabled: bool, cache_dir: Path | N
 def read_models_file(path: Path) -> list[str]:
     """Model ids, one per line; ``#`` starts a comment. A file without any id is refused (an empty list would
     silently mean the whole registry)."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        raise BadInputError(f"--models-file {path}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
-    except OSError as exc:
-        raise BadInputError(f"--models-file {path}: {describe(exc, path)}") from exc
+    from tito_audit.inputs import MAX_LIST_BYTES, read_text
+
+    lines = read_text(path, "--models-file", MAX_LIST_BYTES).splitlines()
     ids = [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
     if not ids:
         raise BadInputError(f"--models-file {path}: no model ids in {path}")
@@ -123,6 +129,7 @@ def matrix_command(
     backend: BackendOpt = LOCAL,
     parser: ParserOpt = "auto",
     corpus: CorpusOpt = None,
+    audit_seconds: AuditSecondsOpt = DEFAULT_AUDIT_SECONDS,
 ) -> None:
     """Audit many models in parallel and write the compatibility matrix (md, csv, json, parquet, html)."""
     from tito_audit.matrix.hub_listing import list_hub_models, parse_filter
@@ -161,6 +168,7 @@ def matrix_command(
         conversations_limit=limit,
         results_cache=results_cache_folder(results_cache, no_results_cache, cache_dir),
         backend=backend,
+        audit_seconds=audit_seconds,
     )
     if corpus is not None:
         _corpus(corpus, options, sampling.count is None, cache_dir, console)

@@ -19,7 +19,7 @@ from typing import Annotated, Any, TypeVar, get_args, get_origin, get_type_hints
 import typer
 
 from tito_audit.audit.options import DEFAULT_COUNT
-from tito_audit.conversations.generate import DEFAULT_MAX_TURNS
+from tito_audit.conversations.generate import DEFAULT_MAX_TURNS, MAX_TURNS_LIMIT
 from tito_audit.conversations.scenarios import scenario_names
 from tito_audit.conversations.windows import DEFAULT_MAX_MESSAGES
 from tito_audit.errors import BadInputError
@@ -55,7 +55,12 @@ SeedOpt = Annotated[
     int | None, typer.Option("--seed", help="Seed of the conversation generator and of non-canonical sampling.")
 ]
 CountOpt = Annotated[int | None, typer.Option("-n", "--count", min=1, help="Number of generated conversations.")]
-MaxTurnsOpt = Annotated[int, typer.Option("--max-turns", min=2, help="Maximum assistant turns per conversation.")]
+MaxTurnsOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-turns", min=2, max=MAX_TURNS_LIMIT, help="Maximum assistant turns per conversation (at most 100)."
+    ),
+]
 StopTokenOpt = Annotated[list[str], typer.Option("--stop-token", help="An extra stop token (its text). Repeatable.")]
 ClockOpt = Annotated[
     str | None,

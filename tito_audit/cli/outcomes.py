@@ -9,13 +9,16 @@ a patch that does not reach a good verdict).
 one line on stderr, never a traceback (``TITO_AUDIT_DEBUG=1`` shows one for unexpected errors).
 3: ``matrix`` only: the matrix was written, but some rows are ``not audited: audit error`` (an audit raised, or
 its worker process died twice).
-130: interrupted (Ctrl-C; typer maps it): finished work is kept; ``matrix`` says how many results were stored.
+130: interrupted (Ctrl-C, or SIGTERM as CI time-outs, docker and Kubernetes send it: handled alike): finished work
+is kept; ``matrix`` says how many results were stored.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import typer
@@ -44,8 +47,20 @@ def finish(good: bool) -> typer.Exit:
     return typer.Exit(EXIT_OK if good else EXIT_VERDICT)
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"terminated (signal {signum})")
+
+
+def handle_sigterm_as_ctrl_c() -> None:
+    """SIGTERM raises ``KeyboardInterrupt`` in the main thread, as Ctrl-C does (only the command line does this:
+    the library leaves a trainer's signals alone)."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminated)
+
+
 def run(app: typer.Typer) -> None:
     """Run ``app``: expected errors become one line on stderr and exit code 2."""
+    handle_sigterm_as_ctrl_c()
     try:
         code = app(standalone_mode=False)
         sys.exit(code if isinstance(code, int) else EXIT_OK)

@@ -85,7 +85,9 @@ def add_conversation_inputs(options: AuditOptions, inputs: ConversationInputs) -
     labels = [f"generated ({options.count})"] if inputs.with_generated else []
     loaded = []
     for source in inputs.conversations:
-        dataset = load_conversations(source, split=inputs.split, limit=inputs.limit, tools_file=inputs.tools)
+        dataset = load_conversations(
+            source, split=inputs.split, limit=inputs.limit, tools_file=inputs.tools, on_progress=_reading(source)
+        )
         loaded.append(dataset)
         options.datasets.append(dataset.summary())
         conversations += dataset.conversations
@@ -107,6 +109,21 @@ def add_conversation_inputs(options: AuditOptions, inputs: ConversationInputs) -
     options.conversations = conversations
     options.with_generated = inputs.with_generated
     options.conversations_source = "; ".join(labels)
+
+
+def _reading(source: str) -> Any:
+    """A progress callback for reading ``source``: a line on stderr at most every :data:`PROGRESS_EVERY` seconds
+    (nothing for a source read in less)."""
+    started = last = time.monotonic()
+
+    def on_progress(records: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last >= PROGRESS_EVERY:
+            last = now
+            err.print(f"reading {source}: {records:,} records ({now - started:.0f}s)", highlight=False, soft_wrap=True)
+
+    return on_progress
 
 
 def skipped_reasons(datasets: list[DataSet], shown: int = REASONS_SHOWN) -> str:

@@ -9,8 +9,10 @@ Adapters accept the common variants: messages under ``messages``/``traj``/``traj
 ``conversations`` (or a bare list); arguments as strings or dicts; ``tool_call_ids`` lists instead of
 ``tool_call_id``; tool results without a ``name`` (taken from the matching call); content as a list of
 text parts; ShareGPT ``from``/``value`` turns. Records that cannot be adapted are skipped and counted
-with the reason; nothing is dropped silently. Records without tool schemas take them from ``--tools``,
-or from the single ``*tools*.json`` file next to the data file (the report names it).
+with the reason; nothing is dropped silently. Records without tool schemas take them from ``--tools``, or, by
+a documented convention, from the one file named ``<data file's stem>.tools.json`` or ``*_tools*.json`` beside
+the data file (the report names it; a bad one is refused naming it as the file found beside the data, never as
+``--tools``). No other file beside the data is read.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tito_audit import inputs
 from tito_audit.conversations.conversation import ASSISTANT, Conversation, Message
 from tito_audit.conversations.validate import ENCODE_PROBLEM, problems_of
 from tito_audit.errors import BadInputError
@@ -70,14 +74,10 @@ class SkipRecord(Exception):
     """A record that cannot be adapted; the message is the reason."""
 
 
-def read_text(path: Path) -> str:
-    """A UTF-8 file's text, or a one-line :class:`BadInputError`."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise BadInputError(f"{path}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
-    except OSError as exc:
-        raise BadInputError(f"{path}: {exc.strerror or exc}") from exc
+def read_text(path: Path, label: str = "--conversations") -> str:
+    """A UTF-8 file's text (bounded: :data:`~tito_audit.inputs.MAX_DATA_BYTES`), or a one-line
+    :class:`BadInputError` naming ``label``."""
+    return inputs.read_text(path, label, inputs.MAX_DATA_BYTES)
 
 
 def parse_jsonl(path: Path, text: str) -> list[Any]:
@@ -88,6 +88,8 @@ def parse_jsonl(path: Path, text: str) -> list[Any]:
             continue
         try:
             records.append(json.loads(line))
+        except RecursionError as exc:
+            raise BadInputError(f"{path}: line {number} is JSON nested too deeply to read (RecursionError)") from exc
         except ValueError as exc:
             raise BadInputError(f"{path}: line {number} is not valid JSON ({exc})") from exc
     return records
@@ -100,10 +102,7 @@ def _read_local(path: Path, split: str) -> list[Any]:
     text = read_text(path)
     if suffix == ".jsonl":
         return parse_jsonl(path, text)
-    try:
-        document = json.loads(text)
-    except ValueError as exc:
-        raise BadInputError(f"{path}: not valid JSON ({exc})") from exc
+    document = inputs.parse_json(text, path, "--conversations")
     return document if isinstance(document, list) and not _is_message_list(document) else [document]
 
 
@@ -132,7 +131,7 @@ def _maybe_json(value: Any) -> Any:
     if isinstance(value, str) and value.strip()[:1] in ("[", "{"):
         try:
             return json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             return value
     return value
 
@@ -232,21 +231,30 @@ def adapt_messages(raw: list[Any]) -> list[Message]:
     return messages
 
 
-def _read_tools(path: Path | None) -> list[dict] | None:
+def _read_tools(path: Path | None, label: str) -> list[dict] | None:
+    """The tool schemas in ``path``: a JSON list of objects. ``label`` names where the file came from (``--tools``,
+    or the convention that found it beside a data file)."""
     if path is None:
         return None
-    try:
-        tools = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise BadInputError(f"--tools {path}: not a readable JSON list of tool schemas ({exc})") from exc
+    tools = inputs.parse_json(inputs.read_text(path, label, inputs.MAX_LIST_BYTES), path, label)
     if not isinstance(tools, list):
-        raise BadInputError(f"--tools {path}: not a JSON list of tool schemas")
+        raise BadInputError(f"{label} {path}: not a JSON list of tool schemas (a {type(tools).__name__})")
+    for number, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise BadInputError(
+                f"{label} {path}: not a JSON list of tool schemas (item {number} is {json.dumps(tool)[:40]}, "
+                "not an object)"
+            )
     return tools
 
 
-def _sibling_tools(path: Path) -> Path | None:
-    """The one ``*tools*.json`` file next to a data file (records that carry no tools use it), if any."""
-    candidates = [p for p in sorted(path.parent.glob("*tools*.json")) if p != path]
+def sibling_tools(path: Path) -> Path | None:
+    """The tools file beside a data file, by convention: ``<stem>.tools.json``, else the one ``*_tools*.json`` file
+    (``airline_tools.json`` beside ``airline.json``); None when there is none, or more than one to choose from."""
+    own = path.with_name(f"{path.stem}.tools.json")
+    if own.is_file() and own != path:
+        return own
+    candidates = [p for p in sorted(path.parent.glob("*_tools*.json")) if p != path and p.is_file()]
     return candidates[0] if len(candidates) == 1 else None
 
 
@@ -256,10 +264,20 @@ def _skip_reason(problem: str) -> str:
     return problem if ENCODE_PROBLEM in problem else _MESSAGE_NUMBER.sub("", problem)
 
 
+PROGRESS_RECORDS = 10_000
+"""Records between two calls of ``load_conversations``'s ``on_progress``."""
+
+
 def load_conversations(
-    source: str, *, split: str = "train", limit: int | None = None, tools_file: Path | None = None
+    source: str,
+    *,
+    split: str = "train",
+    limit: int | None = None,
+    tools_file: Path | None = None,
+    on_progress: Callable[[int], None] | None = None,
 ) -> DataSet:
-    """Conversations of ``source`` (a file or a hub data set id), adapted, with skipped records counted."""
+    """Conversations of ``source`` (a file or a hub data set id), adapted, with skipped records counted;
+    ``on_progress(records)`` every :data:`PROGRESS_RECORDS` records read."""
     path = Path(source).expanduser()
     if path.is_file():
         records = _read_local(path, split)
@@ -271,14 +289,18 @@ def load_conversations(
         name = f"{source}:{split}"
     else:
         raise BadInputError(f"--conversations {source}: no such file")
+    label = "--tools"
     if tools_file is None and path.is_file():
-        tools_file = _sibling_tools(path)
-    shared_tools = _read_tools(tools_file)
+        tools_file = sibling_tools(path)
+        label = f"the tools file found beside {path.name} (by its name's convention):"
+    shared_tools = _read_tools(tools_file, label)
     dataset = DataSet(name=name, tools=tools_file.name if tools_file is not None else None)
     for index, record in enumerate(records):
         if limit is not None and dataset.records >= limit:
             break
         dataset.records += 1
+        if on_progress is not None and not dataset.records % PROGRESS_RECORDS:
+            on_progress(dataset.records)
         try:
             raw, tools = _messages_of(record)
             messages = adapt_messages(raw)

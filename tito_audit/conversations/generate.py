@@ -38,6 +38,9 @@ SHAPE_GRID: tuple[dict[str, str], ...] = tuple(
 )
 
 DEFAULT_MAX_TURNS = 4
+MAX_TURNS_LIMIT = 100
+"""``--max-turns`` at most: a longer generated conversation passes the audit's window (400 messages) anyway, and
+generating 100,000 turns per conversation would take hours before the first progress line."""
 
 TOOL_SCHEMAS: dict[str, dict] = {
     "get_weather": {

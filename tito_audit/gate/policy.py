@@ -13,16 +13,23 @@ Requirements (``--require``, or ``require`` under ``[tool.tito-audit]`` in ``pyp
 Any requirement can name one variant: ``rollout:tool@enable_thinking=false``; without it, every variant
 must pass. Failures whose causes are all allowed (``--allow-cause``) do not count. With a baseline
 report, only failures the baseline does not have count (a regression gate).
+
+A baseline compares like with like: its report records the settings that produced it (``-n``, ``--seed``,
+``--max-turns``, ``--kwarg``, ``--clock``, ``--stop-token``, the conversation sources, the variants, and the parser
+when there is one). Failures are matched by conversation and turn, so a run with other settings would count
+failures of other conversations as new: :func:`check_baseline_settings` refuses it (one line, exit 2).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tito_audit import inputs
 from tito_audit.audit.results import CAUSES, VERDICT_ORDER, AuditReport, Failure, VariantResult
 from tito_audit.conversations.conversation import STEP_KINDS
 from tito_audit.errors import BadInputError
@@ -93,10 +100,9 @@ def check_causes(causes: Iterable[str]) -> frozenset[str]:
 def load_baseline(path: Path) -> dict[str, Any]:
     """A JSON report (``audit --json``, ``check --report``) to compare with, checked: its schema version, its model
     and the shape of every part :func:`evaluate` reads (one line naming what is wrong)."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise BadInputError(f"--baseline {path}: not a readable JSON report ({exc})") from exc
+    document = inputs.parse_json(
+        inputs.read_text(path, "--baseline", inputs.MAX_REPORT_BYTES), path, "--baseline", "JSON report"
+    )
     problem = _baseline_problem(document)
     if problem is not None:
         raise BadInputError(f"--baseline {path}: {problem}")
@@ -157,6 +163,59 @@ def check_baseline_model(policy: Policy, model_id: str) -> None:
     baseline_model = policy.baseline["model"]["model_id"]
     if baseline_model != model_id:
         raise BadInputError(f"--baseline {policy.baseline_path}: a report of {baseline_model}, not of {model_id}")
+
+
+SETTINGS_COMPARED = {
+    "count": "-n",
+    "seed": "--seed",
+    "max_turns": "--max-turns",
+    "pinned_kwargs": "--kwarg",
+    "clock": "--clock",
+    "extra_stop_tokens": "--stop-token",
+    "conversations_source": "--conversations",
+    "datasets": "--conversations",
+    "parser": "--parser",
+}
+"""The settings of a report that decide which failures it can have, and the option that sets each."""
+
+
+def check_baseline_settings(policy: Policy, ours: dict[str, Any], *, complete: bool = True) -> None:
+    """A baseline made with other settings compares other conversations: refused in one line (exit 2) naming what
+    differs, so that its failures are never counted as new ones. ``ours``: the settings of this run as a report
+    records them (:func:`report_settings`); ``complete=False`` compares only those given (known before the audit
+    runs: the seed, the kwargs, the clock), so that a mismatch is found before the audit, not after it."""
+    if policy.baseline is None:
+        return
+    recorded = policy.baseline.get("settings")
+    theirs = {**(recorded if isinstance(recorded, dict) else {})}
+    theirs["variants"] = [v.get("name") for v in policy.baseline.get("variants", [])]
+    differences = []
+    for name, option in [*SETTINGS_COMPARED.items(), ("variants", "variants")]:
+        if (name not in ours and name not in theirs) or (not complete and name not in ours):
+            continue
+        if _comparable(ours.get(name)) != _comparable(theirs.get(name)):
+            shown = "" if name == "datasets" else f": {_shown(theirs.get(name))} there, {_shown(ours.get(name))} here"
+            differences.append(f"{option}{shown}")
+    if differences:
+        raise BadInputError(
+            f"--baseline {policy.baseline_path}: made with other settings ({'; '.join(dict.fromkeys(differences))}); "
+            "check with the baseline's settings, or write a new baseline with --report"
+        )
+
+
+def report_settings(report: AuditReport) -> dict[str, Any]:
+    """The compared settings of ``report`` as its JSON has them (with its variants' names)."""
+    return {**dataclasses.asdict(report.settings), "variants": [v.name for v in report.variants]}
+
+
+def _comparable(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "none"
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
 
 
 def read_pyproject_policy(path: Path) -> dict[str, Any]:

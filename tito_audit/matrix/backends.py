@@ -67,7 +67,9 @@ class LocalBackend:
                 _drain(events, on_event)
                 on_outcome(outcome)
             return
-        pool = WorkerPool(min(options.jobs, len(model_ids)), audit_pair, WORKER_ENVIRONMENT)
+        pool = WorkerPool(
+            min(options.jobs, len(model_ids)), audit_pair, WORKER_ENVIRONMENT, task_seconds=options.audit_seconds
+        )
         pool.run(
             [(model_id, (model_id, options)) for model_id in model_ids],
             on_done=lambda model_id, outcome: on_outcome(outcome),

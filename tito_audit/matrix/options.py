@@ -11,6 +11,9 @@ from tito_audit.conversations.generate import DEFAULT_MAX_TURNS
 MATRIX_EXAMPLES_PER_GROUP = 3
 """Failures kept per group in published per-model reports (counts stay complete)."""
 
+DEFAULT_AUDIT_SECONDS = 900.0
+"""``--audit-seconds``: a full audit of a large real model with real conversations takes a minute or two."""
+
 LOCAL = "local"
 RAY = "ray"
 BACKENDS = (LOCAL, RAY)
@@ -41,6 +44,10 @@ class MatrixOptions:
     """``local`` (worker processes on this machine) or ``ray`` (tasks on a local or existing Ray cluster)."""
     parser: str = "auto"
     """The parser of the "with its engine's parser" column (:mod:`tito_audit.parse.choice`)."""
+    audit_seconds: float = DEFAULT_AUDIT_SECONDS
+    """Wall-clock limit of one pair's audit in a worker process (0: none): past it the worker is ended and replaced
+    and the row is ``not audited: audit error`` with the reason. Not part of the results key (a result that
+    finished is the same whatever the limit)."""
 
     def settings_record(self, models: str | list[str]) -> dict[str, Any]:
         """What ``reports/matrix_settings.json`` records, so that the matrix can be regenerated as it was

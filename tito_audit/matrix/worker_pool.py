@@ -8,8 +8,11 @@ queued tasks to finish, and idle workers outlive a parent killed with ``kill -9`
   progress events and its result on that pipe (no shared queue whose lock a killed worker could keep);
 - a worker that dies (killed, out of memory) loses only its own task, which is run once more on a fresh worker; a
   task whose worker dies twice is reported as failed, with the exit status, and the others go on;
-- Ctrl-C (``KeyboardInterrupt`` in the parent) collects the results already sent, then ends every worker at once;
-  workers ignore SIGINT themselves, so a Ctrl-C to the process group never cuts a result in half;
+- a task may be given a wall-clock limit (``task_seconds``): a worker still on its task past it is ended and replaced,
+  and the task is reported as failed with that reason (not retried: it would take as long again);
+- Ctrl-C (``KeyboardInterrupt`` in the parent; the command line raises it for SIGTERM too) collects the results
+  already sent, then ends every worker at once; workers ignore SIGINT and SIGTERM themselves, so a signal to the
+  process group never cuts a result in half, and a worker whose parent is gone leaves without a traceback;
 - a worker ends itself when its parent is gone: a thread polls ``os.getppid()`` (and an idle worker sees its pipe
   close).
 """
@@ -60,7 +63,17 @@ def _watch_parent(parent: int) -> None:
 
 def _serve(connection: Connection, function: Callable[..., Any], parent: int, environment: dict[str, str]) -> None:
     """A worker's life: run the tasks the parent sends until it sends None or goes away."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    try:
+        _serve_tasks(connection, function, parent, environment)
+    except (BrokenPipeError, EOFError, ConnectionError):  # the parent is gone or ended this worker's pipe
+        os._exit(1)
+
+
+def _serve_tasks(
+    connection: Connection, function: Callable[..., Any], parent: int, environment: dict[str, str]
+) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C and SIGTERM are the parent's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _watch_parent(parent)
     for name, value in environment.items():
         os.environ.setdefault(name, value)
@@ -86,6 +99,8 @@ class _Worker:
     process: Any
     connection: Connection
     task: Task | None = None
+    started: float = 0.0
+    """``time.monotonic()`` when the worker was given its task."""
 
 
 def exit_status(code: int | None) -> str:
@@ -103,8 +118,16 @@ def exit_status(code: int | None) -> str:
 class WorkerPool:
     """Runs ``function`` over tasks in ``size`` spawned worker processes (see the module docstring)."""
 
-    def __init__(self, size: int, function: Callable[..., Any], environment: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        size: int,
+        function: Callable[..., Any],
+        environment: dict[str, str] | None = None,
+        task_seconds: float | None = None,
+    ) -> None:
         self.size = max(1, size)
+        self.task_seconds = task_seconds if task_seconds is not None and task_seconds > 0 else None
+        """Wall-clock limit of one task (None: no limit); see the module docstring."""
         self.function = function
         self.environment = dict(environment or {})
         self._context = multiprocessing.get_context("spawn")
@@ -132,6 +155,7 @@ class WorkerPool:
                 for worker in busy:
                     if worker.connection in ready or worker.process.sentinel in ready:
                         self._hear(worker, queue, attempts, on_done, on_failed, on_event)
+                self._end_overdue(on_failed)
         except BaseException:
             self._collect_finished(on_done, on_failed)
             self._end(at_once=True)
@@ -162,7 +186,28 @@ class WorkerPool:
 
     def _give(self, worker: _Worker, task: Task) -> None:
         worker.task = task
+        worker.started = time.monotonic()
         worker.connection.send(task)
+
+    def _end_overdue(self, on_failed: Callable[[str, str], None]) -> None:
+        """End every worker still on its task past ``task_seconds``; its task fails with the reason (the next
+        assignment starts a fresh worker in its place)."""
+        if self.task_seconds is None:
+            return
+        now = time.monotonic()
+        for worker in [w for w in self._workers if w.task is not None and now - w.started > self.task_seconds]:
+            task = worker.task
+            assert task is not None
+            worker.process.kill()
+            worker.process.join(timeout=5)
+            self._workers.remove(worker)
+            with contextlib.suppress(OSError):
+                worker.connection.close()
+            on_failed(
+                task[0],
+                f"its audit ran past the limit of {self.task_seconds:g}s per audit (--audit-seconds); its worker "
+                "was ended and replaced",
+            )
 
     def _hear(
         self,

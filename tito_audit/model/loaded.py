@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tito_audit.errors import ModelLoadError, TemplateMissingError
+from tito_audit import inputs
+from tito_audit.errors import BadInputError, ModelLoadError, TemplateMissingError
 from tito_audit.model.resolve import ResolvedModel, staged_folder
 from tito_audit.model.standin import build_standin_tokenizer, has_vocabulary
 from tito_audit.model.tokens import TokenCodec
@@ -184,9 +185,9 @@ def load_model(
     origin = "tokenizer"
     if template_file is not None:
         try:
-            source = Path(template_file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise TemplateMissingError(f"cannot read template file {template_file}: {exc}") from exc
+            source = inputs.read_text(Path(template_file), "--template", inputs.MAX_TEMPLATE_BYTES)
+        except BadInputError as exc:
+            raise TemplateMissingError(f"cannot read template file: {exc}") from exc
         if backend != JINJA:
             raise TemplateMissingError(
                 f"{resolved.model_id} renders through {backend}, which takes no Jinja template override"

@@ -24,8 +24,10 @@ def load_by_id(
 ) -> LoadedModel:
     """Resolve ``model`` (hub id or folder) through the mirrors, cache and hub rules and load it, with the
     registry's special-token defaults for its family (template-only folders need them)."""
-    if template_file is not None and not Path(template_file).is_file():
+    if template_file is not None and not Path(template_file).exists():
         raise BadInputError(f"--template {template_file}: no such file")
+    if template_file is not None and Path(template_file).is_dir():
+        raise BadInputError(f"--template {template_file}: a folder, not a file")
     resolved = resolve_model(
         model,
         mirrors=[Path(m) for m in mirrors],

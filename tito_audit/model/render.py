@@ -8,6 +8,8 @@ nondeterminism check renders with a second clock to find templates that depend o
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -23,6 +25,8 @@ from tito_audit.model.render_guard import (  # noqa: F401  (the clocks and limit
     DEFAULT_CLOCK,
     RenderLimits,
     RenderTimeout,
+    RenderTooLong,
+    check_constants,
     clock,
     deadline,
     guard,
@@ -74,14 +78,30 @@ def one_line(exc: BaseException, limit: int = 200) -> str:
     return f"{type(exc).__name__}: {text[:limit]}" + (f" (template line {line})" if line is not None else "")
 
 
-def guarded_template(template_source: str) -> Any:
+def guarded_template(template_source: str, max_chars: int = RenderLimits.max_chars) -> Any:
     """transformers' compiled template for ``template_source`` (compiled once per process), with the render
-    guard installed on its environment (:mod:`tito_audit.model.render_guard`)."""
+    guard installed (:mod:`tito_audit.model.render_guard`). A constant expression too big to compute is refused
+    (:class:`RenderTooLong`) before transformers compiles the template (which would compute it)."""
     from transformers.utils.chat_template_utils import _compile_jinja_template
 
+    refusal = _constant_refusal(template_source, max_chars)
+    if refusal is not None:
+        raise RenderTooLong(refusal)
     compiled = _compile_jinja_template(template_source)
-    guard(compiled.environment)
+    guard(compiled, template_source)
     return compiled
+
+
+@functools.lru_cache(maxsize=256)
+def _constant_refusal(template_source: str, max_chars: int) -> str | None:
+    """Why the constants of ``template_source`` are refused, or None (parsed once per template and bound)."""
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    try:
+        check_constants(_compile_jinja_template("").environment, template_source, max_chars)
+    except RenderTooLong as exc:
+        return str(exc)
+    return None
 
 
 @contextmanager
@@ -95,7 +115,8 @@ def frozen_clock(template_source: str | None, when: datetime) -> Iterator[None]:
     if template_source is None:
         yield
         return
-    guarded_template(template_source)
+    with contextlib.suppress(RenderTooLong):  # refused again, with its reason, by the first render
+        guarded_template(template_source)
     with clock(when):
         yield
 
@@ -120,16 +141,11 @@ class _FastJinja:
         self._prepared_tools: tuple[list[dict], Any] | None = None
 
     @classmethod
-    def create(cls, model: LoadedModel, kwargs: Mapping[str, Any]) -> _FastJinja | None:
+    def create(cls, model: LoadedModel, kwargs: Mapping[str, Any], max_chars: int) -> _FastJinja | None:
         try:
-            from transformers.utils.chat_template_utils import (
-                _alias_reasoning_fields,
-                _compile_jinja_template,
-                _plain_template_data,
-            )
+            from transformers.utils.chat_template_utils import _alias_reasoning_fields, _plain_template_data
 
-            compiled = _compile_jinja_template(model.template_source)
-            guard(compiled.environment)
+            compiled = guarded_template(model.template_source, max_chars)
         except Exception:  # another transformers version, or a template that does not compile
             return None
         template_kwargs = _plain_template_data({**model.tokenizer.special_tokens_map, **kwargs})
@@ -192,11 +208,12 @@ class Renderer:
         self.codec = codec
         self.kwargs = dict(kwargs or {})
         self.renders = 0
-        self._fast = _FastJinja.create(model, self.kwargs) if model.backend == JINJA else None
+        self._fast = _FastJinja.create(model, self.kwargs, self.limits.max_chars) if model.backend == JINJA else None
         self._prepared: Any = None
         self._prepared_for: tuple[Sequence[Message], list[dict] | None] | None = None
         self._timed_out: str | None = None
-        """Why this renderer refuses every render (a render ran past the time limit), when it does."""
+        """Why this renderer refuses every render (a render ran past the time limit or made too long an output),
+        when it does."""
 
     @property
     def uses_jinja(self) -> bool:
@@ -208,10 +225,10 @@ class Renderer:
         self._refuse_if_timed_out()
         tokenizer = self.model.tokenizer
         try:
-            with warnings.catch_warnings(), deadline(self.limits.max_seconds):
+            with warnings.catch_warnings(), deadline(self.limits.max_seconds, self.limits.max_chars):
                 warnings.simplefilter("ignore")
                 if self.uses_jinja:
-                    guarded_template(self.model.template_source)
+                    guarded_template(self.model.template_source, self.limits.max_chars)
                     return self._bounded(
                         tokenizer.apply_chat_template(
                             list(messages),
@@ -223,7 +240,7 @@ class Renderer:
                         )
                     )
                 return self._bounded(self._backend_text(list(messages), tools, gp))
-        except RenderTimeout as exc:
+        except (RenderTimeout, RenderTooLong) as exc:
             self._timeout(exc)
             raise RenderError(one_line(exc)) from exc
         except RecursionError as exc:
@@ -287,19 +304,22 @@ class Renderer:
         if self._timed_out is not None:
             raise TemplateTimeoutError(self._timed_out)
 
-    def _timeout(self, exc: RenderTimeout) -> None:
-        """A render ran past the limit: with ``refuse_after_timeout`` the template is refused from now on (raises);
-        otherwise the caller reports this render as refused."""
+    def _timeout(self, exc: RenderTimeout | RenderTooLong) -> None:
+        """A render ran past the limit or made too long an output: with ``refuse_after_timeout`` the template is
+        refused from now on (raises); otherwise the caller reports this render as refused."""
         if self.limits.refuse_after_timeout:
-            self._timed_out = (
-                f"rendering took longer than {self.limits.max_seconds:g}s: the template is refused for the rest of "
-                "the audit (raise the limit with --max-render-seconds)"
-            )
+            if isinstance(exc, RenderTimeout):
+                self._timed_out = (
+                    f"rendering took longer than {self.limits.max_seconds:g}s: the template is refused for the rest "
+                    "of the audit (raise the limit with --max-render-seconds)"
+                )
+            else:
+                self._timed_out = f"{exc}: the template is refused for the rest of the audit"
             self._refuse_if_timed_out()
 
     def _bounded(self, text: str) -> str:
         if len(text) > self.limits.max_chars:
-            raise RenderError(
+            raise RenderTooLong(
                 f"output longer than {self.limits.max_chars} characters (raise it with --max-render-chars)"
             )
         return text
@@ -324,9 +344,9 @@ class Renderer:
             self.renders += 1
             self._refuse_if_timed_out()
             try:
-                with deadline(self.limits.max_seconds):
+                with deadline(self.limits.max_seconds, self.limits.max_chars):
                     texts.append(self._bounded(fast.render(prepared, k, gp)))
-            except RenderTimeout as exc:
+            except (RenderTimeout, RenderTooLong) as exc:
                 self._timeout(exc)
                 raise PrefixRenderError(k, gp, one_line(exc)) from exc
             except RecursionError as exc:

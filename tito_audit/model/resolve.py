@@ -12,6 +12,7 @@ When nothing resolves, :class:`~tito_audit.errors.ResolutionError` says what was
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -27,6 +28,9 @@ from tito_audit.errors import ResolutionError
 from tito_audit.outputs import new_folder
 
 CACHE_ENV = "TITO_AUDIT_CACHE"
+HUB_TIMEOUT_ENV = "TITO_AUDIT_HUB_TIMEOUT"
+DEFAULT_HUB_TIMEOUT = 20.0
+"""Seconds to connect to the Hub, and to wait for each answer, before a lookup gives up (``TITO_AUDIT_HUB_TIMEOUT``)."""
 MIRROR_ENV = "TITO_AUDIT_MIRROR"
 
 TOKENIZER_FILE_PATTERNS: tuple[str, ...] = (
@@ -204,6 +208,8 @@ def resolve_model(
     tito_audit.errors.ResolutionError: model 'no/such-model' not found; tried: cache ...
     """
     tried: list[str] = []
+    if not model.strip():
+        raise ResolutionError("the model id is empty: give a hub id (org/name) or a folder ('.' for this one)")
     local = Path(model).expanduser()
     if local.is_dir():
         if not _has_tokenizer_files(local):
@@ -301,15 +307,22 @@ def _download_from_hub(
     patterns = list(TOKENIZER_FILE_PATTERNS)
     if trust_remote_code:
         patterns.append(REMOTE_CODE_PATTERN)
+    created = [folder for folder in (target.parent.parent, target.parent) if not folder.exists()]
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = new_folder(target.parent, ".download-")  # renamed into the cache: the umask's mode, not mkdtemp's
+    timeout = hub_timeout()
+    token = os.environ.get("HF_TOKEN") or None
     try:
+        # the commit first, with a time limit on connecting and on the answer: snapshot_download asks for it with
+        # none (a Hub that accepts the connection and never answers would hold the lookup for ever), and given a
+        # commit it does not ask again
+        commit = hub_commit(model, revision, token, timeout)
         snapshot_download(
             repo_id=model,
-            revision=revision,
+            revision=commit,
             allow_patterns=patterns,
             local_dir=staging,
-            token=os.environ.get("HF_TOKEN") or None,
+            token=token,
         )
         shutil.rmtree(staging / ".cache", ignore_errors=True)
         write_manifest(staging, revision)
@@ -328,8 +341,48 @@ def _download_from_hub(
     except RevisionNotFoundError:
         tried[-1] = f"hub (revision '{revision}' not found)"
     except Exception as exc:  # network errors come in many types; the reason is what matters
-        tried[-1] = f"hub ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else 'unreachable'})"
+        if _timed_out(exc):
+            tried[-1] = (
+                f"hub (no answer within {timeout:g}s from {_endpoint()}: a connect or read time-out; set "
+                f"{HUB_TIMEOUT_ENV} to wait longer, or use --mirror or --no-hub)"
+            )
+        else:
+            tried[-1] = f"hub ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else 'unreachable'})"
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+    for folder in reversed(created):  # a failed lookup leaves no empty folder behind
+        with contextlib.suppress(OSError):
+            folder.rmdir()
     return None
+
+
+def hub_timeout() -> float:
+    """``TITO_AUDIT_HUB_TIMEOUT`` seconds (a positive number), else :data:`DEFAULT_HUB_TIMEOUT`."""
+    try:
+        value = float(os.environ.get(HUB_TIMEOUT_ENV, ""))
+    except ValueError:
+        return DEFAULT_HUB_TIMEOUT
+    return value if value > 0 else DEFAULT_HUB_TIMEOUT
+
+
+def hub_commit(model: str, revision: str | None, token: str | None, timeout: float) -> str | None:
+    """The commit ``revision`` of ``model`` names on the Hub (connect and read bounded by ``timeout``)."""
+    from huggingface_hub import HfApi
+
+    return HfApi(token=token).repo_info(model, revision=revision, timeout=timeout).sha
+
+
+def _timed_out(exc: BaseException | None) -> bool:
+    seen = 0
+    while exc is not None and seen < 8:
+        if "timeout" in type(exc).__name__.lower() or isinstance(exc, TimeoutError):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def _endpoint() -> str:
+    from huggingface_hub import constants
+
+    return constants.ENDPOINT

@@ -16,6 +16,8 @@ import re
 from collections.abc import Callable, Sequence
 
 MAX_CACHED_PIECES = 200_000
+"""Pieces kept between batches; past it the cache starts again (a batch keeps what it looked up, so a piece
+evicted in the middle of a batch is never read back from the cache)."""
 
 
 class SegmentedEncoder:
@@ -41,12 +43,25 @@ class SegmentedEncoder:
         if not self.enabled or self._pattern is None:
             return self._encode_batch(list(texts))
         split = [self._pattern.split(text) for text in texts]
-        missing = sorted({piece for pieces in split for piece in pieces[0::2] if piece and piece not in self._cache})
+        # the pieces of this batch are looked up once, before any eviction: what was cached a moment ago and what
+        # is encoded now are both in ``found``, whatever the bound evicts from the cache afterwards
+        cache = self._cache
+        found: dict[str, tuple[int, ...]] = {}
+        missing: set[str] = set()
+        for pieces in split:
+            for piece in pieces[0::2]:
+                if piece and piece not in found:
+                    kept = cache.get(piece)
+                    if kept is None:
+                        missing.add(piece)
+                    else:
+                        found[piece] = kept
         if missing:
-            if len(self._cache) + len(missing) > MAX_CACHED_PIECES:
-                self._cache.clear()
-            for piece, ids in zip(missing, self._encode_batch(missing), strict=True):
-                self._cache[piece] = tuple(ids)
+            fresh = sorted(missing)
+            if len(cache) + len(fresh) > MAX_CACHED_PIECES:
+                cache.clear()  # the pieces this batch needs are in ``found``; the newest are kept below
+            for piece, ids in zip(fresh, self._encode_batch(fresh), strict=True):
+                found[piece] = cache[piece] = tuple(ids)
         out = []
         for pieces in split:
             ids: list[int] = []
@@ -54,7 +69,7 @@ class SegmentedEncoder:
                 if position % 2:
                     ids.append(self._ids[piece])
                 elif piece:
-                    ids.extend(self._cache[piece])
+                    ids.extend(found[piece])
             out.append(ids)
         self._batches += 1
         if self._batches <= self._verify_first or self._batches % self._verify_every == 0:

@@ -13,7 +13,7 @@ import json
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -87,6 +87,10 @@ class Machinery:
         return frozen_clock(self.loaded.template_source, clock)
 
 
+SESSION_LIMITS = RenderLimits(refuse_after_timeout=False)
+"""The limits of a session's renders: those of an audit, but a render past them is one refused step."""
+
+
 def build_machinery(
     loaded: LoadedModel,
     template_kwargs: Mapping[str, Any] | None = None,
@@ -110,11 +114,15 @@ def build_machinery(
             notes.append(f"template_kwargs: {name} is not read by the template as a keyword argument")
     elif kwargs:
         notes.append(f"template_kwargs are ignored: {loaded.backend} renders without a Jinja template")
-    # a render past the limit is one refused step of one rollout (a TitoBreak), never a refusal of the model for
-    # every later session of the process
-    renderer = Renderer(loaded, codec, kwargs, limits or RenderLimits(refuse_after_timeout=False))
+    # The probes that find the stop tokens are refused as an audit refuses them: one render past the limit (or too
+    # long) ends the opening of the session (TemplateTimeoutError), after one limit, not one per probe. Once open, a
+    # render past the limit is one refused step of one rollout (a TitoBreak), never a refusal of the model for every
+    # later session of the process.
+    session_limits = limits or SESSION_LIMITS
+    renderer = Renderer(loaded, codec, kwargs, replace(session_limits, refuse_after_timeout=True))
     with frozen_clock(loaded.template_source, DEFAULT_CLOCK):
         stop_tokens = collect_stop_tokens(renderer, codec, loaded.generation_eos_ids, extra_stop_tokens)
+    renderer.limits = session_limits
     setup = CheckSetup.create(renderer, codec, [s.id for s in stop_tokens], seed=0)
     for note in notes:
         warnings.warn(note, stacklevel=3)
