@@ -228,3 +228,25 @@ def sglang_unavailable():
     return ParserUnavailable(
         f"--parser: SGLang's parsers are not installed (llm_router_utils); install them with: {INSTALL}"
     )
+
+
+def test_every_lossy_turn_is_seen_even_without_calls(models):
+    """Two answers in a row that the parser strips, each followed by a user turn: both steps break (the prompt of
+    the second is rendered from the parsed history as it is then, not as it was at the first). The generated
+    conversations come first, so that the renderer's fast path is past its first checks against transformers."""
+    from tito_audit.conversations.conversation import Conversation
+
+    messages = [
+        {"role": "user", "content": "Hi there."},
+        {"role": "assistant", "content": "  First answer.  "},
+        {"role": "user", "content": "And then?"},
+        {"role": "assistant", "content": "  Second answer.  "},
+        {"role": "user", "content": "Thanks."},
+        {"role": "assistant", "content": "Bye."},
+    ]
+    options = AuditOptions(
+        count=24, conversations=[Conversation("strip", messages)], with_generated=True, parser=ToyParser(strip=True)
+    )
+    parse = audit(models["GOOD"], options).variants[0].parse
+    ours = [(f.turn, f.causes) for f in parse.failures if f.conversation_id == "strip"]
+    assert ours == [(3, ["parse-lossy"]), (5, ["parse-lossy"])]
