@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from tito_audit.audit.acceptance import Refusal
 from tito_audit.audit.checks import CHECK_NAMES
-from tito_audit.audit.checks.outcome import FAILED, REFUSED, Outcome
+from tito_audit.audit.checks.outcome import Outcome, count_into
 from tito_audit.audit.realize import UnrealizedTurn
 from tito_audit.audit.results import CheckResult, DriftSummary, Failure, FormSteps, RefusedShape, UnrealizableTurns
 from tito_audit.conversations.conversation import TOOL, Conversation, steps_of
@@ -54,14 +54,7 @@ class VariantTotals:
         for failure in failures:
             failure.shape_changes = shape_changes
         for tally in outcome.tallies:
-            row = self.checks[tally.check].row(tally.category)
-            row.cases += 1
-            if tally.status == FAILED:
-                row.failed += 1
-            elif tally.status == REFUSED:
-                row.refused += 1
-            else:
-                row.passed += 1
+            count_into(self.checks[tally.check].row(tally.category), tally.status)
         for failure in failures:
             if failure.aspect.startswith("drift"):
                 continue  # drift is reported beside the verdict, in the drift summary

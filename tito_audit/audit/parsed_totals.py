@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tito_audit.audit.checks.outcome import FAILED, REFUSED
+from tito_audit.audit.checks.outcome import count_into
 from tito_audit.audit.parsed_rollout import NAME, ParsedOutcome
 from tito_audit.audit.results import CheckResult, Failure, ParseResult, WrittenLayout
 from tito_audit.audit.verdict import verdict_for
@@ -23,14 +23,7 @@ class ParsedTotals:
 
     def add(self, outcome: ParsedOutcome, shape_changes: list[str]) -> None:
         for tally in outcome.tallies:
-            row = self.check.row(tally.category)
-            row.cases += 1
-            if tally.status == FAILED:
-                row.failed += 1
-            elif tally.status == REFUSED:
-                row.refused += 1
-            else:
-                row.passed += 1
+            count_into(self.check.row(tally.category), tally.status)
         for failure in outcome.failures:
             failure.shape_changes = shape_changes
             for cause in failure.causes:

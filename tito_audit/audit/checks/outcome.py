@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tito_audit.audit.results import Failure
+from tito_audit.audit.results import CheckRow, Failure
 
 PASSED, FAILED, REFUSED = "passed", "failed", "refused"
 
@@ -18,6 +18,17 @@ class Tally:
     check: str
     category: str
     status: str
+
+
+def count_into(row: CheckRow, status: str) -> None:
+    """One case of ``status`` (passed, failed or refused) added to a check table's row."""
+    row.cases += 1
+    if status == FAILED:
+        row.failed += 1
+    elif status == REFUSED:
+        row.refused += 1
+    else:
+        row.passed += 1
 
 
 @dataclass
