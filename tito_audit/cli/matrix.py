@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from tito_audit.cli.app import app
 from tito_audit.cli.options import CacheOpt, LimitOpt, MirrorOpt, NoHubOpt, ParserOpt, Sampling, with_option_groups
@@ -261,13 +262,16 @@ def _print_summary(run: MatrixRun, written: list[Path], console: Console) -> Non
     from tito_audit.formatters.terminal import verdict_text
 
     table = Table(header_style="bold")
-    for column in ("model", "verdict", "level", "main causes"):
+    for column in ("model", "verdict", "with its engine's parser", "level", "main causes"):
         table.add_column(column, overflow="fold")
     for row in run.rows:
         verdict = verdict_text(row["verdict"] or row["status"])
         if row.get("same_as"):
             verdict.append(f" (same as {row['same_as']})", style="dim")
-        table.add_row(row["model_id"], verdict, row["audit_level"], row["main_causes"])
+        parsed = verdict_text(row["parser_verdict"]) if row.get("parser_verdict") else Text("-", style="dim")
+        if row.get("parser_verdict"):
+            parsed.append(f" ({row['parser']})", style="dim")
+        table.add_row(row["model_id"], verdict, parsed, row["audit_level"], row["main_causes"])
     console.print(table)
     audited = sum(1 for row in run.rows if row["status"] == "audited")
     store = run.store

@@ -67,6 +67,22 @@ def read_templates(folder: Path) -> dict[str, str]:
     return templates
 
 
+def _config_named_tokens(config: Mapping[str, Any]) -> set[str]:
+    """Every special token a config names besides bos/eos/pad/unk: its other ``*_token`` keys (Gemma 4 names
+    ``eot_token: <turn|>``, ``stc_token: <|tool_call>``) and its ``extra_special_tokens`` /
+    ``additional_special_tokens`` lists. They are control tokens of the vocabulary, whatever they look like."""
+    found: set[str] = set()
+    for key, value in config.items():
+        if key.endswith("_token"):
+            text = _token_text(value)
+            if text and not text.isspace():
+                found.add(text)
+        elif key in ("extra_special_tokens", "additional_special_tokens"):
+            values = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+            found.update(t for t in map(_token_text, values) if t and not t.isspace())
+    return found
+
+
 def special_tokens_of(folder: Path, templates: Mapping[str, str], defaults: Mapping[str, str]) -> dict[str, Any]:
     """The named special tokens (bos/eos/...), the control tokens, the added tokens, and config ids."""
     config = _read_json(folder / "tokenizer_config.json")
@@ -76,7 +92,7 @@ def special_tokens_of(folder: Path, templates: Mapping[str, str], defaults: Mapp
         text = _token_text(config.get(key)) or _token_text(special_map.get(key)) or defaults.get(key)
         if text:
             named[key] = text
-    controls: set[str] = set(named.values())
+    controls: set[str] = set(named.values()) | _config_named_tokens(config) | _config_named_tokens(special_map)
     added: set[str] = set()
     ids: dict[int, str] = {}
     for token_id, entry in (config.get("added_tokens_decoder") or {}).items():

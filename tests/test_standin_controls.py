@@ -1,0 +1,91 @@
+"""A template-only model (no vocabulary) knows the control tokens its config names, whatever they look like.
+
+Gemma 4 writes turns as ``<|turn>model ... <turn|>`` and calls as ``<|tool_call> ... <tool_call|>``; none of these
+look like ``<|x|>``, but its tokenizer config names them (``sot_token``, ``eot_token``, ``stc_token``...). A
+template that merges consecutive assistant messages into one turn replaces the ``<turn|>`` the engine stopped on
+with the next message's ``<|tool_call>``: that is ``stop-token-swap``, and the classifier can only say so when it
+knows both texts are control tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.helpers import run_audit
+from tito_audit.model.loaded import codec_for, load_model
+from tito_audit.model.resolve import resolve_model
+from tito_audit.model.standin import special_tokens_of
+
+MERGING_TEMPLATE = """{{- bos_token -}}
+{%- for message in messages -%}
+  {%- set previous = messages[loop.index0 - 1].role if not loop.first else none -%}
+  {%- set following = messages[loop.index0 + 1].role if not loop.last else none -%}
+  {%- if message.role == 'assistant' -%}
+    {%- if previous != 'assistant' -%}<|turn>model
+{% endif -%}
+    {{- message.content or '' -}}
+    {%- for call in message.tool_calls or [] -%}
+      <|tool_call>call:{{ call.function.name }}{{ call.function.arguments | tojson }}<tool_call|>
+    {%- endfor -%}
+    {%- if following != 'assistant' and not message.tool_calls -%}<turn|>
+{% endif -%}
+  {%- elif message.role == 'tool' -%}
+    <|tool_response>{{ message.content }}<tool_response|>
+  {%- else -%}
+    <|turn>{{ message.role }}
+{{ message.content }}<turn|>
+{% endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt and messages[-1].role != 'tool' -%}<|turn>model
+{% endif -%}
+"""
+
+CONFIG = {
+    "bos_token": "<bos>",
+    "eos_token": "<eos>",
+    "sot_token": "<|turn>",
+    "eot_token": "<turn|>",
+    "stc_token": "<|tool_call>",
+    "etc_token": "<tool_call|>",
+    "str_token": "<|tool_response>",
+    "etr_token": "<tool_response|>",
+    "add_bos_token": True,
+    "extra_special_tokens": ["<|video|>"],
+}
+
+
+def _template_only_folder(root: Path) -> Path:
+    folder = root / "tiny-org--turn-model"
+    folder.mkdir()
+    (folder / "tokenizer_config.json").write_text(json.dumps(CONFIG), encoding="utf-8")
+    (folder / "chat_template.jinja").write_text(MERGING_TEMPLATE, encoding="utf-8")
+    (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": [1]}), encoding="utf-8")
+    return folder
+
+
+def test_config_named_tokens_are_controls(tmp_path):
+    folder = _template_only_folder(tmp_path)
+    facts = special_tokens_of(folder, {"default": MERGING_TEMPLATE}, {})
+    for text in ("<|turn>", "<turn|>", "<|tool_call>", "<tool_call|>", "<|video|>"):
+        assert text in facts["controls"]
+    assert True not in facts["controls"]  # a boolean *_token setting is not a token
+
+
+def test_merged_assistant_turns_are_a_stop_token_swap(tmp_path):
+    folder = _template_only_folder(tmp_path)
+    model = load_model(resolve_model(str(folder), allow_hub=False))
+    assert model.text_level_only
+    assert {"<turn|>", "<|tool_call>"} <= set(codec_for(model).written_controls)
+    report = run_audit(folder, count=48, extra_stop_tokens=["<turn|>"])
+    labels = {label for v in report.variants for f in v.failures for label in f.causes}
+    # where the buffer has the <turn|> the engine stopped on, the next prompt has the next message's <|tool_call>
+    merged = [
+        f
+        for v in report.variants
+        for f in v.failures
+        if any(a == "<turn|>" and b == "<|tool_call>" for a, b in zip(f.expected.texts, f.actual.texts, strict=False))
+    ]
+    assert {f.check for f in merged} == {"append", "rollout"}, "the merge must be seen by both checks"
+    assert all("stop-token-swap" in f.causes for f in merged)
+    assert "tool-call-reformatted" not in labels  # no argument is re-serialized by this template
