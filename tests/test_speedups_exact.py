@@ -149,3 +149,51 @@ def test_indexed_overlap_agrees_with_the_pairwise_rule(written, text):
     from tito_audit.model.tokens import _overlap, _Overlaps
 
     assert _Overlaps(written).with_any(text) == any(_overlap(text, w) for w in written if w and text)
+
+
+@pytest.fixture(scope="module")
+def stripping_codec(tiny_model_dir):
+    """Added tokens that take the whitespace beside them (Phi-4's are all lstrip and rstrip), beside a token
+    that is whitespace itself ("\\n\\n": what a stripping token took must not be matched again)."""
+    from tokenizers import AddedToken
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    tokenizer.add_tokens(
+        [
+            AddedToken("<|L|>", lstrip=True, rstrip=False, special=True, normalized=False),
+            AddedToken("<|R|>", lstrip=False, rstrip=True, special=True, normalized=False),
+            AddedToken("<|B|>", lstrip=True, rstrip=True, special=True, normalized=False),
+            AddedToken("\n\n", normalized=False),
+        ],
+        special_tokens=True,
+    )
+    return TokenCodec(tokenizer)
+
+
+stripping_pieces = st.sampled_from(
+    [
+        "<|L|>",
+        "<|R|>",
+        "<|B|>",
+        "<|im_end|>",
+        " ",
+        "  ",
+        "\n",
+        "\n\n",
+        "\t",
+        "\u3000",
+        "\xa0",
+        "\x1c",
+        "\u200b",
+        "a",
+        "b c",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(texts=st.lists(st.lists(stripping_pieces, max_size=24).map("".join), min_size=1, max_size=4))
+def test_segmented_encoding_is_exact_when_added_tokens_strip_whitespace(stripping_codec, texts):
+    assert stripping_codec._segments._strips, "the stripping tokens are cut, not left inside the pieces"
+    assert stripping_codec.encode_many(texts) == stripping_codec._full_encode(list(texts))

@@ -89,3 +89,13 @@ def test_merged_assistant_turns_are_a_stop_token_swap(tmp_path):
     assert {f.check for f in merged} == {"append", "rollout"}, "the merge must be seen by both checks"
     assert all("stop-token-swap" in f.causes for f in merged)
     assert "tool-call-reformatted" not in labels  # no argument is re-serialized by this template
+
+
+def test_half_open_markers_are_controls_without_a_config(tmp_path):
+    """A template alone (no tokenizer config): Gemma 4's half-open markers are read from the template as control
+    tokens, as ``<|im_end|>`` is."""
+    folder = tmp_path / "bare"
+    folder.mkdir()
+    facts = special_tokens_of(folder, {"default": MERGING_TEMPLATE}, {})
+    assert {"<|turn>", "<turn|>", "<|tool_call>", "<tool_call|>", "<|tool_response>"} <= set(facts["controls"])
+    assert "<|video|>" not in facts["controls"]  # only the config names it

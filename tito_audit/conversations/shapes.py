@@ -32,6 +32,27 @@ def _calls(conversation: Conversation) -> list[dict]:
     return [call for m in conversation.messages for call in m.get("tool_calls") or []]
 
 
+def _sharing(conversation: Conversation, messages: list[Message]) -> Conversation:
+    """``conversation`` with ``messages``: a change builds new dicts only for the messages it changes and shares
+    the others (nothing here changes a message in place), so a renderer's preparation of an unchanged message
+    is found again for the changed conversation."""
+    return Conversation(
+        id=conversation.id,
+        messages=messages,
+        tools=conversation.tools,
+        shape=dict(conversation.shape),
+        must_appear=list(conversation.must_appear),
+    )
+
+
+def _with_calls(message: Message, change: Callable[[dict], dict]) -> Message:
+    """``message`` with each tool call replaced by ``change(call)`` (a new message when a call changed)."""
+    calls = [change(call) for call in message["tool_calls"]]
+    if all(new is old for new, old in zip(calls, message["tool_calls"], strict=True)):
+        return message
+    return {**message, "tool_calls": calls}
+
+
 CALL_ID = re.compile(r"[A-Za-z0-9]{9}")
 """Tool-call ids as Mistral's backend (mistral-common) and its templates demand them: nine alphanumerics."""
 
@@ -54,44 +75,54 @@ def nine_character_id(original: object) -> str:
 def _ids_to_nine_alphanumerics(conversation: Conversation) -> Conversation:
     """Each tool-call id, and every tool result's ``tool_call_id`` naming it, replaced by a nine-alphanumeric
     id derived from it (data a backend refuses for its id format, not a template behaviour)."""
-    out = conversation.copy()
-    for call in _calls(out):
-        if "id" in call:
-            call["id"] = nine_character_id(call["id"])
-    for message in out.messages:
+
+    def renamed(call: dict) -> dict:
+        return {**call, "id": nine_character_id(call["id"])} if "id" in call else call
+
+    messages = []
+    for message in conversation.messages:
+        if message.get("tool_calls"):
+            message = _with_calls(message, renamed)
         if message.get("role") == TOOL and "tool_call_id" in message:
-            message["tool_call_id"] = nine_character_id(message["tool_call_id"])
-    return out
+            message = {**message, "tool_call_id": nine_character_id(message["tool_call_id"])}
+        messages.append(message)
+    return _sharing(conversation, messages)
 
 
 def _none_content_to_empty(conversation: Conversation) -> Conversation:
-    out = conversation.copy()
-    for message in out.messages:
-        if message.get("role") == ASSISTANT and message.get("content") is None:
-            message["content"] = ""
-    return out
+    return _sharing(
+        conversation,
+        [
+            {**m, "content": ""} if m.get("role") == ASSISTANT and m.get("content") is None else m
+            for m in conversation.messages
+        ],
+    )
 
 
 def _arguments_to(kind: type) -> Callable[[Conversation], Conversation]:
+    def converted(call: dict) -> dict:
+        arguments = call["function"].get("arguments")
+        if kind is dict and isinstance(arguments, str):
+            arguments = json.loads(arguments)
+        elif kind is str and isinstance(arguments, dict):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        else:
+            return call
+        return {**call, "function": {**call["function"], "arguments": arguments}}
+
     def change(conversation: Conversation) -> Conversation:
-        out = conversation.copy()
-        for call in _calls(out):
-            function = call["function"]
-            if kind is dict and isinstance(function.get("arguments"), str):
-                function["arguments"] = json.loads(function["arguments"])
-            elif kind is str and isinstance(function.get("arguments"), dict):
-                function["arguments"] = json.dumps(function["arguments"], ensure_ascii=False)
-        return out
+        return _sharing(
+            conversation, [_with_calls(m, converted) if m.get("tool_calls") else m for m in conversation.messages]
+        )
 
     return change
 
 
 def _split_parallel_calls(conversation: Conversation) -> Conversation:
     """Turn an assistant message with n calls and its n results into n (call, result) pairs."""
-    out = conversation.copy()
     messages: list[Message] = []
     pending: dict[str, Message] = {}
-    for message in out.messages:
+    for message in conversation.messages:
         calls = message.get("tool_calls") or []
         if message.get("role") == ASSISTANT and len(calls) > 1:
             for number, call in enumerate(calls):
@@ -107,48 +138,52 @@ def _split_parallel_calls(conversation: Conversation) -> Conversation:
             messages.insert(messages.index(owner) + 1, message)
             continue
         messages.append(message)
-    out.messages = messages
-    return out
+    return _sharing(conversation, messages)
 
 
 def _later_system_to_user(conversation: Conversation) -> Conversation:
-    out = conversation.copy()
-    for index, message in enumerate(out.messages):
-        if index > 0 and message.get("role") == SYSTEM:
-            message["role"] = USER
-    return out
+    return _sharing(
+        conversation,
+        [
+            {**m, "role": USER} if index > 0 and m.get("role") == SYSTEM else m
+            for index, m in enumerate(conversation.messages)
+        ],
+    )
 
 
 def _tool_to_user(conversation: Conversation) -> Conversation:
-    out = conversation.copy()
-    for message in out.messages:
-        if message.get("role") == TOOL:
-            message["role"] = USER
-            message.pop("tool_call_id", None)
-            message.pop("name", None)
-    return out
+    return _sharing(
+        conversation,
+        [
+            {**{k: v for k, v in m.items() if k not in ("tool_call_id", "name")}, "role": USER}
+            if m.get("role") == TOOL
+            else m
+            for m in conversation.messages
+        ],
+    )
 
 
 def _empty_content_with_calls(conversation: Conversation) -> Conversation:
-    out = conversation.copy()
-    for message in out.messages:
-        if message.get("tool_calls") and message.get("content"):
-            message["content"] = ""
-    return out
+    return _sharing(
+        conversation,
+        [{**m, "content": ""} if m.get("tool_calls") and m.get("content") else m for m in conversation.messages],
+    )
 
 
 def _without_reasoning(conversation: Conversation) -> Conversation:
-    out = conversation.copy()
-    for message in out.messages:
-        message.pop("reasoning_content", None)
-    return out
+    return _sharing(
+        conversation,
+        [
+            {k: v for k, v in m.items() if k != "reasoning_content"} if "reasoning_content" in m else m
+            for m in conversation.messages
+        ],
+    )
 
 
 def _chat_only(conversation: Conversation) -> Conversation:
     """Drop tool calls and tool results: the nearest shape for templates that know no tools."""
-    out = conversation.copy()
     messages: list[Message] = []
-    for message in out.messages:
+    for message in conversation.messages:
         if message.get("role") == TOOL:
             continue
         if message.get("tool_calls"):
@@ -158,7 +193,7 @@ def _chat_only(conversation: Conversation) -> Conversation:
         if messages and message.get("role") == ASSISTANT and messages[-1].get("role") == ASSISTANT:
             messages.pop()
         messages.append(message)
-    out.messages = messages
+    out = _sharing(conversation, messages)
     out.tools = None
     out.must_appear = [n for n in out.must_appear if any(n in str(m.get("content")) for m in messages)]
     return out

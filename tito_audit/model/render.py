@@ -71,10 +71,20 @@ def template_line(exc: BaseException) -> int | None:
     return line
 
 
-def one_line(exc: BaseException, limit: int = 200) -> str:
-    """``Type: message``, with ``(template line N)`` when the template itself raised it."""
+class TemplateRaised(Exception):
+    """An exception the template raised in a direct render, with the template line it was raised at."""
+
+    def __init__(self, error: Exception, line: int | None) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.line = line
+
+
+def one_line(exc: BaseException, limit: int = 200, line: int | None = None) -> str:
+    """``Type: message``, with ``(template line N)`` when the template itself raised it (``line`` when the caller
+    knows it, else read from the traceback Jinja rewrote)."""
     text = " ".join(str(exc).split()) or "(no message)"
-    line = template_line(exc)
+    line = line if line is not None else template_line(exc)
     return f"{type(exc).__name__}: {text[:limit]}" + (f" (template line {line})" if line is not None else "")
 
 
@@ -138,6 +148,7 @@ class _FastJinja:
         self.kwargs = kwargs
         self.calls = 0
         self._prepared: dict[int, tuple[Message, Any]] = {}
+        self._debug_info: list[tuple[int, int]] | None = None
         self._prepared_tools: tuple[list[dict], Any] | None = None
 
     @classmethod
@@ -183,10 +194,29 @@ class _FastJinja:
         return kept[1]
 
     def render(self, prepared: tuple[list, Any], k: int, gp: bool) -> str:
+        """The template's text for ``chat[:k]``, as ``Template.render`` gives it. An exception the template raises
+        comes out as :class:`TemplateRaised` with the template line it was raised at: Jinja's own ``render``
+        rewrites the traceback of every exception for that line, which costs more than the render itself when
+        a shape search meets refusal after refusal."""
         chat, tools = prepared
-        return self.compiled.render(
-            messages=chat[:k], tools=tools, documents=None, add_generation_prompt=gp, **self.kwargs
+        template = self.compiled
+        context = template.new_context(
+            {"messages": chat[:k], "tools": tools, "documents": None, "add_generation_prompt": gp, **self.kwargs}
         )
+        try:
+            return template.environment.concat(template.root_render_func(context))
+        except Exception as exc:
+            raise TemplateRaised(exc, self._template_line(exc)) from exc
+
+    def _template_line(self, exc: BaseException) -> int | None:
+        """The template line of the innermost template frame of ``exc``'s traceback (the compiled code's line
+        mapped back through the template's debug information, as Jinja maps it)."""
+        code_line = template_line(exc)
+        if code_line is None:
+            return None
+        if self._debug_info is None:
+            self._debug_info = list(reversed(self.compiled.debug_info))
+        return next((line for line, code in self._debug_info if code <= code_line), 1)
 
     def should_verify(self) -> bool:
         self.calls += 1
@@ -343,16 +373,21 @@ class Renderer:
         for k, gp in keys:
             self.renders += 1
             self._refuse_if_timed_out()
+            line = None
             try:
                 with deadline(self.limits.max_seconds, self.limits.max_chars):
-                    texts.append(self._bounded(fast.render(prepared, k, gp)))
+                    try:
+                        texts.append(self._bounded(fast.render(prepared, k, gp)))
+                    except TemplateRaised as raised:
+                        line = raised.line
+                        raise raised.error from None
             except (RenderTimeout, RenderTooLong) as exc:
                 self._timeout(exc)
-                raise PrefixRenderError(k, gp, one_line(exc)) from exc
+                raise PrefixRenderError(k, gp, one_line(exc, line=line)) from exc
             except RecursionError as exc:
                 raise PrefixRenderError(k, gp, "RecursionError: template recursion too deep") from exc
             except Exception as exc:
-                raise PrefixRenderError(k, gp, one_line(exc)) from exc
+                raise PrefixRenderError(k, gp, one_line(exc, line=line)) from exc
         if keys and fast.should_verify():
             k, gp = max(keys)
             try:

@@ -1,13 +1,18 @@
-"""Exact tokenization with a cache of the text between added tokens.
+r"""Exact tokenization with a cache of the text between added tokens.
 
 A fast tokenizer first splits its input on added tokens (``<|im_start|>``, ``<tool_call>``, ...) and
 tokenizes each piece between them on its own. Prefix renders of one conversation share almost every
 piece, so caching the pieces turns the quadratic cost of tokenizing every prefix into a linear one.
 
-The equivalence holds only for tokenizers whose added tokens strip no neighbouring whitespace and whose
-pre-tokenizer treats every piece alike; the encoder checks itself against the full tokenizer on its
-first batches and on every ``verify_every``-th batch, and switches itself off for good at the first
-difference, so its output is always what the tokenizer itself gives.
+Added tokens that strip the whitespace beside them (``lstrip``/``rstrip``: Phi-4's ``<|im_start|>`` takes
+every space and newline on both sides) are cut the way the tokenizer cuts them: the token is found first
+(leftmost, longest), then grows over the whitespace to its left (never into what the previous token took) and
+to its right; that whitespace belongs to the token and yields no id of its own. Whitespace is Unicode's
+White_Space, as the tokenizer's ``\s`` means it (Python's ``str.isspace`` also counts U+001C..U+001F).
+
+The equivalence holds only for tokenizers whose pre-tokenizer treats every piece alike; the encoder checks
+itself against the full tokenizer on its first batches and on every ``verify_every``-th batch, and switches
+itself off for good at the first difference, so its output is always what the tokenizer itself gives.
 """
 
 from __future__ import annotations
@@ -15,6 +20,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
+WHITE_SPACE = frozenset("\t\n\v\f\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000") | frozenset(
+    chr(c) for c in range(0x2000, 0x200B)
+)
+"""Unicode's White_Space characters: what an added token's lstrip/rstrip takes."""
 MAX_CACHED_PIECES = 200_000
 """Pieces kept between batches; past it the cache starts again (a batch keeps what it looked up, so a piece
 evicted in the middle of a batch is never read back from the cache)."""
@@ -26,12 +35,16 @@ class SegmentedEncoder:
         added: dict[str, int],
         encode_batch: Callable[[list[str]], list[list[int]]],
         *,
+        strips: dict[str, tuple[bool, bool]] | None = None,
         verify_first: int = 16,
         verify_every: int = 64,
     ) -> None:
+        """``strips``: for the added tokens that strip whitespace, whether they strip it on the left and on the
+        right (tokens not named strip none)."""
         self._ids = dict(added)
         texts = sorted(added, key=len, reverse=True)
         self._pattern = re.compile("(" + "|".join(re.escape(t) for t in texts) + ")") if texts else None
+        self._strips = {text: sides for text, sides in (strips or {}).items() if text in added and any(sides)}
         self._encode_batch = encode_batch
         self._cache: dict[str, tuple[int, ...]] = {}
         self._batches = 0
@@ -42,34 +55,33 @@ class SegmentedEncoder:
     def encode_many(self, texts: Sequence[str]) -> list[list[int]]:
         if not self.enabled or self._pattern is None:
             return self._encode_batch(list(texts))
-        split = [self._pattern.split(text) for text in texts]
+        split = [self._split(text) for text in texts]
         # the pieces of this batch are looked up once, before any eviction: what was cached a moment ago and what
         # is encoded now are both in ``found``, whatever the bound evicts from the cache afterwards
         cache = self._cache
         found: dict[str, tuple[int, ...]] = {}
         missing: set[str] = set()
-        for pieces in split:
-            for piece in pieces[0::2]:
-                if piece and piece not in found:
-                    kept = cache.get(piece)
-                    if kept is None:
-                        missing.add(piece)
-                    else:
-                        found[piece] = kept
+        for piece in {piece for pieces in split for piece in pieces[0::2]}:
+            kept = cache.get(piece)
+            if kept is not None:
+                found[piece] = kept
+            elif piece:
+                missing.add(piece)
         if missing:
             fresh = sorted(missing)
             if len(cache) + len(fresh) > MAX_CACHED_PIECES:
                 cache.clear()  # the pieces this batch needs are in ``found``; the newest are kept below
             for piece, ids in zip(fresh, self._encode_batch(fresh), strict=True):
                 found[piece] = cache[piece] = tuple(ids)
+        found[""] = ()
+        token_ids = self._ids
         out = []
         for pieces in split:
             ids: list[int] = []
-            for position, piece in enumerate(pieces):
-                if position % 2:
-                    ids.append(self._ids[piece])
-                elif piece:
-                    ids.extend(found[piece])
+            for piece, token in zip(pieces[0::2], pieces[1::2], strict=False):
+                ids += found[piece]
+                ids.append(token_ids[token])
+            ids += found[pieces[-1]]
             out.append(ids)
         self._batches += 1
         if self._batches <= self._verify_first or self._batches % self._verify_every == 0:
@@ -77,4 +89,26 @@ class SegmentedEncoder:
             if longest is not None and self._encode_batch([texts[longest]])[0] != out[longest]:
                 self.enabled = False
                 return self._encode_batch(list(texts))
+        return out
+
+    def _split(self, text: str) -> list[str]:
+        """``text`` as ``[piece, token, piece, token, ..., piece]`` (as ``re.split`` with a group gives it), the
+        whitespace a stripping token takes left out of the pieces beside it."""
+        assert self._pattern is not None
+        if not self._strips:
+            return self._pattern.split(text)
+        out: list[str] = []
+        taken = 0  # where the previous token (and the whitespace it took) ends
+        for match in self._pattern.finditer(text):
+            start, stop = match.span()
+            left, right = self._strips.get(match.group(0), (False, False))
+            if left:
+                while start > taken and text[start - 1] in WHITE_SPACE:
+                    start -= 1
+            if right:
+                while stop < len(text) and text[stop] in WHITE_SPACE:
+                    stop += 1
+            out += [text[taken:start], match.group(0)]
+            taken = stop
+        out.append(text[taken:])
         return out

@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 VOCABULARY_FILES = ("tokenizer.json", "vocab.json", "tokenizer.model", "tekken.json", "vocab.txt")
-SPECIAL_LITERAL = re.compile(r"<\|[^|\s<>]{1,48}\|>|<｜[^｜\s]{1,48}｜>|\[/?[A-Z][A-Z_]{1,30}\]|<SPECIAL_\d{1,6}>")
-"""Marker-like literals written as control tokens by most families: <|x|>, <｜x｜>, [X]/[/X], and the numbered
-<SPECIAL_n> of Nemotron-H vocabularies."""
+SPECIAL_LITERAL = re.compile(
+    r"<\|[^|\s<>]{1,48}\|>|<｜[^｜\s]{1,48}｜>|\[/?[A-Z][A-Z_]{1,30}\]|<SPECIAL_\d{1,6}>|<\|[a-z_]{1,30}>|<[a-z_]{1,30}\|>"
+)
+"""Marker-like literals written as control tokens by most families: <|x|>, <｜x｜>, [X]/[/X], the numbered
+<SPECIAL_n> of Nemotron-H vocabularies, and the half-open <|x> / <x|> pairs of Gemma 4 (<|turn>, <turn|>)."""
 PLACEHOLDERS = {"bos_token": "<|stand-in-bos|>", "eos_token": "<|stand-in-eos|>"}
 """Used when a template reads bos_token/eos_token and neither the configs nor the registry name them."""
 TAG_LITERAL = re.compile(r"</?[a-z][a-z_:]{1,30}>")

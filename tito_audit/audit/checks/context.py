@@ -32,6 +32,9 @@ class CheckSetup:
     text_only: bool = False
     """The tokenizer is a stand-in (no vocabulary): only text-level results are made."""
     stop_texts: tuple[str, ...] = field(init=False)
+    _texts: dict[int, str] = field(init=False, default_factory=dict, repr=False)
+    """Each token's text, decoded once (failure windows decode the same few hundred tokens again and again);
+    bounded by the vocabulary."""
 
     def __post_init__(self) -> None:
         self.stop_texts = tuple(self.codec.decode([i]) for i in sorted(self.stop_ids))
@@ -43,7 +46,10 @@ class CheckSetup:
         return cls(renderer, codec, frozenset(stop_ids), seed, text_only)
 
     def decode_one(self, token_id: int) -> str:
-        return self.codec.decode([token_id])
+        text = self._texts.get(token_id)
+        if text is None:
+            text = self._texts[token_id] = self.codec.decode([token_id])
+        return text
 
 
 @dataclass

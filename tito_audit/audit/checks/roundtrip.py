@@ -33,8 +33,11 @@ def check(context: RolloutContext, outcome: Outcome) -> None:
         completion_roundtrip(context, completion, outcome)
     turn = len(context.conversation.messages) - 1
     if trace.completions:
-        _reencode(context, turn, [], "whole buffer", trace.buffer, outcome, (2, 0, 0, 0))
-        _decoded_text(context, turn, [], "whole buffer text", trace.buffer, trace.buffer_text, outcome, (2, 0, 0, 1))
+        decoded = context.setup.codec.decode(trace.buffer)
+        _reencode(context, turn, [], "whole buffer", trace.buffer, outcome, (2, 0, 0, 0), decoded)
+        _decoded_text(
+            context, turn, [], "whole buffer text", trace.buffer, trace.buffer_text, outcome, (2, 0, 0, 1), decoded
+        )
     _literal_specials(context, outcome)
 
 
@@ -42,17 +45,21 @@ def completion_roundtrip(context: RolloutContext, completion: Completion, outcom
     """decode -> re-encode of the sampled completion (canonical and non-canonical), and whether decoding gives
     back the text the model produced (a normalizer changes it)."""
     roles, turn = [ASSISTANT], completion.turn
+    decoded = context.setup.codec.decode(completion.ids)
     for part, (category, ids) in enumerate(
         (("completion (canonical)", completion.ids), ("completion (non-canonical)", completion.noncanonical))
     ):
         if ids is not None:
-            _reencode(context, turn, roles, category, ids, outcome, (1, turn, 2, part))
-    _decoded_text(context, turn, roles, "completion text", completion.ids, completion.text, outcome, (1, turn, 2, 2))
+            own = decoded if ids is completion.ids else context.setup.codec.decode(ids)
+            _reencode(context, turn, roles, category, ids, outcome, (1, turn, 2, part), own)
+    _decoded_text(
+        context, turn, roles, "completion text", completion.ids, completion.text, outcome, (1, turn, 2, 2), decoded
+    )
 
 
-def _reencode(context, turn, roles, category, ids, outcome: Outcome, key) -> None:
+def _reencode(context, turn, roles, category, ids, outcome: Outcome, key, decoded: str) -> None:
+    """``decoded``: ``decode(ids)``."""
     codec = context.setup.codec
-    decoded = codec.decode(ids)
     again = codec.encode(decoded)
     if again == ids:
         outcome.count(NAME, category, PASSED)
@@ -83,9 +90,9 @@ def _reencode(context, turn, roles, category, ids, outcome: Outcome, key) -> Non
     outcome.fail(key, failure)
 
 
-def _decoded_text(context, turn, roles, category, ids, text: str, outcome: Outcome, key) -> None:
+def _decoded_text(context, turn, roles, category, ids, text: str, outcome: Outcome, key, decoded: str) -> None:
+    """``decoded``: ``decode(ids)``."""
     codec, decode_one = context.setup.codec, context.setup.decode_one
-    decoded = codec.decode(ids)
     if decoded == text:
         outcome.count(NAME, category, PASSED)
         return
