@@ -31,6 +31,7 @@ from tito_audit.model.render_guard import (  # noqa: F401  (the clocks and limit
     deadline,
     guard,
 )
+from tito_audit.model.template_errors import TemplateRaised, one_line, template_line
 from tito_audit.model.tokens import TokenCodec
 
 Message = dict[str, Any]
@@ -54,38 +55,6 @@ class PrefixRenderError(RenderError):
 class RenderedPrefix:
     text: str
     ids: list[int]
-
-
-TEMPLATE_FILENAME = "<template>"
-"""The file name Jinja gives a template compiled from a string: its frames in a traceback carry template lines."""
-
-
-def template_line(exc: BaseException) -> int | None:
-    """The template line an exception was raised at (the innermost template frame of its traceback), if any."""
-    line = None
-    tb = exc.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == TEMPLATE_FILENAME:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
-
-
-class TemplateRaised(Exception):
-    """An exception the template raised in a direct render, with the template line it was raised at."""
-
-    def __init__(self, error: Exception, line: int | None) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.line = line
-
-
-def one_line(exc: BaseException, limit: int = 200, line: int | None = None) -> str:
-    """``Type: message``, with ``(template line N)`` when the template itself raised it (``line`` when the caller
-    knows it, else read from the traceback Jinja rewrote)."""
-    text = " ".join(str(exc).split()) or "(no message)"
-    line = line if line is not None else template_line(exc)
-    return f"{type(exc).__name__}: {text[:limit]}" + (f" (template line {line})" if line is not None else "")
 
 
 def guarded_template(template_source: str, max_chars: int = RenderLimits.max_chars) -> Any:
