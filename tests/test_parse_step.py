@@ -250,3 +250,29 @@ def test_every_lossy_turn_is_seen_even_without_calls(models):
     parse = audit(models["GOOD"], options).variants[0].parse
     ours = [(f.turn, f.causes) for f in parse.failures if f.conversation_id == "strip"]
     assert ours == [(3, ["parse-lossy"]), (5, ["parse-lossy"])]
+
+
+def test_the_parsed_history_is_rendered_as_it_is_now(models):
+    """The walk replaces messages of its history list in place; the renderer keeps a conversation's preparation by
+    the list's identity. Each render of the parsed history must see the history as it is at that step, also once
+    the renderer's direct path no longer checks itself against transformers."""
+    from types import SimpleNamespace
+
+    from tito_audit.audit.parsed_rollout import _render
+    from tito_audit.model.loaded import codec_for
+    from tito_audit.model.render import Renderer
+
+    model = models["GOOD"]
+    renderer = Renderer(model, codec_for(model))
+    assert renderer._fast is not None
+    renderer._fast.VERIFY_FIRST, renderer._fast.VERIFY_EVERY = 0, 10**9  # past its checks, as late in an audit
+    context = SimpleNamespace(setup=SimpleNamespace(renderer=renderer), conversation=SimpleNamespace(tools=None))
+    history = [
+        {"role": "user", "content": "Hi there."},
+        {"role": "assistant", "content": "  First answer.  "},
+        {"role": "user", "content": "And then?"},
+    ]
+    assert "  First answer.  " in _render(context, history, 3).text
+    history[1] = {"role": "assistant", "content": "First answer."}  # the parsed message, as the walk puts it
+    now = _render(context, history, 3).text
+    assert "  First answer.  " not in now and "First answer." in now

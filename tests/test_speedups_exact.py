@@ -197,3 +197,29 @@ stripping_pieces = st.sampled_from(
 def test_segmented_encoding_is_exact_when_added_tokens_strip_whitespace(stripping_codec, texts):
     assert stripping_codec._segments._strips, "the stripping tokens are cut, not left inside the pieces"
     assert stripping_codec.encode_many(texts) == stripping_codec._full_encode(list(texts))
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{{ bos_token }}\n{% for m in messages %}\n{{ raise_exception('no ' + m.role) }}\n{% endfor %}",
+        "{% for m in messages %}\n{{ m.content }}\n{% if m.role == 'user' %}{{ m.content | from_json }}{% endif %}\n"
+        "{% endfor %}",
+        "{% for m in messages %}\n\n{{ m.content.nothing.deeper }}\n{% endfor %}",
+    ],
+    ids=["raise_exception", "unknown-filter", "undefined-attribute"],
+)
+def test_a_direct_render_names_the_line_jinja_names(tiny_model_dir, write_template, source):
+    """A template that raises: the direct render's one line (type, message, template line) is the one the
+    rendering through ``apply_chat_template`` gives, where Jinja rewrites the traceback itself."""
+    from tito_audit.model.render import PrefixRenderError, RenderError
+
+    model = load(tiny_model_dir, write_template("raises", source))
+    renderer = Renderer(model, TokenCodec(model.tokenizer))
+    messages = [{"role": "user", "content": "hi"}]
+    with pytest.raises(PrefixRenderError) as direct:
+        renderer.prefixes(messages, None, [(1, True)])
+    with pytest.raises(RenderError) as through_transformers:
+        renderer.text(messages, None, True)
+    assert "(template line " in str(direct.value)
+    assert str(direct.value) == str(through_transformers.value)

@@ -31,7 +31,7 @@ from tito_audit.model.render_guard import (  # noqa: F401  (the clocks and limit
     deadline,
     guard,
 )
-from tito_audit.model.template_errors import TemplateRaised, one_line, template_line
+from tito_audit.model.template_errors import TemplateRaised, one_line
 from tito_audit.model.tokens import TokenCodec
 
 Message = dict[str, Any]
@@ -179,8 +179,18 @@ class _FastJinja:
 
     def _template_line(self, exc: BaseException) -> int | None:
         """The template line of the innermost template frame of ``exc``'s traceback (the compiled code's line
-        mapped back through the template's debug information, as Jinja maps it)."""
-        code_line = template_line(exc)
+        mapped back through the template's debug information), as Jinja's rewrite finds it: frames of Jinja's
+        internal code (the stand-in that raises for an unknown filter) are passed over, so the line is the one
+        that used the filter."""
+        from jinja2.utils import internal_code
+
+        code_line = None
+        tb = exc.__traceback__
+        while tb is not None:
+            frame = tb.tb_frame
+            if frame.f_code not in internal_code and frame.f_globals.get("__jinja_template__") is not None:
+                code_line = tb.tb_lineno
+            tb = tb.tb_next
         if code_line is None:
             return None
         if self._debug_info is None:
