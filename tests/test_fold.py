@@ -94,3 +94,18 @@ def test_nothing_constant_is_left_in_offered_fixes(tiny_model_dir, write_templat
         r"\b(if|elif) (true|false)\b|\band (true|false)\b|\b(true|false) (and|or)\b", outcome.patched_source
     )
     assert outcome.changed_lines >= 1
+
+
+def test_the_last_check_of_a_fold_holds_the_render_time_limit():
+    """A template that never ends (a nested loop whose body calls nothing) is stopped by the render time limit in
+    the fold's own check, as in every other render: the check returns, it does not hold the thread."""
+    import threading
+
+    from tito_audit.repair.fixes.alike import renders_alike
+
+    endless = "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}{% if true %}A{% endif %}"
+    done: list[bool] = []
+    worker = threading.Thread(target=lambda: done.append(renders_alike(endless, endless, seconds=0.2)), daemon=True)
+    worker.start()
+    worker.join(30)
+    assert done, "renders_alike ran past 30 s on a template the render limit stops in 0.2 s"

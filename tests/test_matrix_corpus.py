@@ -307,3 +307,22 @@ def test_an_index_entry_that_is_not_a_template_entry_is_one_line_and_skipped(tmp
         "name 'nul\\x00byte' is not a file stem (letters, digits, . _ - @ +); skipped",
         "not an object; skipped",
     ]
+
+
+def test_an_index_too_deep_or_too_big_and_an_endless_template_are_one_line(tmp_path):
+    """The corpus is read like every file the user names: bounded, and JSON too deep to read is named."""
+    from tito_audit.matrix.corpus import read_corpus
+
+    (tmp_path / "index.json").write_text("[" * 100_000)
+    with pytest.raises(BadInputError, match="nested too deeply"):
+        read_corpus(tmp_path, [])
+    (tmp_path / "index.json").write_bytes(b" " * (17 << 20))
+    with pytest.raises(BadInputError, match="larger than 16 MiB"):
+        read_corpus(tmp_path, [])
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "endless.jinja").symlink_to("/dev/zero")
+    entry = {"name": "endless", "origin": "huggingface", "repo": "acme/endless", "downloads": 1, "aliases": []}
+    (tmp_path / "index.json").write_text(json.dumps([{**entry, "sha256": "0" * 64}]))
+    corpus = read_corpus(tmp_path, [])
+    expected = "corpus entry endless: templates/endless.jinja cannot be read (larger than 4 MiB, or endless)"
+    assert corpus.problems == [expected]

@@ -197,6 +197,7 @@ stripping_pieces = st.sampled_from(
 def test_segmented_encoding_is_exact_when_added_tokens_strip_whitespace(stripping_codec, texts):
     assert stripping_codec._segments._strips, "the stripping tokens are cut, not left inside the pieces"
     assert stripping_codec.encode_many(texts) == stripping_codec._full_encode(list(texts))
+    assert stripping_codec._segments.enabled  # the pieces gave it: the encoder did not fall back on a difference
 
 
 @pytest.mark.parametrize(

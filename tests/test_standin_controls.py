@@ -69,7 +69,7 @@ def test_config_named_tokens_are_controls(tmp_path):
     facts = special_tokens_of(folder, {"default": MERGING_TEMPLATE}, {})
     for text in ("<|turn>", "<turn|>", "<|tool_call>", "<tool_call|>", "<|video|>"):
         assert text in facts["controls"]
-    assert True not in facts["controls"]  # a boolean *_token setting is not a token
+    assert "True" not in facts["controls"] and "true" not in facts["controls"]  # add_bos_token: true is a setting
 
 
 def test_merged_assistant_turns_are_a_stop_token_swap(tmp_path):

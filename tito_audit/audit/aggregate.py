@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from tito_audit.audit.acceptance import Refusal
 from tito_audit.audit.checks import CHECK_NAMES
-from tito_audit.audit.checks.outcome import Outcome, count_into
+from tito_audit.audit.checks.outcome import REFUSED, Outcome, count_into
 from tito_audit.audit.realize import UnrealizedTurn
 from tito_audit.audit.results import CheckResult, DriftSummary, Failure, FormSteps, RefusedShape, UnrealizableTurns
 from tito_audit.conversations.conversation import TOOL, Conversation, steps_of
@@ -46,8 +46,7 @@ class VariantTotals:
 
     @staticmethod
     def _refuse(row) -> None:
-        row.refused += 1
-        row.cases += 1
+        count_into(row, REFUSED)
 
     def add(self, outcome: Outcome, shape_changes: list[str]) -> None:
         failures = outcome.failures

@@ -200,11 +200,10 @@ def _answer_with_ids(history: list[Message], j: int, original: Message, parsed: 
 
 
 def _render(context: RolloutContext, history: list[Message], k: int) -> RenderedPrefix:
-    """``R'``: the parsed history's next prompt. The renderer keeps its preparation of a conversation by the list's
-    identity, and the walk changes its history in place: each render gets a list of its own (the messages' own
-    preparations are still shared)."""
+    """``R'``: the parsed history's next prompt (the walk changes its history in place; the renderer prepares each
+    message by the message itself, so every render sees the history as it is then)."""
     key = (k, True)
-    return context.setup.renderer.prefixes(list(history), context.conversation.tools, [key])[key]
+    return context.setup.renderer.prefixes(history, context.conversation.tools, [key])[key]
 
 
 def _join(context: RolloutContext, walk: _Walk, prompt: RenderedPrefix) -> Join:

@@ -111,6 +111,7 @@ def audit(
     audits = [VariantAudit(loaded, codec, variant, options, choice.parser) for variant in variants]
     results = [variant_audit.run(conversations_for, progress) for variant_audit in audits]
     parsed = [r.parse.verdict for r in results if r.parse is not None]
+    verdict, parsed_verdict = worst_verdict([r.verdict for r in results]), worst_verdict(parsed) if parsed else None
     prompts = {a.variant.name: a.probe_prompt() for a in audits} if len(audits) > 1 else {}
     return AuditReport(
         schema_version=SCHEMA_VERSION,
@@ -129,16 +130,14 @@ def audit(
             parser=choice.name,
         ),
         template_inputs={item.name: list(item.values) for item in inputs},
-        verdict=worst_verdict([r.verdict for r in results]),
+        verdict=verdict,
         text_level_only=loaded.text_level_only,
         variants=results,
         notes=notes,
         recommendation=recommend(results, prompts),
         parser=choice.describe() if choice.parser is not None else None,
-        parser_verdict=worst_verdict(parsed) if parsed else None,
-        parser_way_out=parser_way_out(
-            worst_verdict([r.verdict for r in results]), worst_verdict(parsed) if parsed else None, results
-        ),
+        parser_verdict=parsed_verdict,
+        parser_way_out=parser_way_out(verdict, parsed_verdict, results),
         generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         duration_seconds=round(time.monotonic() - started, 3),
     )

@@ -49,6 +49,7 @@ def variant_parse_lines(variant: VariantResult) -> list[str]:
             f"{parse.conversations_skipped} conversations are left out: the template quotes tool-call arguments given "
             "as JSON strings, which no model behind an engine writes (it renders arguments as objects)"
         )
-    if fields_line(parse):
-        lines.append(fields_line(parse))
+    fields = fields_line(parse)
+    if fields:
+        lines.append(fields)
     return lines + written_lines(parse)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tito_audit import inputs
 from tito_audit.errors import BadInputError
 from tito_audit.model.registry import family_of, registry_parsers
 from tito_audit.model.resolve import folder_name, follow_symlink_stub
@@ -85,7 +86,12 @@ class Corpus:
 
 
 def _file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """The file's sha256; a file past the template bound (or an endless device) raises :class:`ValueError`."""
+    with open(path, "rb") as handle:
+        data = handle.read(inputs.MAX_TEMPLATE_BYTES + 1)
+    if len(data) > inputs.MAX_TEMPLATE_BYTES:
+        raise ValueError(f"larger than {inputs.MAX_TEMPLATE_BYTES // inputs.MIB} MiB, or endless")
+    return hashlib.sha256(data).hexdigest()
 
 
 def _vocabulary(ids: list[str], mirrors: list[Path]) -> tuple[Path | None, str]:
@@ -144,8 +150,8 @@ def _checked(entry: CorpusEntry) -> CorpusEntry:
         digest = _file_sha256(entry.template)
     except FileNotFoundError:
         return _with_problem(entry, MISSING, f"corpus entry {entry.name}: {relative} is missing; not audited")
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
+    except (OSError, ValueError) as exc:
+        reason = (exc.strerror if isinstance(exc, OSError) else str(exc)) or type(exc).__name__
         return _with_problem(entry, MISSING, f"corpus entry {entry.name}: {relative} cannot be read ({reason})")
     if digest != entry.sha256:
         return _with_problem(
@@ -166,12 +172,18 @@ def read_corpus(folder: Path, mirrors: list[Path]) -> Corpus:
     one line (:class:`~tito_audit.errors.BadInputError`), a bad entry is a problem line and the rest goes on."""
     index = folder / INDEX
     try:
-        data = index.read_bytes()
-        raw_entries = json.loads(data)
+        with open(index, "rb") as handle:
+            data = handle.read(inputs.MAX_LIST_BYTES + 1)
     except FileNotFoundError as exc:
         raise BadInputError(f"--corpus {folder}: no {INDEX} in {folder}") from exc
     except OSError as exc:
         raise BadInputError(f"--corpus {folder}: cannot read {index} ({exc.strerror or type(exc).__name__})") from exc
+    if len(data) > inputs.MAX_LIST_BYTES:
+        raise BadInputError(f"--corpus {folder}: {index} is larger than {inputs.MAX_LIST_BYTES // inputs.MIB} MiB")
+    try:
+        raw_entries = json.loads(data)
+    except RecursionError as exc:
+        raise BadInputError(f"--corpus {folder}: {index} is JSON nested too deeply to read") from exc
     except ValueError as exc:
         raise BadInputError(f"--corpus {folder}: {index} is not JSON ({exc})") from exc
     if not isinstance(raw_entries, list):

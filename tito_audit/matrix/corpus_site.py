@@ -14,7 +14,7 @@ from typing import Any
 from tito_audit.audit.results import VERDICT_ORDER
 from tito_audit.formatters.site.glossary import NOT_AUDITED, verdict_chip
 from tito_audit.formatters.site.html import document, esc
-from tito_audit.matrix.row import AUDITED
+from tito_audit.matrix.row import AUDITED, verdict_of
 
 SCRIPT = """
 const box = document.getElementById('lookup');
@@ -46,10 +46,6 @@ box.addEventListener('input', () => show(box.value));
 const q = new URLSearchParams(location.search).get('q');
 if (q) { box.value = q; show(q); }
 """
-
-
-def verdict_of(row: dict[str, Any]) -> str:
-    return row["verdict"] if row.get("status") == AUDITED and row.get("verdict") else NOT_AUDITED
 
 
 def shares(rows: Sequence[dict[str, Any]]) -> list[tuple[str, int, int]]:

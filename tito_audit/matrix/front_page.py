@@ -26,7 +26,7 @@ from tito_audit.formatters.site.glossary import (
     verdict_class,
 )
 from tito_audit.formatters.site.html import attrs, document, esc
-from tito_audit.matrix.row import AUDITED, NOT_REACHABLE, short_reason
+from tito_audit.matrix.row import AUDITED, NOT_REACHABLE, short_reason, verdict_of
 
 OTHER_FAMILY = "other"
 DATA_FILES = ("matrix.md", "matrix.csv", "matrix.json", "matrix.parquet")
@@ -52,11 +52,6 @@ COLUMNS = (
     ("main causes", "16%"),
     ("way out", "18.5%"),
 )
-
-
-def verdict_of(row: dict[str, Any]) -> str:
-    """A row's verdict, or ``not audited`` for the rows without one."""
-    return row["verdict"] if row.get("status") == AUDITED and row.get("verdict") else NOT_AUDITED
 
 
 def family_of(row: dict[str, Any]) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 
 from tito_audit.audit.results import AuditReport, worst_verdict
 from tito_audit.conversations.conversation import STEP_KINDS
+from tito_audit.formatters.site.glossary import NOT_AUDITED
 from tito_audit.model.registry import family_of
 
 AUDITED = "audited"
@@ -180,3 +181,8 @@ def short_reason(reason: str) -> str:
     if "; tried: " in reason:
         return "not found; " + reason.rsplit("; ", 1)[-1]
     return reason
+
+
+def verdict_of(row: dict[str, Any]) -> str:
+    """A row's verdict, or ``not audited`` for the rows without one."""
+    return row["verdict"] if row.get("status") == AUDITED and row.get("verdict") else NOT_AUDITED

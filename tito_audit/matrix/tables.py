@@ -58,7 +58,7 @@ def to_markdown(rows: Sequence[dict[str, Any]], settings: dict[str, Any]) -> str
             if key == "verdict" and not value:
                 value = row.get("status")
             if key == "parser_verdict" and row.get("status") == "audited":
-                value = f"{value} ({row.get('parser')})" if value else f"– ({row.get('parser') or 'none recorded'})"
+                value = _parser_cell(row)
             if key == "report" and value:
                 value = f"[same as {row['same_as']}]({value})" if row.get("same_as") else f"[report]({value})"
             if key == "variant_verdicts" and row.get("reason"):

@@ -31,7 +31,7 @@ from tito_audit.model.render_guard import (  # noqa: F401  (the clocks and limit
     deadline,
     guard,
 )
-from tito_audit.model.template_errors import TemplateRaised, one_line
+from tito_audit.model.template_errors import one_line
 from tito_audit.model.tokens import TokenCodec
 
 Message = dict[str, Any]
@@ -117,7 +117,6 @@ class _FastJinja:
         self.kwargs = kwargs
         self.calls = 0
         self._prepared: dict[int, tuple[Message, Any]] = {}
-        self._debug_info: list[tuple[int, int]] | None = None
         self._prepared_tools: tuple[list[dict], Any] | None = None
 
     @classmethod
@@ -163,39 +162,16 @@ class _FastJinja:
         return kept[1]
 
     def render(self, prepared: tuple[list, Any], k: int, gp: bool) -> str:
-        """The template's text for ``chat[:k]``, as ``Template.render`` gives it. An exception the template raises
-        comes out as :class:`TemplateRaised` with the template line it was raised at: Jinja's own ``render``
-        rewrites the traceback of every exception for that line, which costs more than the render itself when
-        a shape search meets refusal after refusal."""
+        """The template's text for ``chat[:k]``, as ``Template.render`` gives it, minus Jinja's rewrite of an
+        exception's traceback (it costs more than the render itself when a shape search meets refusal after
+        refusal; :func:`~tito_audit.model.template_errors.template_line` reads the line from the frames as they are).
+        """
         chat, tools = prepared
         template = self.compiled
         context = template.new_context(
             {"messages": chat[:k], "tools": tools, "documents": None, "add_generation_prompt": gp, **self.kwargs}
         )
-        try:
-            return template.environment.concat(template.root_render_func(context))
-        except Exception as exc:
-            raise TemplateRaised(exc, self._template_line(exc)) from exc
-
-    def _template_line(self, exc: BaseException) -> int | None:
-        """The template line of the innermost template frame of ``exc``'s traceback (the compiled code's line
-        mapped back through the template's debug information), as Jinja's rewrite finds it: frames of Jinja's
-        internal code (the stand-in that raises for an unknown filter) are passed over, so the line is the one
-        that used the filter."""
-        from jinja2.utils import internal_code
-
-        code_line = None
-        tb = exc.__traceback__
-        while tb is not None:
-            frame = tb.tb_frame
-            if frame.f_code not in internal_code and frame.f_globals.get("__jinja_template__") is not None:
-                code_line = tb.tb_lineno
-            tb = tb.tb_next
-        if code_line is None:
-            return None
-        if self._debug_info is None:
-            self._debug_info = list(reversed(self.compiled.debug_info))
-        return next((line for line, code in self._debug_info if code <= code_line), 1)
+        return template.environment.concat(template.root_render_func(context))
 
     def should_verify(self) -> bool:
         self.calls += 1
@@ -218,8 +194,6 @@ class Renderer:
         self.kwargs = dict(kwargs or {})
         self.renders = 0
         self._fast = _FastJinja.create(model, self.kwargs, self.limits.max_chars) if model.backend == JINJA else None
-        self._prepared: Any = None
-        self._prepared_for: tuple[Sequence[Message], list[dict] | None] | None = None
         self._timed_out: str | None = None
         """Why this renderer refuses every render (a render ran past the time limit or made too long an output),
         when it does."""
@@ -336,37 +310,29 @@ class Renderer:
     def _fast_texts(
         self, messages: Sequence[Message], tools: list[dict] | None, keys: list[tuple[int, bool]]
     ) -> list[str] | None:
-        """Prefix renders through the compiled template, with the inputs prepared once per conversation.
+        """Prefix renders through the compiled template, each message prepared once (see :meth:`_FastJinja.prepare`).
 
         Checked against ``apply_chat_template`` on the first conversations and then now and again; at the
         first difference the fast path is switched off and None tells the caller to render the slow way.
         """
         fast = self._fast
         assert fast is not None
-        # The rollout, append and ablation renders of one conversation share the prepared inputs; holding
-        # the lists themselves (not their ids) means a freed list's id can never be mistaken for them.
-        if self._prepared_for is None or self._prepared_for[0] is not messages or self._prepared_for[1] is not tools:
-            self._prepared, self._prepared_for = fast.prepare(messages, tools), (messages, tools)
-        prepared = self._prepared
+        # each message's preparation is kept by the message itself, so a list changed in place is prepared as it is
+        prepared = fast.prepare(messages, tools)
         texts = []
         for k, gp in keys:
             self.renders += 1
             self._refuse_if_timed_out()
-            line = None
             try:
                 with deadline(self.limits.max_seconds, self.limits.max_chars):
-                    try:
-                        texts.append(self._bounded(fast.render(prepared, k, gp)))
-                    except TemplateRaised as raised:
-                        line = raised.line
-                        raise raised.error from None
+                    texts.append(self._bounded(fast.render(prepared, k, gp)))
             except (RenderTimeout, RenderTooLong) as exc:
                 self._timeout(exc)
-                raise PrefixRenderError(k, gp, one_line(exc, line=line)) from exc
+                raise PrefixRenderError(k, gp, one_line(exc)) from exc
             except RecursionError as exc:
                 raise PrefixRenderError(k, gp, "RecursionError: template recursion too deep") from exc
             except Exception as exc:
-                raise PrefixRenderError(k, gp, one_line(exc, line=line)) from exc
+                raise PrefixRenderError(k, gp, one_line(exc)) from exc
         if keys and fast.should_verify():
             k, gp = max(keys)
             try:

@@ -70,7 +70,7 @@ def read_templates(folder: Path) -> dict[str, str]:
 
 
 def _config_named_tokens(config: Mapping[str, Any]) -> set[str]:
-    """Every special token a config names besides bos/eos/pad/unk: its other ``*_token`` keys (Gemma 4 names
+    """Every special token a config names: its ``*_token`` keys (bos/eos/pad/unk among them; Gemma 4 names
     ``eot_token: <turn|>``, ``stc_token: <|tool_call>``) and its ``extra_special_tokens`` /
     ``additional_special_tokens`` lists. They are control tokens of the vocabulary, whatever they look like."""
     found: set[str] = set()

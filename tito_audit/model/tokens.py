@@ -61,7 +61,7 @@ class TokenCodec:
             # would part text the tokenizer keeps whole.
             tokens = {
                 getattr(t, "content", str(t)): (int(i), t)
-                for i, t in self._added_tokens().items()
+                for i, t in self._added_tokens.items()
                 if not getattr(self.tokenizer, "split_special_tokens", False) and not getattr(t, "single_word", False)
             }
             source = self._template_source
@@ -139,7 +139,7 @@ class TokenCodec:
     def control_ids_by_text(self) -> dict[str, int]:
         """Special (control) tokens: added tokens flagged special, plus the tokenizer's special tokens."""
         found: dict[str, int] = {}
-        for token_id, added in self._added_tokens().items():
+        for token_id, added in self._added_tokens.items():
             content = getattr(added, "content", str(added))
             if getattr(added, "special", True) and content and not content.isspace():
                 found[content] = int(token_id)
@@ -152,15 +152,12 @@ class TokenCodec:
     @cached_property
     def added_texts(self) -> frozenset[str]:
         """Every added token's text, special or not (``<tool_call>`` is often added but not special)."""
-        return frozenset(getattr(t, "content", str(t)) for t in self._added_tokens().values()) | frozenset(
+        return frozenset(getattr(t, "content", str(t)) for t in self._added_tokens.values()) | frozenset(
             self.control_ids_by_text
         )
 
-    def _added_tokens(self) -> dict:
-        return self._added_tokens_map
-
     @cached_property
-    def _added_tokens_map(self) -> dict:
+    def _added_tokens(self) -> dict:
         """The tokenizer's added tokens by id, read once: the tokenizer builds the map anew on every read (17 ms
         for Gemma 3's 6,000 added tokens)."""
         decoder = getattr(self.tokenizer, "added_tokens_decoder", None)
@@ -209,7 +206,7 @@ class TokenCodec:
     @cached_property
     def id_limit(self) -> int:
         """One past the largest id of the vocabulary (added tokens included): an id at or beyond it is no token."""
-        ids = [int(i) for i in self._added_tokens()]
+        ids = [int(i) for i in self._added_tokens]
         if self._rust is not None and not self._piecewise:
             ids.append(self._rust.get_vocab_size(with_added_tokens=True) - 1)
         else:

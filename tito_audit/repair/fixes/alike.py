@@ -18,13 +18,13 @@ def renders_alike(before: str, after: str, seconds: float = 2.0) -> bool:
     """
     from jinja2 import meta
 
+    from tito_audit.model.render import guarded_template
     from tito_audit.model.render_guard import deadline
-    from tito_audit.model.variants import jinja_environment
 
-    environment = jinja_environment()
     try:
-        first, second = environment.from_string(before), environment.from_string(after)
-        names = sorted(meta.find_undeclared_variables(environment.parse(before)))
+        # compiled with the render guard, as every render of a template is: the deadline below holds only there
+        first, second = guarded_template(before), guarded_template(after)
+        names = sorted(meta.find_undeclared_variables(first.environment.parse(before)))
     except Exception:
         return False
     for number in range(min(2 ** len(names), ASSIGNMENTS)):
