@@ -297,8 +297,15 @@ empty, so a turn whose model closed the block at once loses it: broken (``empty-
 PROMPT_OPENS_THINK_HISTORY_KEEPS_EMPTY = build(
     reasoning="{%- if m.reasoning_content is string -%}" + OPEN_BLOCK + "{%- endif -%}", gen=OPEN_THINK_PROMPT
 )
-"""Qwen3.6-like: the prompt opens ``<think>\\n`` and history renders the block whenever the turn has one, empty
-or not: ready."""
+"""The prompt opens ``<think>\\n`` and history renders the block whenever the turn carries a reasoning field, empty
+or not, but none for a turn without one: ready when a harness sends the empty reasoning back as ``""``, broken when it
+sends it back absent or None (``empty-think-dropped``)."""
+
+PROMPT_OPENS_THINK_HISTORY_ALWAYS_BLOCK = build(
+    reasoning="<think>" + NL + "{{ m.reasoning_content or '' }}" + NL + "</think>" + NL, gen=OPEN_THINK_PROMPT
+)
+"""Qwen3.6-like: the prompt opens ``<think>\\n`` and history writes a block for every assistant turn, with the
+reasoning it has or empty: ready however a harness sends empty reasoning back."""
 
 PROMPT_OPENS_THINK_HISTORY_DROPS_NEWLINE = build(
     reasoning="{%- if m.reasoning_content -%}" + OPEN_BLOCK + "{%- else -%}<think></think>{%- endif -%}",
@@ -363,3 +370,60 @@ ANSWER_AND_CALL_ENDS = (
     + GEN
 )
 """gpt-oss-like: an answer ends with ``<|im_end|>``, a tool call with ``<|eot|>``: each form has its own terminator."""
+
+NAMED_BY_ID = build(
+    calls="{%- for c in m.tool_calls or [] -%}<tool_call>{{ c.id }} " + ARGS + "</tool_call>{%- endfor -%}"
+)
+"""Kimi-K2-like: a call is written by its id only (the function's name is not written): the id carries the name, so a
+model writes ``functions.NAME:INDEX``."""
+
+KNOWN_ROLES_ONLY = build(
+    preamble="{%- for m in messages -%}{%- if m.role not in ['system', 'user', 'assistant', 'tool'] -%}"
+    "{{ raise_exception('Unknown role: ' + m.role) }}{%- endif -%}{%- endfor -%}"
+)
+"""A template that refuses any role but system, user, assistant and tool (no ``developer`` message)."""
+
+SEPARATOR_BEFORE_CALL = (
+    "{%- for m in messages -%}"
+    "{%- if m.role == 'assistant' -%}<|im_start|>assistant"
+    + NL
+    + "{{ m.content or '' }}<|eot|>"
+    + NL
+    + NL
+    + "{%- for c in m.tool_calls or [] -%}<|im_start|>call"
+    + NL
+    + "<tool_call>{{ c.function.name }} "
+    + ARGS
+    + "<|eot|>"
+    + NL
+    + NL
+    + "{%- endfor -%}"
+    "{%- else -%}<|im_start|>{{ m.role }}" + NL + "{{ m.content }}<|eot|>" + NL + NL + "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|im_start|>assistant" + NL + "{%- endif -%}"
+)
+"""GigaChat3-like: every part of a turn, the text before a call included, ends with ``<|eot|>``, which so is no stop
+token (a model stopped there could never write its call): the engine stops on the end-of-sequence token, which history
+writes as ``<|eot|>`` (stop-token-swap)."""
+
+ONLY_TOGETHER = build(
+    reasoning="{%- if m.reasoning_content or enable_thinking is true -%}"
+    "{%- if enable_thinking is true and preserve_thinking is true -%}<think>{{ m.reasoning_content }}</think>"
+    "{%- else -%}<think>"
+    + NL
+    + "{{ m.reasoning_content or '' }}"
+    + NL
+    + "</think>"
+    + NL
+    + "{%- endif -%}{%- endif -%}",
+    content="{%- if m.content is string -%}{{ m.content }}{%- else -%}{%- for part in m.content -%}"
+    "{%- if add_vision_id -%}Picture {{ loop.index }}: {%- endif -%}{{ part.text }}{%- endfor -%}{%- endif -%}",
+    gen="{%- if add_generation_prompt -%}<|im_start|>assistant"
+    + NL
+    + "{%- if enable_thinking is true -%}<think>"
+    + NL
+    + "{%- endif -%}{%- endif -%}",
+)
+"""Two settings read together: thinking on opens the block in the prompt, and only with history reasoning kept as
+well does history write the block without the newlines the prompt wrote (broken only in the combination);
+``add_vision_id`` only numbers pictures, which tool rollouts never send."""

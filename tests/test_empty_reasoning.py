@@ -17,11 +17,13 @@ from tito_audit.audit.results import BROKEN, READY, UNSUPPORTED
 from tito_audit.conversations.conversation import ASSISTANT, TOOL, USER, Conversation
 from tito_audit.conversations.datasources import load_conversations
 from tito_audit.conversations.generate import generate
+from tito_audit.conversations.profile import GenerationProfile
 from tito_audit.conversations.reasoning_forms import CLOSED, NO_BLOCK, OPEN, UNKNOWN, short_kind
 
 
 def _tool_steps_after_empty(variant) -> tuple[int, int]:
-    rows = [f for f in variant.steps_by_form if f.kind == TOOL and f.form == "reasoning empty"]
+    """Tool steps after turns whose model closed the block at once (sent back as "", absent or None)."""
+    rows = [f for f in variant.steps_by_form if f.kind == TOOL and f.form.startswith("reasoning empty")]
     return sum(f.steps for f in rows), sum(f.failed for f in rows)
 
 
@@ -50,12 +52,28 @@ def test_history_that_drops_or_alters_the_empty_block_is_broken_at_tool_steps(ti
     assert "gen-prompt-mismatch" not in causes(variant, "rollout")
 
 
-def test_history_that_keeps_the_empty_block_is_ready(tiny_model_dir, write_template):
-    path = write_template("keeps", templates.PROMPT_OPENS_THINK_HISTORY_KEEPS_EMPTY)
+def test_history_that_writes_a_block_for_every_turn_is_ready(tiny_model_dir, write_template):
+    path = write_template("always", templates.PROMPT_OPENS_THINK_HISTORY_ALWAYS_BLOCK)
     variant = default_variant(run_audit(tiny_model_dir, path, count=48))
     assert variant.verdict == READY, variant.verdict_reason
     steps, failing = _tool_steps_after_empty(variant)
     assert steps > 0 and failing == 0
+
+
+def test_empty_reasoning_sent_back_absent_is_its_own_form(tiny_model_dir, write_template):
+    """History keeps an empty block given as ``""`` and drops it when the field is absent or None: the turns whose
+    harness sent the model's empty reasoning back without it fail, those sent back as ``""`` hold."""
+    path = write_template("keeps", templates.PROMPT_OPENS_THINK_HISTORY_KEEPS_EMPTY)
+    variant = default_variant(run_audit(tiny_model_dir, path, count=96))
+    forms = {(f.kind, f.form): (f.steps, f.failed) for f in variant.steps_by_form}
+    kept, dropped = forms[(TOOL, "reasoning empty")], forms[(TOOL, "reasoning empty, sent back without it")]
+    assert kept[0] > 0 and kept[1] == 0
+    assert dropped[0] > 0 and dropped[1] == dropped[0]
+    assert variant.verdict == BROKEN and "closes the reasoning block at once" in variant.verdict_reason
+    failure = next(
+        f for f in variant.failures if f.check == "rollout" and f.category == TOOL and "empty-think-dropped" in f.causes
+    )
+    assert "<think>\n\n</think>" in failure.expected_text and "<think>\n\n</think>" not in failure.actual_text
 
 
 def test_prompt_that_closes_the_block_admits_no_reasoning_and_nothing_fails(tiny_model_dir, write_template):
@@ -136,6 +154,7 @@ PROPERTY_TEMPLATES = (
     "GEN_PROMPT_OPENS_THINK",
     "PROMPT_OPENS_THINK_HISTORY_DROPS_EMPTY",
     "PROMPT_OPENS_THINK_HISTORY_KEEPS_EMPTY",
+    "PROMPT_OPENS_THINK_HISTORY_ALWAYS_BLOCK",
     "PROMPT_OPENS_THINK_HISTORY_DROPS_NEWLINE",
 )
 EXPECTED_STATE = {
@@ -146,6 +165,7 @@ EXPECTED_STATE = {
     "GEN_PROMPT_OPENS_THINK": OPEN,
     "PROMPT_OPENS_THINK_HISTORY_DROPS_EMPTY": OPEN,
     "PROMPT_OPENS_THINK_HISTORY_KEEPS_EMPTY": OPEN,
+    "PROMPT_OPENS_THINK_HISTORY_ALWAYS_BLOCK": OPEN,
     "PROMPT_OPENS_THINK_HISTORY_DROPS_NEWLINE": OPEN,
 }
 """What each template's default prompt leaves open, read from the template by hand."""
@@ -160,8 +180,14 @@ def test_every_form_the_prompt_admits_is_generated(tiny_model_dir, tmp_path, nam
         if audit.variant.name == "default" and name in EXPECTED_STATE:
             assert reasoning.state == EXPECTED_STATE[name], (name, reasoning)
         admitted = {short_kind(form) for form in reasoning.realizable}
-        drawn = {c.shape["reasoning"] for c in generate(96, seed=0, reasoning=reasoning.kinds)}
-        assert drawn == admitted, (name, audit.variant.name)
+        profile = GenerationProfile(reasoning=reasoning.kinds, prompt_opens_reasoning=reasoning.state == OPEN)
+        drawn = {c.shape["reasoning"] for c in generate(96, seed=0, profile=profile)}
+        # no reasoning is written "none" (reasoning_content: None) too; under an open block, absent and None are the
+        # empty reasoning the model wrote, sent back without it
+        expected = admitted | ({"none"} if "absent" in admitted else set())
+        if reasoning.state == OPEN:
+            expected |= {"absent", "none"}
+        assert drawn == expected, (name, audit.variant.name)
 
 
 def test_the_state_is_read_from_each_prompt_not_from_what_history_renders(tiny_model_dir, write_template):

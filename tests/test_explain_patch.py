@@ -10,8 +10,8 @@ from tests import templates
 from tests.conftest import SHARED_TOKENIZERS, requires_shared
 from tests.helpers import load, run_audit
 from tests.test_cli import run_cli
+from tito_audit.model.attribution import TemplateAttributor
 from tito_audit.model.tokens import TokenCodec
-from tito_audit.repair.attribution import TemplateAttributor
 from tito_audit.repair.explain import Explainer, numbered_failures
 
 

@@ -10,7 +10,14 @@ from tests import templates
 from tests.helpers import load
 from tito_audit.audit.results import BROKEN, READY, READY_TOOL_ONLY
 from tito_audit.audit.service import AuditOptions, audit
-from tito_audit.repair.fixes import as_sampled, closing_as_followed, empty_block_kept, history_boundary, reasoning_kept
+from tito_audit.repair.fixes import (
+    as_sampled,
+    closing_as_followed,
+    empty_block_always,
+    empty_block_kept,
+    history_boundary,
+    reasoning_kept,
+)
 from tito_audit.repair.fixes.search import search_fix
 from tito_audit.repair.fixes.source import TemplateSource
 from tito_audit.repair.way_out import FIX, NONE, SETTING, find_way_out
@@ -36,8 +43,8 @@ def _way_out(tiny_model_dir, write_template, name: str):
         ("TOOL_RESULTS_JOINED_IN_ONE_BLOCK", closing_as_followed.NAME, "close a message the same way"),
         ("QWQ_LIKE", reasoning_kept.NAME, "render reasoning in the block the generation prompt opens"),
         ("HISTORY_SLICED_AT_LAST_ANSWER", history_boundary.NAME, "keep reasoning in history"),
-        ("PROMPT_OPENS_THINK_HISTORY_DROPS_EMPTY", empty_block_kept.NAME, "keep the empty think block"),
-        ("PROMPT_OPENS_THINK_HISTORY_DROPS_NEWLINE", empty_block_kept.NAME, "keep the empty think block"),
+        ("PROMPT_OPENS_THINK_HISTORY_DROPS_EMPTY", empty_block_always.NAME, "keep the empty think block"),
+        ("PROMPT_OPENS_THINK_HISTORY_DROPS_NEWLINE", empty_block_always.NAME, "keep the empty think block"),
     ],
 )
 def test_each_fix_makes_its_template_ready_and_changes_nothing_else(tiny_model_dir, write_template, name, fix, label):

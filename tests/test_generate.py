@@ -8,7 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tito_audit.conversations.conversation import ASSISTANT, SYSTEM, TOOL, USER, steps_of
-from tito_audit.conversations.generate import SHAPE_AXES, SHAPE_GRID, generate, generate_conversation
+from tito_audit.conversations.generate import (
+    HARNESS_SHAPES,
+    RESULT_NAMES,
+    RESULT_ORDER,
+    SHAPE_AXES,
+    SHAPE_GRID,
+    generate,
+    generate_conversation,
+)
 
 seeds = st.integers(min_value=0, max_value=2**31)
 indices = st.integers(min_value=0, max_value=2000)
@@ -25,8 +33,9 @@ def test_generated_conversations_are_valid(seed, index, max_turns):
     assert USER in roles[:2]
     assert 2 <= roles.count(ASSISTANT) <= max_turns
     shape = conversation.shape
-    assert set(shape) == set(SHAPE_AXES)
+    assert set(shape) == set(SHAPE_AXES) | set(HARNESS_SHAPES)
     open_calls: dict[str, str] = {}
+    answered: list[str] = []
     for message in messages:
         if message["role"] == ASSISTANT:
             assert not open_calls, "every call is answered before the next assistant turn"
@@ -37,20 +46,33 @@ def test_generated_conversations_are_valid(seed, index, max_turns):
                     assert isinstance(arguments, dict)
                 else:
                     assert isinstance(json.loads(arguments), dict)
-                assert len(call["id"]) == 9 and call["id"].isalnum()
+                assert call["id"].startswith("call_") and len(call["id"]) == 29 and call["id"][5:].isalnum()
                 open_calls[call["id"]] = call["function"]["name"]
             if calls:
                 expected = {"one": 1, "parallel": None}[shape["calls"]]
                 assert len(calls) == expected if expected else len(calls) >= 2
                 content = message["content"]
                 assert {"empty": content == "", "none": content is None, "text": bool(content)}[shape["content"]]
+                order = [call["id"] for call in calls]
             reasoning = message.get("reasoning_content")
-            assert {"absent": reasoning is None, "empty": reasoning == "", "present": bool(reasoning)}[
-                shape["reasoning"]
-            ]
+            assert {
+                "absent": "reasoning_content" not in message,
+                "none": "reasoning_content" in message and reasoning is None,
+                "empty": reasoning == "",
+                "present": bool(reasoning),
+            }[shape["reasoning"]]
         elif message["role"] == TOOL:
-            assert open_calls.pop(message["tool_call_id"]) == message["name"]
+            name = open_calls.pop(message["tool_call_id"])
+            if shape[RESULT_NAMES] == "absent":
+                assert "name" not in message
+            else:
+                assert message["name"] == name
+            answered.append(message["tool_call_id"])
             assert any(needle in message["content"] for needle in conversation.must_appear)
+            if not open_calls and shape[RESULT_ORDER] == "reversed" and len(answered) == len(order) > 1:
+                assert answered == order[::-1]
+            if not open_calls:
+                answered = []
     assert (conversation.tools is not None) == (shape["tools"] == "present")
     kinds = {step.kind for step in steps_of(messages)}
     if shape["appended"] == ASSISTANT:

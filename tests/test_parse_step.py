@@ -36,7 +36,8 @@ THINK = re.compile(r"<think>(.*?)</think>", re.S)
 class ToyParser:
     """Reads the skeleton's assistant turn back. Defects: ``strip`` trims content, ``newline`` keeps the separator
     newline inside the reasoning, ``reserialize`` writes arguments back as compact JSON, ``as_object`` returns them
-    as objects (the template then writes its own layout), ``lose_calls`` finds no call."""
+    as objects (the template then writes its own layout), ``lose_calls`` finds no call, ``calls_as_text`` finds no
+    call and gives its text back as content (as SGLang does with a call its detector does not recognise)."""
 
     def __init__(self, name: str = "toy", **defects: bool) -> None:
         self.name = name
@@ -54,6 +55,8 @@ class ToyParser:
         if body.startswith("<think>") and "</think>" in body:
             end = body.rfind("</think>")
             reasoning, body = body[len("<think>") : end], body[end + len("</think>") :]
+        if self.defects.get("calls_as_text"):  # the calls not found: their text stays in the content
+            body, calls = body + text[calls_start:], []
         message: dict = {"role": "assistant", "content": body.strip() if self.defects.get("strip") else body}
         if reasoning is not None:
             message["reasoning_content"] = reasoning + ("\n" if self.defects.get("newline") else "")
@@ -258,7 +261,7 @@ def test_the_parsed_history_is_rendered_as_it_is_now(models):
     the renderer's direct path no longer checks itself against transformers."""
     from types import SimpleNamespace
 
-    from tito_audit.audit.parsed_rollout import _render
+    from tito_audit.audit.parsed_turns import render_next as _render
     from tito_audit.model.loaded import codec_for
     from tito_audit.model.render import Renderer
 

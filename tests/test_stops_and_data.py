@@ -104,7 +104,7 @@ def test_glm_stops_come_from_the_registry_and_open_the_next_message():
         setup = CheckSetup.create(audit.renderer, codec, [s.id for s in stops], 0, True)
         observation = codec.id_of("<|observation|>")
         followed_by_tools = 0
-        for conversation in generate(24, 0, 4, audit.reasoning.kinds):
+        for conversation in generate(24, 0, 4, audit.profile):
             accepted, renders, _ = audit.accept(conversation)
             if accepted is None:
                 continue

@@ -79,3 +79,18 @@ def test_switch_read_through_a_default_filter_is_a_variant():
     source = "{% if not (clear_thinking | default(true)) or x %}a{% endif %}{{ messages }}"
     found = {i.name: i.values for i in template_inputs(source)}
     assert found["clear_thinking"] == (False, True)
+
+
+def test_settings_read_together_are_audited_together(tiny_model_dir, write_template):
+    """Each setting alone keeps the buffer; thinking on with history reasoning kept does not. The combination is a
+    variant of its own; an input that does not change a tool rollout (``add_vision_id``) is not combined."""
+    from tests import templates
+    from tests.helpers import run_audit
+
+    report = run_audit(tiny_model_dir, write_template("together", templates.ONLY_TOGETHER), count=32)
+    verdicts = {variant.name: variant.verdict for variant in report.variants}
+    assert verdicts["enable_thinking=true"] == "ready" and verdicts["preserve_thinking=true"] == "ready"
+    assert verdicts["enable_thinking=true,preserve_thinking=true"] == "broken"
+    assert report.verdict == "broken"
+    assert not any("add_vision_id" in name and "," in name for name in verdicts)
+    assert {"add_vision_id=false", "add_vision_id=true"} <= set(verdicts)  # still audited one at a time

@@ -9,10 +9,19 @@ from dataclasses import dataclass, field
 
 from tito_audit.audit.acceptance import Refusal
 from tito_audit.audit.checks import CHECK_NAMES
-from tito_audit.audit.checks.outcome import REFUSED, Outcome, count_into
+from tito_audit.audit.checks.outcome import FAILED, REFUSED, Outcome, count_into
 from tito_audit.audit.realize import UnrealizedTurn
-from tito_audit.audit.results import CheckResult, DriftSummary, Failure, FormSteps, RefusedShape, UnrealizableTurns
+from tito_audit.audit.results import (
+    CheckResult,
+    DriftSummary,
+    Failure,
+    FormSteps,
+    RefusedShape,
+    ShapeSteps,
+    UnrealizableTurns,
+)
 from tito_audit.conversations.conversation import TOOL, Conversation, steps_of
+from tito_audit.conversations.generate import HARNESS_SHAPES
 from tito_audit.conversations.reasoning_forms import CLOSED, OPEN
 
 
@@ -32,6 +41,8 @@ class VariantTotals:
     """Appended steps after the last assistant turn of a conversation (audited against ``render(M, gp=True)``)."""
     forms: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     """(step kind, reasoning form of the turn before) -> [steps, failed]."""
+    shapes: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    """(harness shape, its form in a conversation) -> [conversations, rollout steps, failed]."""
 
     def add_refused(self, conversation: Conversation) -> None:
         """A conversation no shape rescued: every case it would have had counts as refused."""
@@ -80,6 +91,30 @@ class VariantTotals:
             tally[1] += failed
         self.completions += outcome.completions
         self.completions_without_stop += outcome.completions_without_stop
+
+    def add_shapes(self, conversation: Conversation, outcome: Outcome) -> None:
+        """The conversation's rollout steps under each harness shape it was generated in."""
+        steps = [t for t in outcome.tallies if t.check == "rollout" and t.status != REFUSED]
+        failed = sum(t.status == FAILED for t in steps)
+        for name in HARNESS_SHAPES:
+            form = conversation.shape.get(name)
+            if form is not None:
+                tally = self.shapes.setdefault((name, form), [0, 0, 0])
+                tally[0] += 1
+                tally[1] += len(steps)
+                tally[2] += failed
+
+
+def steps_by_shape(shapes: dict[tuple[str, str], list[int]]) -> list[ShapeSteps]:
+    """The per-shape step counts in the order of :data:`HARNESS_SHAPES`, the usual form first."""
+    order = {name: (index, forms) for index, (name, forms) in enumerate(HARNESS_SHAPES.items())}
+
+    def key(item: tuple[tuple[str, str], list[int]]) -> tuple:
+        (name, form), _ = item
+        index, forms = order[name]
+        return (index, forms.index(form) if form in forms else len(forms), form)
+
+    return [ShapeSteps(name, form, *tally) for (name, form), tally in sorted(shapes.items(), key=key)]
 
 
 def steps_by_form(forms: dict[tuple[str, str], list[int]]) -> list[FormSteps]:

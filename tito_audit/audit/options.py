@@ -9,6 +9,8 @@ from typing import Any
 
 from tito_audit.conversations.conversation import Conversation
 from tito_audit.conversations.generate import DEFAULT_MAX_TURNS, generate
+from tito_audit.conversations.profile import GenerationProfile
+from tito_audit.conversations.tools import ToolSet, built_in_tools
 from tito_audit.conversations.validate import validate_conversations
 from tito_audit.conversations.windows import DEFAULT_MAX_MESSAGES, windowed
 from tito_audit.model.render_guard import DEFAULT_CLOCK, RenderLimits
@@ -17,8 +19,9 @@ DEFAULT_COUNT = 96
 
 ProgressCallback = Callable[[str, int, int], None]
 """(variant name, conversations done, conversations in all)."""
-ConversationSource = Callable[[tuple[str, ...] | None], list[Conversation]]
-"""The conversations to audit for a variant, given the reasoning kinds a model can produce under it."""
+ConversationSource = Callable[[GenerationProfile], list[Conversation]]
+"""The conversations to audit for a variant, given what a model behind its template writes (the reasoning forms its
+prompt admits, the call-id form, the tools)."""
 
 
 @dataclass
@@ -41,6 +44,8 @@ class AuditOptions:
     max_messages: int | None = DEFAULT_MAX_MESSAGES
     """Given conversations longer than this are audited over a window of their first turns
     (:mod:`tito_audit.conversations.windows`); None or 0 audits them whole."""
+    tools: ToolSet = field(default_factory=built_in_tools)
+    """The tools generated conversations declare and call: the built-in set, or the user's (``--tools``)."""
     parser: Any = "template"
     """The parser between each completion and the next prompt (:mod:`tito_audit.parse.choice`): ``template`` (the
     perfect inverse, no parse), ``auto``, ``sglang``, ``hf`` or ``TOOL[,REASONING]``, or a parser object
@@ -53,20 +58,21 @@ class AuditOptions:
 
 
 def conversation_source(options: AuditOptions) -> ConversationSource:
-    """The conversations to audit for a variant, given the reasoning kinds it allows: the given ones as they
-    are, or the generated ones drawn for those kinds (generated once per distinct set of kinds)."""
+    """The conversations to audit for a variant, given its generation profile: the given ones as they are, or the
+    generated ones drawn for that profile (generated once per distinct profile)."""
     given = list(options.conversations) if options.conversations is not None else None
     if given is not None:
         validate_conversations(given)
         given = windowed(given, options.max_messages)
-    generated: dict[tuple[str, ...] | None, list[Conversation]] = {}
+    generated: dict[tuple, list[Conversation]] = {}
 
-    def for_kinds(allowed: tuple[str, ...] | None) -> list[Conversation]:
+    def for_profile(profile: GenerationProfile) -> list[Conversation]:
         if given is not None and not options.with_generated:
             return given
-        if allowed not in generated:
-            drawn = list(generate(options.count, options.seed, options.max_turns, allowed))
-            generated[allowed] = drawn + (given or [])
-        return generated[allowed]
+        key = profile.key()
+        if key not in generated:
+            drawn = list(generate(options.count, options.seed, options.max_turns, profile))
+            generated[key] = drawn + (given or [])
+        return generated[key]
 
-    return for_kinds
+    return for_profile

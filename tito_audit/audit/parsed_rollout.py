@@ -2,18 +2,28 @@
 made of each completion, not from the message the template rendered.
 
 The sampled completions are the rollout's own (:mod:`tito_audit.audit.checks.trace`): the model wrote the
-template's rendering of its turn, cut at the stop token. The engine hands the parser that text with the stop token
-trimmed; the parsed message replaces the turn in history, and the tool results that answer its calls carry the
-parser's call ids (a loop sends them back under the ids it was given). Before each later turn the buffer is joined
-with ``R' = render(parsed history, gp=True)`` (:func:`tito_audit.audit.join.join`, as the rollout does with ``R``).
+template's rendering of its turn, cut at the stop token — or, where the registry records that the family's model
+writes another layout than its template's history (gpt-oss's harmony, :mod:`tito_audit.parse.output_layouts`), that
+layout. The engine hands the parser that text as it would (:mod:`tito_audit.audit.parsed_turns`: stop token trimmed
+or kept, special tokens skipped without tools); the parsed message replaces the turn in history, and the tool results
+that answer its calls carry the parser's call ids (a loop sends them back under the ids it was given). Before each
+later turn the buffer is joined with ``R' = render(parsed history, gp=True)`` (:func:`tito_audit.audit.join.join`, as
+the rollout does with ``R``).
 
 The control is the same step in the rollout without a parser: a step that fails with ``R'`` while the control holds
-is caused by the parse (``parse-lossy``, with the fields the parse changed); a step the control fails too keeps the
-control's causes, so template causes and parser causes are never confused. After a failing step the buffer starts
-again from ``R'``, as a loop that re-renders would.
+is caused by the parse (``parse-lossy``, with the fields the parse changed), or by the model's own layout re-rendered
+in the template's (``tool-call-reformatted``); a step the control fails too keeps the control's causes, so template
+causes and parser causes are never confused. A call the parser loses in a conversation that declared tools fails
+the step after it (``parse-lossy``, ``call lost``) even when the next prompt still continues the buffer: the harness
+never got its call. After a failing step the buffer starts again from ``R'``, as a loop that re-renders would.
+
+A conversation that carries tool calls without declaring tools is not walked: an engine parses calls only when the
+request declares tools, so no loop behind one produces it (it is counted).
 
 Beside the verdict, tool-call turns are also written in another layout (:mod:`tito_audit.parse.written`), one layout
-drawn per turn: does the prompt rendered from the parsed rewritten turn still continue the rewritten buffer?
+drawn per turn: does the prompt rendered from the parsed rewritten turn still continue the rewritten buffer? And
+turns with reasoning are also written with their calls inside the reasoning
+(:mod:`tito_audit.audit.reasoning_calls`): does the parser still find them?
 
 Example (a parser that strips content; the template writes it as sampled)::
 
@@ -25,7 +35,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tito_audit.audit.checks.context import RolloutContext
 from tito_audit.audit.checks.outcome import FAILED, PASSED, Tally
@@ -33,12 +43,12 @@ from tito_audit.audit.checks.records import text_failure, token_failure
 from tito_audit.audit.checks.trace import Completion, StepTrace, trace_of
 from tito_audit.audit.diff import first_difference
 from tito_audit.audit.join import Join, join, join_text_only
+from tito_audit.audit.parsed_turns import answer_with_ids, parse_with, parser_input, render_next
 from tito_audit.audit.realize import MessageRef
+from tito_audit.audit.reasoning_calls import calls_in_reasoning
 from tito_audit.audit.results import Failure
 from tito_audit.conversations.conversation import ASSISTANT, TOOL, Message, steps_of
-from tito_audit.conversations.reasoning_forms import OPEN
-from tito_audit.errors import BadInputError
-from tito_audit.model.render import RenderedPrefix, RenderError, one_line
+from tito_audit.model.render import RenderedPrefix, RenderError
 from tito_audit.parse.fields import (
     ARGUMENTS_AS_OBJECT,
     CALL_ADDED,
@@ -48,11 +58,13 @@ from tito_audit.parse.fields import (
     OBJECT_REFUSED,
     changed_fields,
 )
-from tito_audit.parse.parser import CompletionParser, ParseInput
+from tito_audit.parse.output_layouts import OutputLayout
+from tito_audit.parse.parser import CompletionParser
 from tito_audit.parse.written import LAYOUTS
 
 NAME = "parse"
 LOSSY = "parse-lossy"
+REFORMATTED = "tool-call-reformatted"
 
 
 @dataclass
@@ -64,11 +76,17 @@ class ParsedOutcome:
     fields: dict[str, int] = field(default_factory=dict)
     turns_parsed: int = 0
     turns_changed: int = 0
+    turns_in_model_layout: int = 0
+    """Turns the model wrote in its own layout (which differs from the template's history layout)."""
     written: dict[str, list[int]] = field(default_factory=dict)
     """Layout -> [tool steps, steps whose next prompt no longer continues the buffer]."""
     skipped: int = 0
     """1 when the template wrote tool-call arguments given as JSON strings as quoted strings: a model behind an
     engine never writes that (see :func:`_quoted_arguments`)."""
+    without_tools: int = 0
+    """1 when the conversation carries tool calls but declares no tools: no engine parses calls then."""
+    calls_in_reasoning: list[int] = field(default_factory=lambda: [0, 0])
+    """[tool-call turns with reasoning written with their calls inside the reasoning, of them: calls lost]."""
 
 
 @dataclass
@@ -79,22 +97,30 @@ class _Walk:
     ids: list[int]
     text: str
     fields_by_turn: dict[int, list[str]] = field(default_factory=dict)
+    model_layout_turns: set[int] = field(default_factory=set)
     calls: int = 0
 
 
 def parsed_rollout(
-    context: RolloutContext, control_causes: dict[int, list[str]], parser: CompletionParser, seed: int
+    context: RolloutContext,
+    control_causes: dict[int, list[str]],
+    parser: CompletionParser,
+    seed: int,
+    layout: OutputLayout | None = None,
 ) -> ParsedOutcome:
     """Walk ``context``'s rollout with ``parser`` between each completion and the next prompt.
 
     ``control_causes`` maps each step (by the turn it leads to) that fails without a parser to that failure's
-    causes.
+    causes; ``layout`` is the layout the family's model writes its turns in, when it differs from the template's.
     """
     outcome = ParsedOutcome()
     trace = trace_of(context)
     messages = context.conversation.messages
     turns = context.conversation.assistant_indices()
     if not trace.completions:
+        return outcome
+    if not context.conversation.tools and any(m.get("tool_calls") for m in messages):
+        outcome.without_tools = 1
         return outcome
     if any(_quoted_arguments(messages[c.turn], c.text) for c in trace.completions):
         outcome.skipped = 1
@@ -109,8 +135,15 @@ def parsed_rollout(
     for j, end in zip(turns, ends, strict=True):
         if j != turns[0] and not _step(context, walk, control[j], control_causes, outcome):
             return outcome
-        completion = completions[j]
+        completion = _as_the_model_writes(context, completions[j], layout)
+        if completion is not completions[j]:
+            walk.model_layout_turns.add(j)
+            outcome.turns_in_model_layout += 1
         before_text, calls_before = walk.text, walk.calls
+        lost_inside = calls_in_reasoning(context, parser, j, completion, calls_before)
+        if lost_inside is not None:
+            outcome.calls_in_reasoning[0] += 1
+            outcome.calls_in_reasoning[1] += lost_inside
         _parse_turn(context, walk, j, completion, parser, outcome)
         walk.ids += completion.ids
         walk.text += completion.text
@@ -120,6 +153,16 @@ def parsed_rollout(
     if final is not None:
         _step(context, walk, final, control_causes, outcome)
     return outcome
+
+
+def _as_the_model_writes(context: RolloutContext, completion: Completion, layout: OutputLayout | None) -> Completion:
+    """``completion`` in the layout the family's model writes (the same object when the layouts agree)."""
+    if layout is None:
+        return completion
+    text = layout.rewrite(completion.text)
+    if text == completion.text:
+        return completion
+    return replace(completion, text=text, ids=context.setup.codec.encode(text), noncanonical=None)
 
 
 def _quoted_arguments(message: Message, written: str) -> bool:
@@ -144,7 +187,7 @@ def _parse_turn(
 ) -> None:
     """Parse turn ``j``'s completion into the history, with the parser's call ids in the answering tool results."""
     original = context.conversation.messages[j]
-    parsed = _parse(parser, _input(context, walk.text, j, completion.text, completion, walk.calls))
+    parsed = parse_with(parser, parser_input(context, parser, walk.text, j, completion.text, completion, walk.calls))
     walk.calls += len(parsed.get("tool_calls") or [])
     fields = changed_fields(original, parsed, completion.text)
     outcome.turns_parsed += 1
@@ -153,57 +196,7 @@ def _parse_turn(
     if not fields:
         return  # the parse gave the message back: history keeps the very same message
     walk.history[j] = parsed
-    _answer_with_ids(walk.history, j, original, parsed)
-
-
-def _parse(parser: CompletionParser, given: ParseInput) -> Message:
-    """The parser's message; a parser that raises is a bad ``--parser`` (one line naming it)."""
-    try:
-        return parser.parse(given)
-    except BadInputError:
-        raise
-    except Exception as exc:
-        raise BadInputError(f"--parser {parser.name}: the parser raised on a completion: {one_line(exc)}") from None
-
-
-def _input(
-    context: RolloutContext, prompt: str, j: int, text: str, completion: Completion, earlier_calls: int
-) -> ParseInput:
-    """What the engine hands its parser: the text with the stop token it ended on trimmed."""
-    if completion.stopped and completion.ids:
-        stop = context.setup.decode_one(completion.ids[-1])
-        if stop and text.endswith(stop):
-            text = text[: -len(stop)]
-    return ParseInput(
-        text=text,
-        tools=context.conversation.tools,
-        prompt=prompt,
-        reasoning_open=context.alignments[j].prompt_state == OPEN,
-        earlier_calls=earlier_calls,
-        call_id_seed=f"{context.conversation.id}:{j}",
-    )
-
-
-def _answer_with_ids(history: list[Message], j: int, original: Message, parsed: Message) -> None:
-    """The tool results after turn ``j`` answer the parser's call ids (matched by position)."""
-    renamed = {
-        before.get("id"): after.get("id")
-        for before, after in zip(original.get("tool_calls") or [], parsed.get("tool_calls") or [], strict=False)
-        if before.get("id") is not None
-    }
-    for k in range(j + 1, len(history)):
-        message = history[k]
-        if message.get("role") == ASSISTANT:
-            break
-        if message.get("role") == TOOL and message.get("tool_call_id") in renamed:
-            history[k] = {**message, "tool_call_id": renamed[message["tool_call_id"]]}
-
-
-def _render(context: RolloutContext, history: list[Message], k: int) -> RenderedPrefix:
-    """``R'``: the parsed history's next prompt (the walk changes its history in place; the renderer prepares each
-    message by the message itself, so every render sees the history as it is then)."""
-    key = (k, True)
-    return context.setup.renderer.prefixes(history, context.conversation.tools, [key])[key]
+    answer_with_ids(walk.history, j, original, parsed)
 
 
 def _join(context: RolloutContext, walk: _Walk, prompt: RenderedPrefix) -> Join:
@@ -225,7 +218,7 @@ def _step(
     k = step.turn
     changed = [j for j, fields in sorted(walk.fields_by_turn.items()) if fields and j < k]
     try:
-        prompt = _render(context, walk.history, k) if changed else context.renders[(k, True)]
+        prompt = render_next(context, walk.history, k) if changed else context.renders[(k, True)]
     except RenderError as exc:
         fields = {f for j in changed for f in walk.fields_by_turn[j]}
         field_name = next((f for f in (CALL_LOST, CALL_ADDED) if f in fields), None) or (
@@ -241,18 +234,34 @@ def _step(
         outcome.failures.append(failure)
         return False
     joined = _join(context, walk, prompt)
-    if joined.followed:
+    previous = step.previous.turn
+    lost = CALL_LOST in walk.fields_by_turn.get(previous, []) and bool(context.conversation.tools)
+    if joined.followed and not lost:
         bridge = joined.bridge or []
         walk.ids += bridge
         walk.text = prompt.text
         _count(outcome, step.kind, PASSED, [])
         return True
+    if joined.followed:  # the lost call re-rendered as content keeps the prefix; the harness never got its call
+        _count(outcome, step.kind, FAILED, [CALL_LOST])
+        failure = Failure(NAME, "call", step.kind, context.conversation.id, k, step.roles, [LOSSY])
+        failure.detail = f"the parse changed: {', '.join(walk.fields_by_turn[previous])} (the prefix holds)"
+        failure.message_index, failure.message_role, failure.message_was_last = previous, ASSISTANT, True
+        outcome.failures.append(failure)
+        walk.ids += joined.bridge or []
+        walk.text = prompt.text
+        return True
     if k in control_causes:  # the template's own message fails here too: the template's causes
         causes, fields = list(control_causes[k]), []
     else:
-        causes = [LOSSY]
         last = max(changed) if changed else None
         fields = walk.fields_by_turn.get(last, []) if last is not None else []
+        reformatted = any(j < k for j in walk.model_layout_turns)
+        # the parse is a cause when it changed what the template writes; the model's own layout when it wrote one
+        rerendered = prompt.text != context.renders[(k, True)].text
+        causes = ([REFORMATTED] if reformatted else []) + ([LOSSY] if rerendered or not reformatted else [])
+        if not rerendered and reformatted:
+            fields = []
     _count(outcome, step.kind, FAILED, fields)
     outcome.failures.append(_failure(context, walk, step, joined, causes, fields, changed))
     walk.ids, walk.text = list(prompt.ids), prompt.text
@@ -276,7 +285,7 @@ def _failure(
 ) -> Failure:
     conversation, decode_one = context.conversation, context.setup.decode_one
     if joined.text_index is not None:
-        owner = MessageRef(changed[-1], ASSISTANT, True) if changed and causes == [LOSSY] else None
+        owner = MessageRef(changed[-1], ASSISTANT, True) if changed and LOSSY in causes else None
         token_index = first_difference(walk.ids, joined.prompt.ids)
         failure = text_failure(
             decode_one,
@@ -310,6 +319,8 @@ def _failure(
         )
     if fields:
         failure.detail = "the parse changed: " + ", ".join(fields)
+    elif any(j < step.turn for j in walk.model_layout_turns) and REFORMATTED in causes:
+        failure.detail = "the model's own layout, re-rendered in the template's history layout"
     return failure
 
 
@@ -334,13 +345,13 @@ def _written(
         return
     layout, (text, _) = applicable[rng.randrange(len(applicable))]
     history = list(walk.history)
-    parsed = _parse(parser, _input(context, before_text, j, text, completion, calls_before))
+    parsed = parse_with(parser, parser_input(context, parser, before_text, j, text, completion, calls_before))
     tally = outcome.written.setdefault(layout.name, [0, 0])
     tally[0] += 1
     history[j] = parsed
-    _answer_with_ids(history, j, walk.history[j], parsed)
+    answer_with_ids(history, j, walk.history[j], parsed)
     try:
-        prompt = _render(context, history, end)
+        prompt = render_next(context, history, end)
     except RenderError:
         tally[1] += 1
         return

@@ -20,6 +20,9 @@ class ParsedTotals:
     turns_changed: int = 0
     written: dict[str, list[int]] = field(default_factory=dict)
     skipped: int = 0
+    without_tools: int = 0
+    turns_in_model_layout: int = 0
+    calls_in_reasoning: list[int] = field(default_factory=lambda: [0, 0])
 
     def add(self, outcome: ParsedOutcome, shape_changes: list[str]) -> None:
         for tally in outcome.tallies:
@@ -32,6 +35,10 @@ class ParsedTotals:
         for name, count in outcome.fields.items():
             self.fields[name] = self.fields.get(name, 0) + count
         self.skipped += outcome.skipped
+        self.without_tools += outcome.without_tools
+        self.turns_in_model_layout += outcome.turns_in_model_layout
+        self.calls_in_reasoning[0] += outcome.calls_in_reasoning[0]
+        self.calls_in_reasoning[1] += outcome.calls_in_reasoning[1]
         self.turns_parsed += outcome.turns_parsed
         self.turns_changed += outcome.turns_changed
         for layout, (steps, differing) in outcome.written.items():
@@ -56,4 +63,8 @@ class ParsedTotals:
             turns_changed=self.turns_changed,
             written=written,
             conversations_skipped=self.skipped,
+            conversations_without_tools=self.without_tools,
+            turns_in_model_layout=self.turns_in_model_layout,
+            calls_in_reasoning=self.calls_in_reasoning[0],
+            calls_in_reasoning_lost=self.calls_in_reasoning[1],
         )

@@ -47,6 +47,7 @@ from tito_audit.conversations.reasoning_forms import (
     REASONING_EMPTY,
     REASONING_FORMS,
     REASONING_PRESENT,
+    REASONING_SENT_BACK_WITHOUT,
     UNKNOWN,
     reasoning_form,
     with_reasoning_form,
@@ -262,12 +263,21 @@ def realize(
         prompt = result.renders[(j, True)].text
         prompt_start = common_prefix_length(result.renders[(j, False)].text, prompt)
         state = prompt_state(block, prompt[prompt_start:])
-        swapped = _realizable_form(result, j, prompt[prompt_start:], state, render_prefixes)
+        sent_back_without = _sent_back_without(result.conversation, j, state)
+        swapped = None
+        if not sent_back_without:
+            swapped = _realizable_form(result, j, prompt[prompt_start:], state, render_prefixes)
         message = result.conversation.messages[j]
-        form = reasoning_form(message)
+        form = REASONING_SENT_BACK_WITHOUT if sent_back_without else reasoning_form(message)
         full = result.renders[(j + 1, False)].text
         start, divergence = locate_completion(prompt, full, prompt_start)
-        if start is not None and divergence is None:
+        written = None
+        if sent_back_without:  # what the model wrote: the block closed at once, whatever history makes of it
+            written = _closed_at_once_text(result, j, prompt, prompt_start, render_prefixes, render_texts)
+        if written is not None and not (start is not None and divergence is None and full[start:].startswith(written)):
+            at = start if start is not None else common_prefix_length(prompt, full)
+            found = TurnAlignment(j, EMPTY_BLOCK_DROPPED, at, prompt_start, divergence, model_text=written)
+        elif start is not None and divergence is None:
             found = TurnAlignment(j, ALIGNED, start, prompt_start)
         elif start is not None:
             rewritten = owner_of(prompt, divergence, history, j, was_last, original, full)  # type: ignore[arg-type]
@@ -275,12 +285,19 @@ def realize(
         else:
             divergence = common_prefix_length(prompt, full)
             model_text = None
-            if state == OPEN and form == REASONING_EMPTY:
+            if state == OPEN and form in (REASONING_EMPTY, REASONING_SENT_BACK_WITHOUT):
                 model_text = _closed_at_once_text(result, j, prompt, prompt_start, render_prefixes, render_texts)
             status = GEN_PROMPT_MISMATCH if model_text is None else EMPTY_BLOCK_DROPPED
             found = TurnAlignment(j, status, divergence, prompt_start, divergence, model_text=model_text)
         result.alignments[j] = replace(found, form=swapped, audited_form=form, prompt_state=state)
     return result
+
+
+def _sent_back_without(conversation: Conversation, j: int, state: str) -> bool:
+    """Whether turn ``j`` is one whose model closed the prompt's open reasoning block at once and whose harness sent
+    it back without the reasoning field (a generated shape, :attr:`Conversation.reasoning_dropped_by_harness`)."""
+    message = conversation.messages[j]
+    return state == OPEN and conversation.reasoning_dropped_by_harness and reasoning_form(message) == REASONING_ABSENT
 
 
 def _realizable_form(

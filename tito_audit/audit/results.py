@@ -34,6 +34,7 @@ CAUSES = (
     "bos-duplication",
     "utf8-split",
     "parse-lossy",
+    "value-rewritten",
 )
 
 
@@ -153,7 +154,22 @@ class FormSteps:
 
     kind: str
     form: str
-    """``reasoning absent``, ``reasoning empty`` (the model closed the block at once) or ``reasoning present``."""
+    """``reasoning absent``, ``reasoning empty`` (the model closed the block at once; ``…, sent back without it``:
+    its harness dropped the empty field) or ``reasoning present``."""
+    steps: int
+    failed: int
+
+
+@dataclass
+class ShapeSteps:
+    """Rollout steps of the conversations generated in one shape harnesses send (SPEC, Conversations), beside its
+    usual form: tool results without ``name``, results in another order, a reused call id, a ``developer`` message."""
+
+    shape: str
+    """``result names``, ``result order``, ``call ids`` or ``lead``."""
+    form: str
+    """``absent``/``kept``, ``reversed``/``as called``, ``reused``/``fresh``, ``developer``/``system``/``none``."""
+    conversations: int
     steps: int
     failed: int
 
@@ -202,6 +218,30 @@ class WrittenLayout:
 
 
 @dataclass
+class WrittenValue:
+    """Argument values of one JSON type written in the template's own literal or in the JSON literal, through the
+    parser into the next prompt (SPEC "Written values"; :mod:`tito_audit.audit.written_values`). Beside the verdict,
+    never in it."""
+
+    value_type: str
+    """``boolean``, ``null``, ``integer``, ``number``, ``array`` or ``object``."""
+    template_literal: str
+    """How the template writes such a value (``False``), when a JSON literal differs; ``json_literal``: that one."""
+    json_literal: str
+    values: int
+    """Values of this type in tool-call turns followed by tool results, as the template writes them."""
+    values_changed: int
+    """Of those, the values the parser read back as another value, tokens holding (``None`` as ``"None"``; a lost
+    call counts as ``call lost``). Always 0 with the perfect inverse."""
+    steps: int
+    """Tool steps after a turn whose model wrote one such value in a JSON literal the template does not write."""
+    differing: int
+    """Of those, the steps whose next prompt no longer continues the buffer (``value-rewritten``)."""
+    steps_changed: int
+    """Of those, the steps whose parsed value differs from the value written."""
+
+
+@dataclass
 class ParseResult:
     """The rollout with the engine's parser between each completion and the next prompt (SPEC "The parse step"):
     its own step table and verdict, beside the perfect-inverse verdict of the same variant."""
@@ -221,8 +261,16 @@ class ParseResult:
     """Parsed turns whose message differs from the template's in anything but the call ids."""
     written: list[WrittenLayout] = field(default_factory=list)
     conversations_skipped: int = 0
-    """Conversations left out because the template quotes tool-call arguments given as JSON strings (an engine
-    renders arguments as objects, so no model behind one writes that; see :mod:`tito_audit.audit.parsed_rollout`)."""
+    """Conversations left out: the template quotes arguments given as JSON strings, which no model behind an engine
+    writes (engines render arguments as objects)."""
+    conversations_without_tools: int = 0
+    """Conversations left out: tool calls without declared tools (an engine parses calls only when tools are)."""
+    turns_in_model_layout: int = 0
+    """Turns written in the family's own layout, not the template's history layout (gpt-oss's harmony)."""
+    calls_in_reasoning: int = 0
+    """Tool-call turns with reasoning also written with their calls inside it (a drawn form, beside the verdict)."""
+    calls_in_reasoning_lost: int = 0
+    """Of those, the turns whose calls the parser did not find."""
 
 
 @dataclass
@@ -251,8 +299,14 @@ class VariantResult:
     """Assistant turns audited (each in a form a model could produce, where one exists)."""
     steps_by_form: list[FormSteps] = field(default_factory=list)
     """Rollout steps by kind and by the reasoning form of the turn before them."""
+    steps_by_shape: list[ShapeSteps] = field(default_factory=list)
+    """Rollout steps of generated conversations by the shapes harnesses send."""
     parse: ParseResult | None = None
     """The rollout with the engine's parser (None under the perfect inverse, ``--parser template``)."""
+    values: list[WrittenValue] = field(default_factory=list)
+    """Written values per type, with the parser the audit used (the perfect inverse under ``template``)."""
+    value_failures: list[Failure] = field(default_factory=list)
+    """The first ``value-rewritten`` step of each value type (evidence; never counted in the verdict)."""
 
 
 @dataclass
@@ -261,16 +315,14 @@ class Recommendation:
     variant): the way out that needs no patch."""
 
     setting: str
-    """The variant's name (``preserve_thinking=true``), or ``default`` when the defaults are better than some
-    other setting."""
+    """The variant's name (``preserve_thinking=true``), or ``default`` when the defaults beat another setting."""
     kwargs: dict[str, object]
     verdict: str
     """The verdict that setting earned in this audit."""
     evidence: str
     """The steps behind it, e.g. ``0 of 312 appended steps fail``."""
     changes_generation_prompt: bool
-    """Whether the setting also changes what the generation prompt writes (thinking off, for example), so the
-    model runs differently, not only its history."""
+    """Whether the setting also changes the generation prompt (thinking off): the model runs differently."""
     avoid: list[str] = field(default_factory=list)
     """Settings whose verdict is worse (the reason the model's verdict is what it is)."""
 
@@ -327,6 +379,12 @@ class Settings:
     """Per loaded source: name, records read, conversations kept, skipped records by reason."""
     parser: str = "template"
     """The parser the rollout with a parser used (``template``: none, the perfect inverse)."""
+    tools: list[str] = field(default_factory=list)
+    """The tools the generated conversations declared and called (their names)."""
+    tools_source: str = "built-in"
+    """``built-in``, or the ``--tools`` file they were read from."""
+    tool_schemas: list[dict[str, object]] | None = None
+    """The user's tools as given (None for the built-in ones), so that the conversations can be rebuilt."""
 
 
 @dataclass

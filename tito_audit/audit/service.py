@@ -21,11 +21,14 @@ from tito_audit.audit.options import (
 )
 from tito_audit.audit.recommend import parser_way_out, recommend
 from tito_audit.audit.results import AuditReport, ModelInfo, Settings, worst_verdict
+from tito_audit.audit.settings_together import settings_read_together
 from tito_audit.audit.variant import VariantAudit
+from tito_audit.conversations.tools import BUILT_IN
 from tito_audit.conversations.validate import check_stop_tokens
 from tito_audit.conversations.windows import window_note
 from tito_audit.errors import BadInputError
 from tito_audit.model.loaded import LoadedModel, codec_for
+from tito_audit.model.render import frozen_clock
 from tito_audit.model.variants import template_inputs, variants_for
 from tito_audit.parse.choice import choose_parser
 
@@ -107,6 +110,9 @@ def audit(
     choice = choose_parser(options.parser, loaded.resolved.model_id, codec.tokenizer)
     notes.extend(choice.notes)
     variants = variants_for(inputs, options.pinned_kwargs)
+    if loaded.template_source is not None and len(variants) > 2:
+        with frozen_clock(loaded.template_source, options.clock):
+            variants += settings_read_together(loaded, codec, inputs, options.pinned_kwargs, options.limits)
     conversations_for = conversation_source(options)
     audits = [VariantAudit(loaded, codec, variant, options, choice.parser) for variant in variants]
     results = [variant_audit.run(conversations_for, progress) for variant_audit in audits]
@@ -128,6 +134,9 @@ def audit(
             conversations_source=options.conversations_source,
             datasets=list(options.datasets),
             parser=choice.name,
+            tools=options.tools.names if options.generates else [],
+            tools_source=options.tools.source if options.generates else "",
+            tool_schemas=options.tools.schemas() if options.generates and options.tools.source != BUILT_IN else None,
         ),
         template_inputs={item.name: list(item.values) for item in inputs},
         verdict=verdict,

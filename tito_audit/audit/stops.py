@@ -6,8 +6,11 @@ files are not all here, with where they were read) and the template itself.
 
 From the template only text that ends every assistant message is taken: each way of writing a turn (an
 answer, an answer after reasoning, one tool call, parallel tool calls) is rendered as the last message, and the
-control tokens that close it (the run after its last text) are the candidates. When the forms share a closing
-token, it ends every turn (``<|im_end|>`` after Kimi K2's ``<|tool_call_end|><|tool_calls_section_end|>``).
+control tokens that close it (the run after its last text) are the candidates. A token the template also writes
+*inside* a turn, followed by more of it, is a separator the model writes on its way, never a stop token (GigaChat3
+closes every part of a turn with ``<|message_sep|>``, its text before a call included: a model stopped there could
+never write the call). When the forms share a closing token, it ends every turn (``<|im_end|>`` after Kimi K2's
+``<|tool_call_end|><|tool_calls_section_end|>``).
 When they share none, each form has its own (gpt-oss: ``<|return|>`` after an answer, ``<|call|>`` after a
 call): the first closing token of each form that the template never writes *inside* a message, followed by
 more of it (the end of one call among several, a string delimiter inside a call). History may close a turn
@@ -153,10 +156,10 @@ def template_terminators(renderer: Renderer, codec: TokenCodec) -> list[str]:
     runs = [run for run in (_closing_run(pieces) for pieces in rendered.values()) if run]
     if not runs:
         return []
-    shared = [token for token in runs[0] if all(token in run for run in runs[1:])]
+    inside = set().union(*(_inside(pieces) for pieces in rendered.values()))
+    shared = [token for token in runs[0] if all(token in run for run in runs[1:]) and token not in inside]
     if shared:  # one token closes every form: it ends the turn, whatever else the template writes with it
         return shared[:1]
-    inside = set().union(*(_inside(pieces) for pieces in rendered.values()))
     found: list[str] = []
     for run in runs:
         closing = [token for token in run if token not in inside]
@@ -196,3 +199,17 @@ def collect_stop_tokens(
     for text in template_terminators(renderer, codec):
         add(codec.id_of(text), TEMPLATE)
     return [StopToken(id=i, text=codec.decode([i]), sources=s) for i, s in sorted(sources.items())]
+
+
+def model_end_token(stop_tokens: Sequence[StopToken]) -> int | None:
+    """The stop token a model samples to end a turn where its template writes none: the tokenizer's end of sequence
+    when it is a stop token, else the first one the generation config, the registry or the user names (a token read
+    only from the template's own terminators is not one: the template never wrote it there)."""
+    for wanted in (TOKENIZER_EOS, GENERATION_CONFIG):
+        for token in stop_tokens:
+            if wanted in token.sources:
+                return token.id
+    for token in stop_tokens:
+        if any(source != TEMPLATE for source in token.sources):
+            return token.id
+    return None

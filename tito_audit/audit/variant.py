@@ -12,26 +12,37 @@ from __future__ import annotations
 from functools import cached_property
 
 from tito_audit.audit.acceptance import Acceptor, Renders
-from tito_audit.audit.aggregate import VariantTotals, group_refusals, group_unrealized, keep_examples, steps_by_form
+from tito_audit.audit.aggregate import (
+    VariantTotals,
+    group_refusals,
+    group_unrealized,
+    keep_examples,
+    steps_by_form,
+    steps_by_shape,
+)
 from tito_audit.audit.checks import run_checks
 from tito_audit.audit.checks.context import CheckSetup, RolloutContext
 from tito_audit.audit.findings import FindingContext, run_findings
+from tito_audit.audit.generation import generation_profile
 from tito_audit.audit.options import AuditOptions, ConversationSource, ProgressCallback
 from tito_audit.audit.parsed_rollout import parsed_rollout
 from tito_audit.audit.parsed_totals import ParsedTotals
 from tito_audit.audit.realize import RealizedConversation, realize
 from tito_audit.audit.reasoning_block import VariantReasoning, variant_reasoning
 from tito_audit.audit.results import VariantResult
-from tito_audit.audit.stops import collect_stop_tokens
+from tito_audit.audit.stops import collect_stop_tokens, model_end_token
 from tito_audit.audit.verdict import form_clause, verdict_for
+from tito_audit.audit.written_values import LiteralCache, ValueTotals, written_values
 from tito_audit.conversations.conversation import USER, Conversation
-from tito_audit.conversations.generate import tool_schemas
+from tito_audit.conversations.profile import GenerationProfile
 from tito_audit.conversations.reasoning_forms import CLOSED, OPEN
 from tito_audit.conversations.shapes import NOT_NATIVE_TOOLS
+from tito_audit.conversations.tools import tool_schemas
 from tito_audit.model.loaded import LoadedModel
 from tito_audit.model.render import Renderer, RenderError, frozen_clock
 from tito_audit.model.tokens import TokenCodec
 from tito_audit.model.variants import Variant
+from tito_audit.parse.output_layouts import OutputLayout, output_layout
 from tito_audit.parse.parser import CompletionParser
 
 _STATE_WORDS = {OPEN: "opens", CLOSED: "closes"}
@@ -62,6 +73,23 @@ class VariantAudit:
         return self.acceptor.accept(conversation)
 
     @cached_property
+    def layout(self) -> OutputLayout | None:
+        """The layout the family's model writes its turns in, where it differs from the template's history."""
+        return output_layout(self.model.resolved.model_id)
+
+    @cached_property
+    def profile(self) -> GenerationProfile:
+        """What a model behind this variant's template writes (:mod:`tito_audit.audit.generation`)."""
+        with frozen_clock(self.model.template_source, self.options.clock):
+            return generation_profile(
+                self.renderer.text_or_none,
+                self.codec,
+                self.model.resolved.model_id,
+                self.reasoning,
+                self.options.tools,
+            )
+
+    @cached_property
     def reasoning(self) -> VariantReasoning:
         """The template's reasoning block and the reasoning forms this variant's generation prompt admits."""
         with frozen_clock(self.model.template_source, self.options.clock):
@@ -84,11 +112,13 @@ class VariantAudit:
         options, model = self.options, self.model
         totals = VariantTotals()
         parsed = ParsedTotals()
+        values = ValueTotals()
+        literals = LiteralCache()
         accepted: list[tuple[Conversation, str]] = []
         native_tool_conversations = 0
         with frozen_clock(model.template_source, options.clock):
             allowed = self.reasoning.kinds
-            conversations = conversations_for(allowed)
+            conversations = conversations_for(self.profile)
             stop_tokens = collect_stop_tokens(
                 self.renderer,
                 self.codec,
@@ -98,7 +128,12 @@ class VariantAudit:
                 model.text_level_only,
             )
             setup = CheckSetup.create(
-                self.renderer, self.codec, [s.id for s in stop_tokens], options.seed, model.text_level_only
+                self.renderer,
+                self.codec,
+                [s.id for s in stop_tokens],
+                options.seed,
+                model.text_level_only,
+                model_end_token(stop_tokens),
             )
             for number, conversation in enumerate(conversations, start=1):
                 audited, renders, refusal = self.accept(conversation)
@@ -115,9 +150,12 @@ class VariantAudit:
                     context = RolloutContext(setup, realized.conversation, realized.renders, realized.alignments)
                     outcome = run_checks(context)
                     totals.add(outcome, changes)
+                    totals.add_shapes(realized.conversation, outcome)
                     if self.parser is not None:
                         failing = {key[1]: f.causes for key, f in outcome.located if key[0] == 1 and key[2:] == (0, 0)}
-                        parsed.add(parsed_rollout(context, failing, self.parser, options.seed), changes)
+                        outcome_parsed = parsed_rollout(context, failing, self.parser, options.seed, self.layout)
+                        parsed.add(outcome_parsed, changes)
+                    values.add(written_values(context, self.parser, options.seed, literals, self.layout))
                     last = (len(realized.conversation.messages), False)
                     accepted.append((realized.conversation, realized.renders[last].text))
                 if progress is not None:
@@ -152,6 +190,7 @@ class VariantAudit:
             conversations_audited=len(accepted),
             unrealizable=group_unrealized(totals.unrealized),
             steps_by_form=forms,
+            steps_by_shape=steps_by_shape(totals.shapes),
             assistant_turns=totals.completions,
             parse=(
                 parsed.result(
@@ -162,6 +201,8 @@ class VariantAudit:
                 if self.parser is not None
                 else None
             ),
+            values=values.result(),
+            value_failures=values.failures,
         )
 
     def _notes(self, totals: VariantTotals, allowed: tuple[str, ...] | None) -> None:

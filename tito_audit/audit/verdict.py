@@ -21,6 +21,7 @@ FORM_WORDS = {
     "reasoning empty": "when the model closes the reasoning block at once",
     "reasoning present": "after turns with reasoning",
     "reasoning absent": "after turns without reasoning",
+    "reasoning empty, sent back without it": "when the model closes the reasoning block at once",
 }
 
 
@@ -59,13 +60,13 @@ def form_clause(verdict: str, forms: Sequence[FormSteps]) -> str:
         return ""
     totals: dict[str, list[int]] = {}
     for form in forms:
-        if form.kind in kinds:
-            tally = totals.setdefault(form.form, [0, 0])
+        if form.kind in kinds:  # forms said alike are one (the model closed the block at once, however sent back)
+            tally = totals.setdefault(FORM_WORDS.get(form.form, form.form), [0, 0])
             tally[0] += form.steps
             tally[1] += form.failed
     failing = [(form, steps, failed) for form, (steps, failed) in totals.items() if failed]
     holding = [form for form, (steps, failed) in totals.items() if steps and not failed]
     if len(failing) != 1 or not holding:
         return ""
-    form, steps, failed = failing[0]
-    return f"; fails {FORM_WORDS.get(form, form)}: {failed} of {steps} {label} steps"
+    words, steps, failed = failing[0]
+    return f"; fails {words}: {failed} of {steps} {label} steps"

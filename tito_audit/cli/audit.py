@@ -74,7 +74,10 @@ def audit_command(
     write_outputs(outputs)
     fail_if_refused_everything(report)
     if quiet:
-        console.print(verdict_text(report.verdict), f"{report.model.model_id}")
+        with_parser = ""
+        if report.parser_verdict is not None and report.parser_verdict != report.verdict:
+            with_parser = f" ({report.parser_verdict} with {report.settings.parser})"
+        console.print(verdict_text(report.verdict), f"{report.model.model_id}{with_parser}")
     else:
         render_report(report, console)
     raise typer.Exit(exit_code_for(report))

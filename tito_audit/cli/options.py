@@ -79,7 +79,12 @@ ConversationsOpt = Annotated[
 SplitOpt = Annotated[str, typer.Option("--split", help="Split of a hub data set.")]
 LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="Read at most N records per source.")]
 ToolsOpt = Annotated[
-    Path | None, typer.Option("--tools", help="A JSON list of tool schemas for records that carry none.")
+    Path | None,
+    typer.Option(
+        "--tools",
+        help="Your tools (the OpenAI tools JSON you give your engine): generated conversations declare and call them, "
+        "with arguments drawn from their schemas; records of --conversations that carry none take them too.",
+    ),
 ]
 ScenarioOpt = Annotated[
     list[str],

@@ -4,6 +4,7 @@ loading real conversations, running the audit with a progress bar."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -13,6 +14,7 @@ from tito_audit.audit.options import DEFAULT_COUNT, AuditOptions
 from tito_audit.audit.results import AuditReport
 from tito_audit.cli.options import ConversationInputs, ModelSource, Sampling, TemplateSettings
 from tito_audit.cli.outcomes import err
+from tito_audit.conversations.tools import ToolSet
 from tito_audit.conversations.windows import window_note
 from tito_audit.errors import AuditError, BadInputError
 
@@ -79,6 +81,8 @@ def add_conversation_inputs(options: AuditOptions, inputs: ConversationInputs) -
     from tito_audit.conversations.scenarios import scenario_conversations
 
     options.max_messages = inputs.max_messages or None
+    if inputs.tools is not None:
+        options.tools = tools_from_file(inputs.tools)
     if not inputs.conversations and not inputs.scenario:
         return
     conversations: list = []
@@ -109,6 +113,21 @@ def add_conversation_inputs(options: AuditOptions, inputs: ConversationInputs) -
     options.conversations = conversations
     options.with_generated = inputs.with_generated
     options.conversations_source = "; ".join(labels)
+
+
+def tools_from_file(path: Path) -> ToolSet:
+    """The tools of ``--tools`` (the OpenAI ``tools`` JSON a user gives their engine): generated conversations
+    declare and call them instead of the built-in ones. A tool whose arguments cannot be drawn is refused in one
+    line naming the tool and the keyword."""
+    from tito_audit.conversations.datasources import read_tools
+    from tito_audit.conversations.schema_check import check_tool_schemas
+    from tito_audit.conversations.tools import user_tools
+
+    tools = read_tools(path, "--tools") or []
+    if not tools:
+        raise BadInputError(f"--tools {path}: no tool in the file")
+    check_tool_schemas(tools, f"--tools {path}")
+    return user_tools(tools, str(path))
 
 
 def _reading(source: str) -> Any:

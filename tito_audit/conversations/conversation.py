@@ -27,6 +27,10 @@ class Conversation:
     shape: dict[str, str] = field(default_factory=dict)
     must_appear: list[str] = field(default_factory=list)
     """Strings a faithful render shows (tool names, tool-result phrases); missing ones mean dropped messages."""
+    reasoning_dropped_by_harness: bool = False
+    """Under a generation prompt that opens a reasoning block, an assistant turn without reasoning is one whose model
+    closed the block at once and whose harness sent the empty reasoning back absent or None (SPEC, Conversations);
+    otherwise such a turn is not realizable there and is audited with reasoning."""
 
     def assistant_indices(self) -> list[int]:
         return [i for i, m in enumerate(self.messages) if m.get("role") == ASSISTANT]
@@ -39,6 +43,7 @@ class Conversation:
             tools=clone_data(self.tools),
             shape=dict(self.shape),
             must_appear=list(self.must_appear),
+            reasoning_dropped_by_harness=self.reasoning_dropped_by_harness,
         )
 
     def has_tool_traffic(self) -> bool:

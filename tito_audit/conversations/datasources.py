@@ -231,7 +231,7 @@ def adapt_messages(raw: list[Any]) -> list[Message]:
     return messages
 
 
-def _read_tools(path: Path | None, label: str) -> list[dict] | None:
+def read_tools(path: Path | None, label: str) -> list[dict] | None:
     """The tool schemas in ``path``: a JSON list of objects. ``label`` names where the file came from (``--tools``,
     or the convention that found it beside a data file)."""
     if path is None:
@@ -293,7 +293,7 @@ def load_conversations(
     if tools_file is None and path.is_file():
         tools_file = sibling_tools(path)
         label = f"the tools file found beside {path.name} (by its name's convention):"
-    shared_tools = _read_tools(tools_file, label)
+    shared_tools = read_tools(tools_file, label)
     dataset = DataSet(name=name, tools=tools_file.name if tools_file is not None else None)
     for index, record in enumerate(records):
         if limit is not None and dataset.records >= limit:

@@ -21,6 +21,9 @@ REASONING_ABSENT = "reasoning absent"
 REASONING_EMPTY = "reasoning empty"
 REASONING_PRESENT = "reasoning present"
 REASONING_FORMS = (REASONING_ABSENT, REASONING_EMPTY, REASONING_PRESENT)
+REASONING_SENT_BACK_WITHOUT = "reasoning empty, sent back without it"
+"""A turn whose model closed an open reasoning block at once and whose harness sent it back with the reasoning field
+absent or None (how the turn is audited and reported; its message has no reasoning)."""
 
 REALIZABLE: dict[str, tuple[str, ...]] = {
     OPEN: (REASONING_EMPTY, REASONING_PRESENT),

@@ -13,7 +13,7 @@ import itertools
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tito_audit.conversations.conversation import ASSISTANT, SYSTEM, TOOL, USER, Conversation, Message
 
@@ -36,12 +36,8 @@ def _sharing(conversation: Conversation, messages: list[Message]) -> Conversatio
     """``conversation`` with ``messages``: a change builds new dicts only for the messages it changes and shares
     the others (nothing here changes a message in place), so a renderer's preparation of an unchanged message
     is found again for the changed conversation."""
-    return Conversation(
-        id=conversation.id,
-        messages=messages,
-        tools=conversation.tools,
-        shape=dict(conversation.shape),
-        must_appear=list(conversation.must_appear),
+    return replace(
+        conversation, messages=messages, shape=dict(conversation.shape), must_appear=list(conversation.must_appear)
     )
 
 

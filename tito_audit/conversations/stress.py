@@ -52,6 +52,11 @@ ROOM = (
     "-= Kitchen =-\nYou are in a kitchen. You see a fridge, which is closed, and a counter.\n"
     "On the counter you see a knife and an apple.\nExits: north, east."
 )
+TICKET = (
+    '{"ticket": 4812, "status": "pending", "assignee": null, "urgent": true, "labels": ["billing", "eu"],\n'
+    ' "history": [{"at": "2026-01-14T17:02:11Z", "by": "ops-bot", "note": "escalated"}]}'
+)
+CLOCK = "2026-01-15T09:30:00+01:00 (Thursday)\nTime zone: Europe/Paris\nUptime: 3 days, 4:12:09"
 OBSERVATIONS: dict[str, str] = {
     "sokoban": SOKOBAN,
     "frozen-lake": FROZEN_LAKE,
@@ -61,6 +66,8 @@ OBSERVATIONS: dict[str, str] = {
     "file-view": FILE_VIEW,
     "diff": DIFF,
     "room": ROOM,
+    "ticket": TICKET,
+    "clock": CLOCK,
 }
 
 PHRASES = (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tito_audit.audit.results import Failure, TokenWindow, UnrealizableTurns, VariantResult
+from tito_audit.audit.results import AuditReport, Failure, TokenWindow, UnrealizableTurns, VariantResult
 
 CHECK_ORDER = ("rollout", "append", "bridge", "roundtrip")
 _QUIET_CAUSES = frozenset({"noncanonical-split"})
@@ -109,3 +109,13 @@ def side_labels(failure: Failure) -> tuple[str, str]:
     if failure.aspect == "control-token":
         return ("text as plain tokens", "text as the tokenizer encodes it")
     return SIDE_LABELS.get(failure.check, ("earlier", "later"))
+
+
+def tools_line(report: AuditReport) -> str | None:
+    """``set_alarm, get_time (from tools.json)``: the tools the generated conversations declared and called (None
+    when none were generated)."""
+    settings = report.settings
+    if not settings.tools:
+        return None
+    names = ", ".join(settings.tools)
+    return f"{names} (built in)" if settings.tools_source == "built-in" else f"{names} (from {settings.tools_source})"

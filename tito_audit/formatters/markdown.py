@@ -12,11 +12,12 @@ from tito_audit.formatters.common import (
     rewritten_message,
     side_labels,
     stop_tokens_line,
+    tools_line,
     unrealizable_line,
     visible,
     window_tokens,
 )
-from tito_audit.formatters.parse_lines import report_parser_line, variant_parse_lines
+from tito_audit.formatters.parse_lines import beside_the_verdict, report_parser_line, variant_parse_lines
 from tito_audit.outputs import write_atomically
 
 
@@ -82,6 +83,9 @@ def _variant(variant: VariantResult) -> list[str]:
             f"- {_cell(line)}" for line in parse_lines[1:]
         ]
         lines.append("")
+    beside = beside_the_verdict(variant)
+    if beside:
+        lines += [f"- {_cell(line)}" for line in beside] + [""]
     lines += [f"Re-render drift: {drift_line(variant)}.", ""]
     lines.append("Stop tokens: " + stop_tokens_line(variant, code=True))
     lines.append("")
@@ -126,6 +130,7 @@ def to_markdown(report: AuditReport) -> str:
         f"| seed / conversations / max turns | {report.settings.seed} / {report.settings.count}"
         f" / {report.settings.max_turns} |",
         f"| conversations | {report.settings.conversations_source} |",
+        *([f"| tools | {_cell(tools)} |"] if (tools := tools_line(report)) else []),
         f"| tool / libraries | tito-audit {report.tool_version}; "
         + ", ".join(f"{k} {v}" for k, v in report.library_versions.items())
         + " |",

@@ -1,9 +1,10 @@
 """The lines every format shows for the rollout with the engine's parser (SPEC "The parse step"): the verdict with
-the parser beside the perfect-inverse verdict, what the parse changed, and the written-layout rates."""
+the parser beside the perfect-inverse verdict, what the parse changed, the written-layout rates, the written values
+and the calls written inside the reasoning (rates beside the verdict), and the steps by the shapes harnesses send."""
 
 from __future__ import annotations
 
-from tito_audit.audit.results import AuditReport, ParseResult, VariantResult
+from tito_audit.audit.results import AuditReport, ParseResult, VariantResult, WrittenValue
 
 
 def parser_name(report: AuditReport) -> str | None:
@@ -49,7 +50,81 @@ def variant_parse_lines(variant: VariantResult) -> list[str]:
             f"{parse.conversations_skipped} conversations are left out: the template quotes tool-call arguments given "
             "as JSON strings, which no model behind an engine writes (it renders arguments as objects)"
         )
+    if parse.conversations_without_tools:
+        lines.append(
+            f"{parse.conversations_without_tools} conversations with tool calls but no declared tools are left out: an "
+            "engine parses calls only when the request declares tools"
+        )
+    if parse.turns_in_model_layout:
+        lines.append(
+            f"{parse.turns_in_model_layout} turns were written in the layout the family's model writes, which its "
+            "template's history does not (re-rendered in the template's: tool-call-reformatted)"
+        )
     fields = fields_line(parse)
     if fields:
         lines.append(fields)
-    return lines + written_lines(parse)
+    lines += written_lines(parse)
+    if parse.calls_in_reasoning:
+        lines.append(
+            f"calls written inside the reasoning: {parse.calls_in_reasoning_lost} of {parse.calls_in_reasoning} lost "
+            "by the parser (beside the verdict: a model that does this loses its call)"
+        )
+    return lines
+
+
+def value_line(value: WrittenValue) -> list[str]:
+    """What one value type does through the parser: the JSON literal re-rendered in the template's, and values read
+    back as other values."""
+    lines = []
+    if value.steps:
+        line = (
+            f"{value.value_type} values written {value.json_literal!s:.40} where the template writes "
+            f"{value.template_literal!s:.40}: the next prompt differs on {value.differing} of {value.steps} tool "
+            "steps (value-rewritten)"
+        )
+        if value.steps_changed:
+            line += f"; the parser reads another value back on {value.steps_changed}"
+        lines.append(line)
+    if value.values_changed:
+        lines.append(
+            f"{value.value_type} values as the template writes them are read back as another value: "
+            f"{value.values_changed} of {value.values} (the tokens hold; the tool receives another value)"
+        )
+    return lines
+
+
+def variant_value_lines(variant: VariantResult, parser: str | None) -> list[str]:
+    """The written values of one variant (beside the verdict), with the parser they went through."""
+    lines = [line for value in variant.values for line in value_line(value)]
+    if not lines:
+        return []
+    return [f"written values (with {parser or 'the perfect inverse'}, beside the verdict):", *lines]
+
+
+def variant_shape_lines(variant: VariantResult) -> list[str]:
+    """``result names: absent 3 of 40 steps fail (12 conversations), kept 0 of 120 (40)``, one line per shape."""
+    by_shape: dict[str, list[str]] = {}
+    for row in variant.steps_by_shape:
+        by_shape.setdefault(row.shape, []).append(
+            f"{row.form} {row.failed} of {row.steps} steps fail ({row.conversations} conversations)"
+        )
+    return [
+        f"shapes harnesses send, {shape}: " + "; ".join(cells) for shape, cells in by_shape.items() if len(cells) > 1
+    ]
+
+
+def value_example_lines(variant: VariantResult) -> list[str]:
+    """The first ``value-rewritten`` step of each value type: what the model wrote, and the next prompt."""
+    return [
+        f"{failure.category}: {failure.detail} — buffer …{failure.expected_text[-70:]!r} / next prompt "
+        f"…{failure.actual_text[-70:]!r}"
+        for failure in variant.value_failures
+    ]
+
+
+def beside_the_verdict(variant: VariantResult) -> list[str]:
+    """The value and shape lines every format prints after the parse lines."""
+    parser = variant.parse.parser if variant.parse is not None else None
+    values = variant_value_lines(variant, parser)
+    examples = [f"e.g. {line}" for line in value_example_lines(variant)] if values else []
+    return [*values, *examples, *variant_shape_lines(variant)]

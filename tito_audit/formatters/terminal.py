@@ -24,11 +24,12 @@ from tito_audit.formatters.common import (
     rewritten_message,
     side_labels,
     stop_tokens_line,
+    tools_line,
     unrealizable_line,
     visible,
     window_tokens,
 )
-from tito_audit.formatters.parse_lines import report_parser_line, variant_parse_lines
+from tito_audit.formatters.parse_lines import beside_the_verdict, report_parser_line, variant_parse_lines
 
 VERDICT_STYLE = {
     READY: "bold green",
@@ -106,6 +107,7 @@ def _variant_panel(variant: VariantResult) -> Panel:
             if check.cause_counts
         ],
         *[Text(line, style="bold blue") for line in variant_parse_lines(variant)],
+        *[Text(line, style="blue") for line in beside_the_verdict(variant)],
         Text("re-render drift (beside the verdict): " + drift_line(variant), style="cyan"),
         Text("stop tokens: " + stop_tokens_line(variant), style="dim"),
     ]
@@ -153,6 +155,9 @@ def render_report(report: AuditReport, console: Console | None = None) -> None:
         f"seed {report.settings.seed}, {report.settings.count} conversations "
         f"({report.settings.conversations_source}), max {report.settings.max_turns} assistant turns",
     )
+    tools = tools_line(report)
+    if tools is not None:
+        header.add_row("tools", tools)
     header.add_row("verdict", verdict_text(report.verdict))
     parser_line = report_parser_line(report)
     if parser_line is not None:

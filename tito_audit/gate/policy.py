@@ -15,9 +15,10 @@ must pass. Failures whose causes are all allowed (``--allow-cause``) do not coun
 report, only failures the baseline does not have count (a regression gate).
 
 A baseline compares like with like: its report records the settings that produced it (``-n``, ``--seed``,
-``--max-turns``, ``--kwarg``, ``--clock``, ``--stop-token``, the conversation sources, the variants, and the parser
-when there is one). Failures are matched by conversation and turn, so a run with other settings would count
-failures of other conversations as new: :func:`check_baseline_settings` refuses it (one line, exit 2).
+``--max-turns``, ``--kwarg``, ``--clock``, ``--stop-token``, the conversation sources, the tools generated
+conversations call (``--tools``), the variants, and the parser when there is one). Failures are matched by
+conversation and turn, so a run with other settings would count failures of other conversations as new:
+:func:`check_baseline_settings` refuses it (one line, exit 2).
 """
 
 from __future__ import annotations
@@ -175,6 +176,7 @@ SETTINGS_COMPARED = {
     "conversations_source": "--conversations",
     "datasets": "--conversations",
     "parser": "--parser",
+    "tool_schemas": "--tools",
 }
 """The settings of a report that decide which failures it can have, and the option that sets each."""
 

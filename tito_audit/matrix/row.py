@@ -28,6 +28,7 @@ COLUMNS = (
     "parser_verdict",
     "parser",
     "parser_way_out",
+    "written_values",
     "variant_verdicts",
     *(f"rollout_{kind}" for kind in STEP_KINDS),
     *(f"append_{kind}" for kind in STEP_KINDS),
@@ -109,6 +110,27 @@ def parser_cell(report: AuditReport) -> str:
     return "not installed" if missing else "none recorded"
 
 
+def written_values_cell(report: AuditReport) -> str:
+    """``boolean 6/6, null 5/5; read back as another value: null 29/29``: over every variant, per value type, the
+    tool steps whose next prompt no longer continues a JSON literal the model wrote (value-rewritten), then the
+    values the parser read back as other values; empty when neither happened."""
+    rewritten: dict[str, list[int]] = {}
+    changed: dict[str, list[int]] = {}
+    for variant in report.variants:
+        for value in variant.values:
+            if value.steps:
+                tally = rewritten.setdefault(value.value_type, [0, 0])
+                tally[0] += value.differing
+                tally[1] += value.steps
+            if value.values_changed:
+                tally = changed.setdefault(value.value_type, [0, 0])
+                tally[0] += value.values_changed
+                tally[1] += value.values
+    parts = ", ".join(f"{kind} {n}/{d}" for kind, (n, d) in rewritten.items() if n)
+    back = ", ".join(f"{kind} {n}/{d}" for kind, (n, d) in changed.items())
+    return "; ".join(filter(None, [parts, f"read back as another value: {back}" if back else ""]))
+
+
 def row_from_report(report: AuditReport, report_link: str, duration: float) -> dict[str, Any]:
     row = base_row(report.model.model_id, AUDITED)
     rollout_causes: Counter[str] = Counter()
@@ -137,6 +159,7 @@ def row_from_report(report: AuditReport, report_link: str, duration: float) -> d
         parser_verdict=report.parser_verdict or "",
         parser=parser_cell(report),
         parser_way_out=report.parser_way_out or "",
+        written_values=written_values_cell(report),
         variant_verdicts="; ".join(f"{v.name}: {v.verdict}" for v in report.variants),
         main_causes=", ".join(cause for cause, _ in sorted(rollout_causes.items(), key=lambda kv: (-kv[1], kv[0]))),
         roundtrip_findings=", ".join(sorted(roundtrip)) if not report.text_level_only else "n/a (text level)",

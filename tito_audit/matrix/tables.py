@@ -24,6 +24,7 @@ MARKDOWN_COLUMNS = (
     ("user", "rollout_user"),
     ("system", "rollout_system"),
     ("main causes", "main_causes"),
+    ("JSON literals re-rendered", "written_values"),
     ("way out", "way_out"),
     ("roundtrip beyond non-canonical", "roundtrip_findings"),
     ("refused shapes", "refused_shapes"),
@@ -46,7 +47,10 @@ def to_markdown(rows: Sequence[dict[str, Any]], settings: dict[str, Any]) -> str
         "(token-in, token-out) when tool results and user turns are appended. Produced by `tito-audit matrix` "
         f"(seed {settings.get('seed')}, {settings.get('count')} generated conversations per variant). "
         "`tool`/`user`/`system`: whether appended steps of that kind are text- and seam-stable over all variants. "
-        "`text-level only` rows were audited from the chat template without the model's vocabulary.",
+        "`text-level only` rows were audited from the chat template without the model's vocabulary. "
+        "`JSON literals re-rendered`: beside the verdict, with the engine's parser, the tool steps whose next prompt "
+        "no longer continues an argument value the model wrote as JSON where the template writes another literal "
+        "(`false` where it writes `False`), per value type, and the values the parser reads back as other values.",
         "",
         header,
         "|" + "---|" * len(MARKDOWN_COLUMNS),

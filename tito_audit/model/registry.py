@@ -97,3 +97,17 @@ def registry_parsers(model_id: str) -> RegistryParsers | None:
         if any(model.lower() == wanted for model in entry["models"]):
             return RegistryParsers(entry.get("tool"), entry.get("reasoning"), entry["source"])
     return None
+
+
+def registry_output_layout(model_id: str) -> str | None:
+    """The name of the layout ``model_id``'s model writes its turns in, where the registry records that it differs
+    from its template's history layout (``output_layouts``; :mod:`tito_audit.parse.output_layouts`).
+
+    >>> registry_output_layout("openai/gpt-oss-20b")
+    'harmony'
+    """
+    wanted = model_id.lower()
+    for entry in _data().get("output_layouts", []):
+        if any(model.lower() == wanted for model in entry["models"]):
+            return str(entry["layout"])
+    return None

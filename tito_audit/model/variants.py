@@ -243,3 +243,7 @@ def check_syntax(source: str) -> str | None:
     except jinja2.TemplateSyntaxError as exc:
         return f"line {exc.lineno}: {exc.message}"
     return None
+
+
+MAX_COMBINATIONS = 12
+"""Variants made of two settings at most (a template reading many inputs together would otherwise multiply them)."""

@@ -6,8 +6,9 @@ server does with a completion, and so what this adapter does:
 
 1. the reasoning parser splits ``reasoning_content`` from the rest (forced into reasoning from the first token when
    the prompt opened the block, as SGLang does when it detects that from the template);
-2. when tools were declared, the tool-call parser takes the calls out of the rest; a parse that raises or finds no
-   complete call leaves the text as content and no call (SGLang logs and moves on);
+2. when tools were declared, the tool-call parser takes the calls out of the rest; the content is the detector's
+   normal text, also when it found no complete call (the unfinished call is dropped); a parse that raises leaves
+   the whole text as content and no call (SGLang logs and moves on);
 3. each call gets a new id: ``call_`` and 24 hex digits (``functions.NAME:N`` for ``kimi_k2``), here derived from
    the completion instead of drawn at random, so that reports are reproducible;
 4. content is the remaining text (``null`` in the response when empty).
@@ -99,12 +100,11 @@ class SGLangParser:
             finder = function_call_parser(schemas, self.tool)
             if finder.has_tool_call(text):
                 try:
-                    rest, found = finder.parse_non_stream(text)
+                    text, found = finder.parse_non_stream(text)
                 except Exception:  # SGLang logs the error and answers with the text as it was
-                    rest, found = text, []
-                if found:
-                    text = rest
-                    calls = [self._call(item, index, given) for index, item in enumerate(found)]
+                    found = []
+                # with no complete call, the content is the detector's normal text (SGLang drops the rest)
+                calls = [self._call(item, index, given) for index, item in enumerate(found)]
         message: Message = {"role": ASSISTANT, "content": text}
         if reasoning_text:
             message["reasoning_content"] = reasoning_text

@@ -12,17 +12,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tito_audit.audit.diff import first_difference
+from tito_audit.audit.generation import generation_profile, tools_of
 from tito_audit.audit.realize import RealizedConversation, realize, turn_keys
 from tito_audit.audit.reasoning_block import variant_reasoning
 from tito_audit.audit.results import AuditReport, Failure
 from tito_audit.conversations.conversation import ASSISTANT, Conversation
-from tito_audit.conversations.generate import generate_conversation, tool_schemas
+from tito_audit.conversations.generate import generate_conversation
 from tito_audit.conversations.shapes import SHAPE_CHANGES, apply_changes
+from tito_audit.conversations.tools import tool_schemas
 from tito_audit.errors import BadInputError
+from tito_audit.model.attribution import AttributedRender, SourceLine, TemplateAttributor
 from tito_audit.model.loaded import JINJA, LoadedModel
 from tito_audit.model.render import Renderer, RenderError, frozen_clock
 from tito_audit.model.tokens import TokenCodec
-from tito_audit.repair.attribution import AttributedRender, SourceLine, TemplateAttributor
 from tito_audit.repair.confirm import Confirmation, confirm
 
 
@@ -88,9 +90,10 @@ def audited_rollout(
         found = next((c for c in given if c.id == failure.conversation_id), None)
     elif failure.conversation_id.startswith("c") and failure.conversation_id[1:].isdigit():
         settings = report.settings
-        found = generate_conversation(
-            int(failure.conversation_id[1:]), settings.seed, settings.max_turns, reasoning.kinds
+        profile = generation_profile(
+            renderer.text_or_none, renderer.codec, report.model.model_id, reasoning, tools_of(settings)
         )
+        found = generate_conversation(int(failure.conversation_id[1:]), settings.seed, settings.max_turns, profile)
     else:
         found = None
     if found is None:

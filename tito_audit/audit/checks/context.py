@@ -8,6 +8,7 @@ completions and each appended step. Checks read it; none of them renders or simu
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -31,6 +32,9 @@ class CheckSetup:
     seed: int
     text_only: bool = False
     """The tokenizer is a stand-in (no vocabulary): only text-level results are made."""
+    end_id: int | None = None
+    """The stop token the model samples to end a turn whose rendering holds none (its end-of-sequence token, from
+    the generation config, the tokenizer or the registry; see :func:`tito_audit.audit.stops.model_end_token`)."""
     stop_texts: tuple[str, ...] = field(init=False)
     _texts: dict[int, str] = field(init=False, default_factory=dict, repr=False)
     """Each token's text, decoded once (failure windows decode the same few hundred tokens again and again);
@@ -41,9 +45,29 @@ class CheckSetup:
 
     @classmethod
     def create(
-        cls, renderer: Renderer, codec: TokenCodec, stop_ids: Sequence[int], seed: int, text_only: bool = False
+        cls,
+        renderer: Renderer,
+        codec: TokenCodec,
+        stop_ids: Sequence[int],
+        seed: int,
+        text_only: bool = False,
+        end_id: int | None = None,
     ) -> CheckSetup:
-        return cls(renderer, codec, frozenset(stop_ids), seed, text_only)
+        return cls(renderer, codec, frozenset(stop_ids), seed, text_only, end_id)
+
+    @cached_property
+    def controls(self) -> tuple[str, ...]:
+        """The control tokens the template writes, and the stop tokens (a model's end token the template never
+        writes is a control token all the same where the buffer holds it)."""
+        written = self.codec.written_controls
+        return (*written, *(t for t in self.stop_texts if t and t not in written))
+
+    @cached_property
+    def control_pattern(self) -> re.Pattern[str] | None:
+        if len(self.controls) == len(self.codec.written_controls):
+            return self.codec.written_control_pattern
+        texts = sorted(self.controls, key=len, reverse=True)
+        return re.compile("|".join(re.escape(t) for t in texts))
 
     def decode_one(self, token_id: int) -> str:
         text = self._texts.get(token_id)
@@ -64,10 +88,8 @@ class RolloutContext:
 
     @cached_property
     def text(self) -> TextContext:
-        codec = self.setup.codec
-        return TextContext(
-            self.conversation.messages, codec.written_controls, self.setup.stop_texts, codec.written_control_pattern
-        )
+        setup = self.setup
+        return TextContext(self.conversation.messages, setup.controls, setup.stop_texts, setup.control_pattern)
 
     def history(self, k: int) -> RenderedPrefix | None:
         """``render(M[:k], gp=False)``, rendered on first use (None when the template refuses it)."""

@@ -124,6 +124,8 @@ def completion_for(context: RolloutContext, j: int, rng: random.Random) -> Compl
     generated = alignment.model_text if alignment.model_text is not None else full[start:]
     ids = setup.codec.encode(generated)
     cut = next((n + 1 for n, token_id in enumerate(ids) if token_id in setup.stop_ids), None)
+    if cut is None and setup.end_id is not None:
+        generated, ids, cut = _ended_by_the_model(setup, generated, ids)
     sampled = ids[:cut] if cut is not None else ids
     end = len(generated)
     if cut is not None:
@@ -142,6 +144,34 @@ def completion_for(context: RolloutContext, j: int, rng: random.Random) -> Compl
         dropped_from=alignment.prompt_start if alignment.status == EMPTY_BLOCK_DROPPED else None,
         form=alignment.audited_form,
     )
+
+
+def _ended_by_the_model(setup, generated: str, ids: list[int]) -> tuple[str, list[int], int | None]:
+    """A turn whose rendering holds no stop token but ends with a run of control tokens (GigaChat3 closes every part
+    of a turn with ``<|message_sep|>``, which it also writes before a call, so it is no stop token): the model ended
+    it by sampling its end token where the template writes that run. The completion is the text before the run and
+    the end token; the run is what history writes instead (the next step then finds a ``stop-token-swap``). Unchanged
+    when the text does not end with control tokens (the next message may open with a stop token:
+    :func:`_stop_opening_next`)."""
+    start = _closing_run_start(generated, setup.codec.written_control_pattern)
+    if start is None or setup.end_id is None:
+        return generated, ids, None
+    sampled = [*setup.codec.encode(generated[:start]), setup.end_id]
+    text = generated[:start] + setup.decode_one(setup.end_id) + generated[start:]
+    return text, sampled + setup.codec.encode(generated[start:]), len(sampled)
+
+
+def _closing_run_start(text: str, pattern) -> int | None:
+    """Where the run of control tokens (whitespace between and after them allowed) that ends ``text`` begins; None
+    when ``text`` does not end with a control token."""
+    if pattern is None:
+        return None
+    starts = {match.end(): match.start() for match in pattern.finditer(text)}
+    at, found = len(text.rstrip()), None
+    while at in starts:
+        found = starts[at]
+        at = len(text[:found].rstrip())
+    return found if found else None
 
 
 def _step(context: RolloutContext, step, trace: RolloutTrace, prompt: RenderedPrefix, previous) -> StepTrace:

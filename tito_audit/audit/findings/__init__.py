@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tito_audit.audit.findings import bos_duplication, gen_prompt_mismatch, nondeterminism
+from tito_audit.audit.findings import bos_duplication, gen_prompt_mismatch, nondeterminism, written_literals
 from tito_audit.audit.findings.context import FindingContext, FindingRule
 from tito_audit.audit.results import Finding
 
@@ -21,6 +21,7 @@ REGISTRY: tuple[FindingRule, ...] = (
     FindingRule(nondeterminism.NAME, nondeterminism.find),
     FindingRule(bos_duplication.NAME, bos_duplication.find),
     FindingRule(gen_prompt_mismatch.NAME, gen_prompt_mismatch.find),
+    FindingRule(written_literals.NAME, written_literals.find),
 )
 
 

@@ -27,7 +27,7 @@ class Example:
     failure: Failure
     explanation: dict[str, Any] | None = None
     counts: dict[str, int] = field(default_factory=dict)
-    """How many failures carry each of ``causes`` over all variants and checks."""
+    """How many failures of the example's own check and variant carry each of ``causes`` (the check table's count)."""
 
 
 def cause_counts(report: AuditReport) -> Counter[str]:
@@ -70,9 +70,17 @@ def examples(report: AuditReport) -> list[Example]:
         match = next(((v, f, e) for v, f, e in explained if cause in f.causes), None)
         variant, failure, explanation = match if match else (*first[cause], None)
         same = next((x for x in chosen if x.variant == variant and x.failure == failure), None)
+        own = _own_count(report, variant, failure, cause)
         if same is not None:
             same.causes.append(cause)
-            same.counts[cause] = counts.get(cause, 0)
+            same.counts[cause] = own
         else:
-            chosen.append(Example([cause], variant, failure, explanation, {cause: counts.get(cause, 0)}))
+            chosen.append(Example([cause], variant, failure, explanation, {cause: own}))
     return chosen
+
+
+def _own_count(report: AuditReport, variant_name: str, failure: Failure, cause: str) -> int:
+    """The failures of ``failure``'s check in its variant that carry ``cause``, as the report counts them."""
+    variant = next((v for v in report.variants if v.name == variant_name), None)
+    check = variant.checks.get(failure.check) if variant is not None else None
+    return check.cause_counts.get(cause, 0) if check is not None else 0

@@ -16,10 +16,11 @@ from tito_audit.formatters.common import (
     rewritten_message,
     side_labels,
     stop_tokens_line,
+    tools_line,
     unrealizable_line,
 )
 from tito_audit.formatters.fix_report import FixPage
-from tito_audit.formatters.parse_lines import variant_parse_lines
+from tito_audit.formatters.parse_lines import beside_the_verdict, variant_parse_lines
 from tito_audit.formatters.site import markdown_lite
 from tito_audit.formatters.site.examples import Example, examples
 from tito_audit.formatters.site.glossary import VERDICTS, cause_chip, glossary, verdict_chip
@@ -100,6 +101,7 @@ def _header(report: AuditReport, links: PageLinks) -> str:
         f"<span>seed <b>{report.settings.seed}</b> · <b>{report.settings.count}</b> conversations per variant · "
         f"at most <b>{report.settings.max_turns}</b> assistant turns</span>",
         f"<span>conversations <b>{esc(report.settings.conversations_source)}</b></span>",
+        *([f"<span>tools <b>{esc(tools)}</b></span>"] if (tools := tools_line(report)) else []),
     ]
     if files:
         facts.append("<span>report " + " · ".join(files) + "</span>")
@@ -195,6 +197,7 @@ def _example(example: Example, specials: list[str], number: int) -> str:
     labels = row_labels(failure)
     chips = " ".join(cause_chip(c) for c in example.causes)
     counted = ", ".join(f"{c} ×{example.counts[c]}" for c in example.causes if example.counts.get(c))
+    counted = f"failing {failure.check} cases of this variant: {counted}" if counted else ""
     changed = rewritten_message(failure) or f"at {location(failure)}"
     where = (
         f"variant <code>{esc(example.variant)}</code> · {esc(failure.check)} / {esc(failure.category)} · "
@@ -204,7 +207,7 @@ def _example(example: Example, specials: list[str], number: int) -> str:
         f'<article class="card example" id="example-{number}" data-causes="{esc(" ".join(example.causes))}">',
         f'<div class="example-head"><div>{chips}</div><div class="where">{where}</div></div>',
         f'<p class="changed"><strong>{esc(_sentence(changed))}</strong>'
-        + (f' <span class="muted small">(failing cases in all: {esc(counted)})</span>' if counted else "")
+        + (f' <span class="muted small">({esc(counted)})</span>' if counted else "")
         + "</p>",
     ]
     if failure.detail:
@@ -342,6 +345,7 @@ def _variant_details(variant: VariantResult) -> str:
         if check.cause_counts:
             facts.append(f"{name} causes: " + ", ".join(f"{c} ×{n}" for c, n in sorted(check.cause_counts.items())))
     facts += variant_parse_lines(variant)
+    facts += beside_the_verdict(variant)
     facts.append(f"Re-render drift: {drift_line(variant)}.")
     facts.append("Stop tokens: " + stop_tokens_line(variant))
     facts += [f"Finding {f.cause}: {f.summary}" + (f" ({f.evidence})" if f.evidence else "") for f in variant.findings]

@@ -19,6 +19,7 @@ from tito_audit.conversations.conversation import Message
 from tito_audit.repair.fixes import (
     as_sampled,
     closing_as_followed,
+    empty_block_always,
     empty_block_kept,
     frozen_date,
     history_boundary,
@@ -84,6 +85,15 @@ REGISTRY: tuple[FixRule, ...] = (
         lambda source, context: empty_block_kept.edits(source),
         empty_block_kept.touches,
         empty_block_kept.SCOPE,
+    ),
+    FixRule(
+        empty_block_always.NAME,
+        empty_block_always.CAUSES,
+        empty_block_always.CHANGES,
+        empty_block_always.AT_INFERENCE,
+        lambda source, context: empty_block_always.edits(source),
+        empty_block_always.touches,
+        empty_block_always.SCOPE,
     ),
     FixRule(
         closing_as_followed.NAME,

@@ -36,7 +36,9 @@ def _in_assistant_turn(token: Token) -> bool:
     return token.in_message_loop and token.roles is not None and ASSISTANT in token.roles
 
 
-def edits(source: TemplateSource) -> list[Edit]:
+def edits(source: TemplateSource, always: bool = False) -> list[Edit]:
+    """The edits of this fix; with ``always`` those of :mod:`.empty_block_always` (every truth or string test of
+    the reasoning field becomes ``true``)."""
     code = source.code()
     if_tags = _if_tags(code)
     tests = [t for t in evaluated(source) if _in_assistant_turn(t) and t.tag in if_tags]
@@ -44,7 +46,12 @@ def edits(source: TemplateSource) -> list[Edit]:
     local_fields = _locals_read_from_field(code)
     for index, token in enumerate(tests):
         field = _field_at(tests, index)
-        if field is not None:
+        if field is not None and always:
+            end = index + field[1]
+            run = _length_test_at(tests, end + 1) or _string_test_at(tests, end + 1)
+            if run or _conjunct(tests, index, end):
+                collected.take(index, end + run, "true")
+        elif field is not None:
             end = index + field[1]
             if _length_test_at(tests, end + 1):  # message.reasoning_content | trim | length > 0
                 # when the test already asks for a string, the length test goes (folded away after the edit)
@@ -55,7 +62,9 @@ def edits(source: TemplateSource) -> list[Edit]:
             elif _conjunct(tests, index, end):  # message.reasoning_content and ...
                 collected.take(index, end, f"{field[0]} is string")
         elif token.kind == "name" and token.text in local_fields and _conjunct(tests, index, index):
-            collected.take(index, index, f"({token.text} or {local_fields[token.text]} is string)")
+            collected.take(
+                index, index, "true" if always else f"({token.text} or {local_fields[token.text]} is string)"
+            )
     return collected.edits
 
 
@@ -89,6 +98,18 @@ def _length_test_at(tokens: Sequence[Token], index: int) -> int:
         if [t.text for t in run] == words and len({t.tag for t in run}) == 1:
             return len(words)
     return 0
+
+
+def _string_test_at(tokens: Sequence[Token], index: int) -> int:
+    """How many tokens an ``is string`` test takes from ``index``; 0 if none."""
+    run = tokens[index : index + 2]
+    return 2 if [t.text for t in run] == ["is", "string"] and len({t.tag for t in run}) == 1 else 0
+
+
+def touches_absent_too(messages: Sequence[Message], k: int, gp: bool) -> bool:
+    """Renders with an assistant turn whose reasoning is empty, absent or None (the renders
+    :mod:`.empty_block_always` may change)."""
+    return any(m.get("role") == ASSISTANT and not any(m.get(f) for f in REASONING_FIELDS) for m in messages[:k])
 
 
 def _tests_is_string(tokens: Sequence[Token], tag: int, field: str) -> bool:

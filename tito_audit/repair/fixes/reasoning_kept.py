@@ -7,8 +7,11 @@ prompt is not a prefix of the turn as history renders it, whatever the model wro
 content the assistant branch computes with the reasoning, opened the way the prompt opens it:
 
     {%- set content = message.content.split('</think>')[-1].lstrip('\\n') %}
-        -> {%- set content = (("<think>\\n" ~ message.reasoning_content ~ "\\n</think>\\n\\n")
-                              if message.reasoning_content is string else "") ~ (message.content.split(...)...) %}
+        -> {%- set content = "<think>\\n" ~ (message.reasoning_content if message.reasoning_content is string
+                              else "") ~ "\\n</think>\\n\\n" ~ (message.content.split(...)...) %}
+
+Every assistant turn gets the block: under a prompt that opens it, every turn the model wrote has one (empty when
+it closed the block at once, however the harness sends that back).
 
 and the branch's tests of ``message.content`` read that content. It applies only to templates that read no
 reasoning field at all and strip ``</think>`` from the content.
@@ -66,7 +69,7 @@ def edits(source: TemplateSource, opening: str | None) -> list[Edit]:
             continue
         reasoning = f"{message}.reasoning_content"
         expression = source.source[rhs[0].start : rhs[-1].end]
-        text = f'(({prefix_open} ~ {reasoning} ~ {prefix_close}) if {reasoning} is string else "") ~ ({expression})'
+        text = f'{prefix_open} ~ ({reasoning} if {reasoning} is string else "") ~ {prefix_close} ~ ({expression})'
         out.append(Edit(rhs[0].start, rhs[-1].end, text, NAME))
         assigned.append((tag[0].start, variable, message))
     if not out:

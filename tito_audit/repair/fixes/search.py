@@ -20,6 +20,7 @@ from tito_audit.audit.options import AuditOptions
 from tito_audit.audit.results import BROKEN, READY, READY_TOOL_ONLY, VERDICT_ORDER, AuditReport
 from tito_audit.conversations.conversation import TOOL, USER
 from tito_audit.conversations.generate import generate
+from tito_audit.conversations.profile import GenerationProfile
 from tito_audit.model.loaded import LoadedModel, codec_for
 from tito_audit.model.render import Renderer, RenderError, frozen_clock
 from tito_audit.repair.fixes import REGISTRY, FixContext, FixRule
@@ -256,7 +257,9 @@ def _renders_alike(loaded: LoadedModel, patched: str, folded: str, before: Audit
     """Every prefix of the generated conversations, with and without a generation prompt, under every variant's
     settings, renders byte-identically with ``patched`` and ``folded``."""
     codec = codec_for(loaded)
-    conversations = list(generate(options.count, options.seed, options.max_turns))
+    conversations = list(
+        generate(options.count, options.seed, options.max_turns, GenerationProfile(tools=options.tools))
+    )
     for variant in before.variants:
         first = Renderer(_patched(loaded, patched), codec, variant.kwargs)
         second = Renderer(_patched(loaded, folded), codec, variant.kwargs)
@@ -280,7 +283,9 @@ def _prove(loaded: LoadedModel, patched_source: str, options: AuditOptions, rule
     codec = codec_for(loaded)
     patched = _patched(loaded, patched_source)
     original_renderer, patched_renderer = Renderer(loaded, codec), Renderer(patched, codec)
-    conversations = list(generate(options.count, options.seed, options.max_turns))
+    conversations = list(
+        generate(options.count, options.seed, options.max_turns, GenerationProfile(tools=options.tools))
+    )
     scope = "; ".join(dict.fromkeys(f"{rule.name}: {rule.scope}" for rule in rules))
     assert loaded.template_source is not None
     with frozen_clock(loaded.template_source, options.clock), frozen_clock(patched_source, options.clock):

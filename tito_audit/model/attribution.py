@@ -83,6 +83,16 @@ class TemplateAttributor:
         self._reads = _reads_by_line(ast)
         self._conditions: dict[int, list[int]] = {}
         _collect_conditions(ast, [], self._conditions)
+        self._assignments: dict[str, list[int]] = {}
+        for assign in ast.find_all(nodes.Assign):
+            if isinstance(assign.target, nodes.Name):
+                self._assignments.setdefault(assign.target.name, []).append(assign.lineno)
+        self._printed = {
+            child.lineno: child.name
+            for output in ast.find_all(nodes.Output)
+            for child in output.nodes
+            if isinstance(child, nodes.Name)
+        }
         for output in ast.find_all(nodes.Output):
             output.nodes = [
                 nodes.Call(
@@ -104,6 +114,49 @@ class TemplateAttributor:
         text = self.lines[number - 1] if 0 < number <= len(self.lines) else ""
         reads = sorted(item for item in self._reads.get(number, ()) if not item.startswith(("tito_", "is ")) or item)
         return SourceLine(number, text, tuple(reads))
+
+    def assignment_before(self, number: int) -> int | None:
+        """When line ``number`` prints a bare variable (``{{ args_value }}``), the last line before it that sets that
+        variable (where the printed value was made: ``{% set args_value = args_value | string %}``)."""
+        name = self._printed.get(number)
+        earlier = [line for line in self._assignments.get(name or "", []) if line < number]
+        return max(earlier) if earlier else None
+
+    def lines_emitting(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: list[dict] | None,
+        gp: bool,
+        template_kwargs: Mapping[str, Any],
+        needle: str,
+    ) -> list[int]:
+        """The source lines whose output held ``needle``, in the order they were written (a macro's line before the
+        line printing the macro's result). The output itself is left as it is, so a template that trims or compares
+        its own output (where :meth:`render`'s markers would change its path) renders as usual."""
+        from transformers.utils.chat_template_utils import _alias_reasoning_fields, _plain_template_data
+
+        found: list[int] = []
+
+        def emit(line: int, value: Any) -> Any:
+            if line not in found and needle in str(value):
+                found.append(line)
+            return value
+
+        chat = _alias_reasoning_fields(
+            _plain_template_data([{k: v for k, v in m.items() if v is not None} for m in messages])
+        )
+        try:
+            self.template.render(
+                messages=chat,
+                tools=_plain_template_data(tools),
+                documents=None,
+                add_generation_prompt=gp,
+                **_plain_template_data(dict(template_kwargs)),
+                **{EMIT: emit},
+            )
+        except Exception:
+            return []
+        return found
 
     def render(
         self,
