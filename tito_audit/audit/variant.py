@@ -9,8 +9,6 @@ The path of one conversation: :class:`~tito_audit.audit.acceptance.Acceptor` (re
 
 from __future__ import annotations
 
-from functools import cached_property
-
 from tito_audit.audit.acceptance import Acceptor, Renders
 from tito_audit.audit.aggregate import VariantTotals, group_refusals, group_unrealized, keep_examples, steps_by_form
 from tito_audit.audit.checks import run_checks
@@ -30,6 +28,7 @@ from tito_audit.conversations.reasoning_forms import CLOSED, OPEN
 from tito_audit.conversations.shapes import NOT_NATIVE_TOOLS
 from tito_audit.model.loaded import LoadedModel
 from tito_audit.model.render import Renderer, RenderError, frozen_clock
+from tito_audit.model.threads import cached_property
 from tito_audit.model.tokens import TokenCodec
 from tito_audit.model.variants import Variant
 from tito_audit.parse.parser import CompletionParser

@@ -32,9 +32,11 @@ from tito_audit.model.render_guard import (  # noqa: F401  (the clocks and limit
     guard,
 )
 from tito_audit.model.template_errors import one_line
+from tito_audit.model.threads import imported
 from tito_audit.model.tokens import TokenCodec
 
 Message = dict[str, Any]
+TEMPLATE_UTILS = "transformers.utils.chat_template_utils"
 
 
 class RenderError(Exception):
@@ -61,12 +63,10 @@ def guarded_template(template_source: str, max_chars: int = RenderLimits.max_cha
     """transformers' compiled template for ``template_source`` (compiled once per process), with the render
     guard installed (:mod:`tito_audit.model.render_guard`). A constant expression too big to compute is refused
     (:class:`RenderTooLong`) before transformers compiles the template (which would compute it)."""
-    from transformers.utils.chat_template_utils import _compile_jinja_template
-
     refusal = _constant_refusal(template_source, max_chars)
     if refusal is not None:
         raise RenderTooLong(refusal)
-    compiled = _compile_jinja_template(template_source)
+    compiled = imported(TEMPLATE_UTILS)._compile_jinja_template(template_source)
     guard(compiled, template_source)
     return compiled
 
@@ -74,10 +74,8 @@ def guarded_template(template_source: str, max_chars: int = RenderLimits.max_cha
 @functools.lru_cache(maxsize=256)
 def _constant_refusal(template_source: str, max_chars: int) -> str | None:
     """Why the constants of ``template_source`` are refused, or None (parsed once per template and bound)."""
-    from transformers.utils.chat_template_utils import _compile_jinja_template
-
     try:
-        check_constants(_compile_jinja_template("").environment, template_source, max_chars)
+        check_constants(imported(TEMPLATE_UTILS)._compile_jinja_template("").environment, template_source, max_chars)
     except RenderTooLong as exc:
         return str(exc)
     return None
@@ -122,13 +120,13 @@ class _FastJinja:
     @classmethod
     def create(cls, model: LoadedModel, kwargs: Mapping[str, Any], max_chars: int) -> _FastJinja | None:
         try:
-            from transformers.utils.chat_template_utils import _alias_reasoning_fields, _plain_template_data
-
+            utils = imported(TEMPLATE_UTILS)
+            plain, alias = utils._plain_template_data, utils._alias_reasoning_fields
             compiled = guarded_template(model.template_source, max_chars)
         except Exception:  # another transformers version, or a template that does not compile
             return None
-        template_kwargs = _plain_template_data({**model.tokenizer.special_tokens_map, **kwargs})
-        return cls(compiled, _plain_template_data, _alias_reasoning_fields, template_kwargs)
+        template_kwargs = plain({**model.tokenizer.special_tokens_map, **kwargs})
+        return cls(compiled, plain, alias, template_kwargs)
 
     def prepare(self, messages: Sequence[Message], tools: list[dict] | None) -> tuple[list, Any]:
         """The template's view of ``messages`` and ``tools``: ``None`` values left out, plain JSON types, reasoning

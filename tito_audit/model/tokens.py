@@ -9,10 +9,10 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
-from functools import cached_property
 from typing import Any
 
 from tito_audit.model.segments import SegmentedEncoder
+from tito_audit.model.threads import cached_property
 
 REPLACEMENT_CHAR = "\ufffd"
 
