@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tito_audit.gateway.engines import PASSED_THROUGH, dumps
+from tito_audit.session.inputs import MAX_DEPTH, too_deep
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 KEPT = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning_content")
@@ -127,8 +128,15 @@ def _call(value: Any, where: str) -> dict:
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
+            deep = too_deep(arguments)
         except ValueError:
             raise RequestError(400, "invalid_request", f"{where}.function.arguments is not valid JSON") from None
+        except RecursionError:
+            deep = True
+        if deep:
+            raise RequestError(
+                400, "nested_too_deeply", f"{where}.function.arguments is nested deeper than {MAX_DEPTH} levels"
+            )
     call = {"type": "function", "function": {"name": function["name"], "arguments": arguments}}
     if isinstance(value.get("id"), str):
         call = {"id": value["id"], **call}

@@ -46,6 +46,11 @@ class TokenCodec:
             return self._segments.encode_many(texts)
         return [list(self.tokenizer.encode(t, add_special_tokens=False)) for t in texts]
 
+    def forget(self, text: str) -> None:
+        """Drop the long pieces of ``text`` from the tokenization cache (see :meth:`SegmentedEncoder.forget`)."""
+        if self._segmented is not None:
+            self._segmented.forget(text)
+
     def _full_encode(self, texts: list[str]) -> list[list[int]]:
         return self._rust_encode(texts, split_special=bool(getattr(self.tokenizer, "split_special_tokens", False)))
 
