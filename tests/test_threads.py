@@ -32,12 +32,13 @@ MODELS = [
 OPEN_FROM_THREADS = textwrap.dedent(
     """
     import sys, threading
-    from tito_audit import TitoSession
 
     failures = []
 
     def open_session(model):
         try:
+            from tito_audit import TitoSession
+
             TitoSession.from_model(model, mirrors=[sys.argv[1]], allow_hub=False)
         except BaseException as exc:
             failures.append(f"{model}: {type(exc).__name__}: {exc}")
@@ -56,8 +57,8 @@ OPEN_FROM_THREADS = textwrap.dedent(
 @requires_shared
 @pytest.mark.shared
 def test_sessions_on_eight_models_open_from_eight_threads_in_a_fresh_process():
-    """Nothing is imported before the threads start: each process imports transformers from eight threads at once
-    (on main, 10 of 10 such processes had threads fail with ``cannot import name 'AutoTokenizer'``)."""
+    """Nothing is imported before the threads start: each process imports the library and transformers from eight
+    threads at once (on main, 10 of 10 such processes had threads fail with ``cannot import name 'AutoTokenizer'``)."""
     pytest.importorskip("mistral_common", reason="Mistral-Nemo loads through mistral-common (the 'mistral' extra)")
     command = [sys.executable, "-c", OPEN_FROM_THREADS, str(SHARED_TOKENIZERS), *MODELS]
     processes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]

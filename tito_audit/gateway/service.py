@@ -80,7 +80,8 @@ class GatewayConfig:
 
 
 class Gateway:
-    """One model, one engine, one parser, many sessions."""
+    """One model, one engine, one parser, many sessions. ``machinery`` (tests, a process that shares one) is used as
+    built, render limits included; otherwise it is built from ``config``."""
 
     def __init__(self, config: GatewayConfig, machinery: Machinery | None = None, engine: Any = None) -> None:
         if config.on_break not in POLICIES:

@@ -155,7 +155,7 @@ class SessionStore:
                     f"session {entry.id!r} would hold about {mib(size)} after this request, past --max-session-bytes "
                     f"({mib(self.max_session_bytes)}): end it and start a new session",
                 )
-            others = self._total() - max(entry.size, entry.reserved)
+            others = sum(max(e.size, e.reserved) for e in self._items.values() if e is not entry)
             if others + size > self.max_total_bytes:
                 raise RequestError(
                     507,
