@@ -168,6 +168,7 @@ def test_a_session_past_its_byte_budget_is_413_and_all_sessions_past_theirs_507(
         assert post(url, {"messages": filler, "max_tokens": 64}, "b").status_code == 200
         full = post(url, {"messages": filler, "max_tokens": 64}, "c")
         assert "past --max-total-bytes (2.0 MiB)" in error_of(full, 507, "insufficient_storage")
+        assert full.json()["error"]["type"] == "server_error"  # the gateway's own limit, not the engine's
         assert httpx.get(f"{url}/sessions/small").json() == before
         assert httpx.get(f"{url}/sessions/c").status_code == 404
         assert httpx.delete(f"{url}/sessions/a").status_code == 200  # room again

@@ -256,5 +256,7 @@ class Answer:
 
 
 def error_body(status: int, code: str, message: str) -> dict[str, Any]:
-    kind = "invalid_request_error" if status < 500 else "engine_error"
+    """The OpenAI error JSON; ``type`` says whose fault: the request's (4xx), the engine's (502, 504) or the
+    gateway's own (503 too many sessions busy, 507 out of its memory budget, 500)."""
+    kind = "invalid_request_error" if status < 500 else "engine_error" if status in (502, 504) else "server_error"
     return {"error": {"message": message, "type": kind, "code": code, "param": None}, "status": status}
