@@ -210,7 +210,8 @@ def test_sessions_endpoints_and_bad_requests(served):
         {"role": "user", "content": "?"},
     ]
     unknown = httpx.post(f"{url}/v1/chat/completions", json={"messages": resumed}, headers={"X-Session-Id": "nope"})
-    assert unknown.status_code == 404 and "unknown" in unknown.json()["error"]["message"]
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "unknown_session"
+    assert "assistant turns" in unknown.json()["error"]["message"]
     malformed = httpx.post(f"{url}/v1/chat/completions", content=b'{"messages": [', headers={"X-Session-Id": "m"})
     assert malformed.status_code == 400 and malformed.json()["error"]["code"] == "invalid_json"
     oversized = httpx.post(f"{url}/v1/chat/completions", json={"messages": [{"role": "user", "content": "x" * 70_000}]})
