@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -71,6 +72,14 @@ TotalBytesOpt = Annotated[
     str,
     typer.Option("--max-total-bytes", help="Most memory all sessions together may hold, estimated (507 past it)."),
 ]
+StoreOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--store",
+        help="Keep sessions in this SQLite file (WAL; each turn on disk before its answer): a restarted server "
+        "continues them. Default: memory only, lost when the server stops. One file per server process.",
+    ),
+]
 UNITS = {"": 1, "b": 1} | {f"{p}{s}": 1 << (10 * (i + 1)) for i, p in enumerate("kmg") for s in ("", "b", "ib")}
 SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*", re.IGNORECASE)
 
@@ -108,13 +117,15 @@ def serve_command(
     max_session_bytes: SessionBytesOpt = "256MiB",
     max_total_bytes: TotalBytesOpt = "8GiB",
     seed: FakeSeedOpt = 0,
+    store: StoreOpt = None,
     kwarg: KwargOpt = [],  # noqa: B006
     stop_token: StopTokenOpt = [],  # noqa: B006
 ) -> None:
     """Serve MODEL as an OpenAI-compatible chat endpoint that keeps each session's sampled tokens (exit 2 if it cannot
     start).
 
-    Sessions live in this process's memory only: they are lost when the server stops (GET /sessions/ID first).
+    Sessions live in this process's memory unless --store names a file: without it they are lost when the server
+    stops (GET /sessions/ID first); with it a restarted server continues every stored session.
 
     Bounds: --max-sessions, --max-session-bytes, --max-total-bytes, --max-render-chars, --max-render-seconds."""
     try:
@@ -160,6 +171,7 @@ def serve_command(
         trust_remote_code=source.trust_remote_code,
         template=source.template,
         template_name=source.template_name,
+        store=store,
     )
     try:
         gateway = Gateway(config)
@@ -169,7 +181,8 @@ def serve_command(
         err.print(f"warning: serving on {host} without --api-key: anyone who reaches it can use it", highlight=False)
     err.print(
         f"tito-audit gateway: {gateway.model_id} on http://{host}:{port}/v1 (engine {gateway.engine.name}, "
-        f"parser {gateway.parser_name}, on_break {on_break}, bridge {bridge})",
+        f"parser {gateway.parser_name}, on_break {on_break}, bridge {bridge}; sessions "
+        + (f"in {store}, {len(gateway.store)} restored)" if store is not None else "in memory only)"),
         highlight=False,
         soft_wrap=True,
     )

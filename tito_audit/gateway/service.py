@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from tito_audit.errors import BadInputError
-from tito_audit.gateway.engines import ENGINE_APIS, EngineRequest, make_engine
+from tito_audit.gateway.durable import DurableStore, open_store, settle_durably, store_identity
+from tito_audit.gateway.engines import ENGINE_APIS, EngineError, EngineRequest, make_engine
 from tito_audit.gateway.fake import FakeEngine
+from tito_audit.gateway.logprobs import openai_logprobs, wanted
 from tito_audit.gateway.memory import (
     DEFAULT_SESSION_BYTES,
     DEFAULT_TOTAL_BYTES,
@@ -24,7 +26,7 @@ from tito_audit.gateway.memory import (
 )
 from tito_audit.gateway.protocol import Answer, RequestError, read_request
 from tito_audit.gateway.store import SessionStore
-from tito_audit.gateway.turns import break_record, prepare, settle, turn_record
+from tito_audit.gateway.turns import break_record, prepare, turn_record
 from tito_audit.model.context import context_of
 from tito_audit.model.render import RenderLimits
 from tito_audit.parse import sglang
@@ -77,6 +79,8 @@ class GatewayConfig:
     trust_remote_code: bool = False
     template: str | Path | None = None
     template_name: str | None = None
+    store: str | Path | None = None
+    """A SQLite file that keeps the sessions across restarts (:mod:`.durable`); None: memory only."""
 
 
 class Gateway:
@@ -128,6 +132,10 @@ class Gateway:
         except ValueError as exc:
             raise BadInputError(str(exc)) from None
         self.stop_ids = sorted(machinery.stop_ids)
+        self.durable: DurableStore | None = None
+        if config.store is not None:
+            identity = store_identity(machinery, config.template_kwargs)
+            self.durable = open_store(config.store, identity, self.store, self.make_session, TOKEN_BYTES)
 
     def _parser(self, value: str | CompletionParser, fake: bool) -> tuple[CompletionParser | None, str]:
         if not isinstance(value, str):
@@ -156,6 +164,7 @@ class Gateway:
         """``POST /v1/chat/completions``: one turn of one session."""
         started = time.perf_counter()
         request = read_request(body)
+        want = wanted(body)
         session_id = header_id or request.user or f"s-{uuid.uuid4().hex}"
         if len(session_id) > MAX_SESSION_ID or "/" in session_id or not session_id.isprintable():
             raise RequestError(
@@ -185,11 +194,16 @@ class Gateway:
                     tool_choice=request.tool_choice,
                     session_id=session_id,
                     turn=len(step.trial.turns),
+                    top_logprobs=want.top,
                 )
                 asked = time.perf_counter()
                 output = await self.engine.generate(engine_request)
                 engine_seconds = time.perf_counter() - asked
-                record, pending = await asyncio.to_thread(settle, entry, step, output, self.parser is not None)
+                if want.answer and output.logprobs is None:
+                    raise EngineError(502, "engine_bad_response", "the engine gave no logprobs, asked for them")
+                record, pending = await asyncio.to_thread(
+                    settle_durably, self.durable, entry, step, output, self.parser is not None
+                )
                 store.settle(entry, step.trial.held_bytes + TOKEN_BYTES * len(pending.ids))
             except BaseException:
                 store.settle(entry, None)
@@ -213,6 +227,12 @@ class Gateway:
             engine_ms=round(engine_seconds * 1000, 3),
             gateway_ms=round((total - engine_seconds) * 1000, 3),
         )
+        logprobs = None
+        if want.answer:
+            codec, values = self.machinery.codec, pending.logprobs or []
+            logprobs = await asyncio.to_thread(
+                openai_logprobs, codec, step.prompt, pending.ids, values, pending.top_logprobs, want.top
+            )
         return Answer(
             model=request.model or self.model_id,
             message=pending.wire,
@@ -220,6 +240,7 @@ class Gateway:
             prompt_tokens=len(step.prompt),
             completion_tokens=len(pending.ids),
             tito=record,
+            logprobs=logprobs,
         )
 
     def record(self, session_id: str) -> dict[str, Any]:
@@ -231,7 +252,7 @@ class Gateway:
         view = entry.session.fork()  # a committed session is never changed again: no lock needed
         pending = entry.pending
         if pending is not None:
-            view.finish(pending.ids, pending.message)
+            view.finish(pending.ids, pending.message, logprobs=pending.logprobs)
         return {
             "session": session_id,
             "model": self.model_id,
@@ -241,6 +262,7 @@ class Gateway:
             "requests": entry.requests,
             "buffer": view.buffer,
             "loss_mask": view.loss_mask,
+            "logprobs": view.logprobs,
             "turns": [turn_record(t) for t in view.turns],
             "breaks": [break_record(b) for b in view.breaks],
             "messages": view.messages,
@@ -256,6 +278,8 @@ class Gateway:
             if entry.session is not None:
                 entry.session.forget()
                 released += entry.size
+            if self.durable is not None:
+                self.durable.delete(entry.id, entry.stored)
             if not entry.busy:  # a request under way (deleted meanwhile) still reads it; once over, it is unreferenced
                 entry.session, entry.pending, entry.history = None, None, []
         with self._trim_lock:
@@ -283,7 +307,13 @@ class Gateway:
             "max_total_bytes": store.max_total_bytes,
             "expired": store.expired,
             "evicted": store.evicted,
+            "store": str(self.durable.path) if self.durable is not None else "memory",
         }
+
+    def close_store(self) -> None:
+        """Close the ``--store`` file (the server stops); the sessions stay in it."""
+        if self.durable is not None:
+            self.durable.close()
 
 
 def _now() -> Any:

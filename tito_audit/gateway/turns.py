@@ -32,6 +32,7 @@ from tito_audit.gateway.protocol import (
 from tito_audit.gateway.store import UNKNOWN, GatewaySession, Pending
 from tito_audit.model.token_ids import token_ids
 from tito_audit.session import RenderRefused, TitoBreak, TitoSession
+from tito_audit.session.logprobs import sampled_logprobs
 
 
 @dataclass
@@ -88,7 +89,7 @@ def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any) -> S
             raise RequestError(
                 400, "invalid_request", "nothing follows the assistant turn: send the tool results or a user message"
             )
-        prompt = trial.extend(pending.ids, pending.message, new)
+        prompt = trial.extend(pending.ids, pending.message, new, logprobs=pending.logprobs)
         return Step(trial, prompt, sent, len(session.breaks), False)
     except RenderRefused as exc:
         raise refusal(exc) from None
@@ -120,6 +121,10 @@ def settle(entry: GatewaySession, step: Step, output: EngineOutput, parse_with_s
         raise EngineError(502, "engine_bad_ids", str(exc)) from None
     if not ids:  # an engine always returns what it sampled, a stop token at least: nothing is no turn to commit
         raise EngineError(502, "engine_empty", "the engine returned no token ids (not even a stop token)")
+    try:
+        logprobs = sampled_logprobs(output.logprobs, ids, "the engine's logprobs")
+    except BadInputError as exc:
+        raise EngineError(502, "engine_bad_response", str(exc)) from None
     if parse_with_session:
         try:
             message = trial.parse(ids)
@@ -137,7 +142,9 @@ def settle(entry: GatewaySession, step: Step, output: EngineOutput, parse_with_s
         calls = zip(message.get("tool_calls") or [], wire["tool_calls"], strict=True)
         taken["tool_calls"] = [{**call, "id": sent["id"]} for call, sent in calls]
     echo = take_message(wire, "the answer")
-    pending = Pending(ids, taken, wire, finish_reason(message, output.finish_reason), echo)
+    pending = Pending(
+        ids, taken, wire, finish_reason(message, output.finish_reason), echo, logprobs, output.top_logprobs
+    )
     new_breaks = trial.breaks[step.breaks_before :] if not step.retry else []
     entry.session, entry.history, entry.pending = trial, step.history, pending
     entry.requests += 1
