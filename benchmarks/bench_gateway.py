@@ -9,6 +9,9 @@ covers exactly the recorded completions. It prints p50/p99 of the gateway's over
 spent on the request minus the engine's time, as the server reports it; and the client's round trip minus the
 engine's time), throughput, and the server's resident memory after the run and after the sessions are deleted.
 
+The fake engine's rate of non-canonical splits is printed for comparison with a real engine's
+(``bench_gateway_llamacpp.py``, which ``make bench-gateway`` runs next).
+
 Bounded: SESSIONS x TURNS requests, and the whole run stops after --deadline seconds whatever happens.
 Run: ``make bench-gateway`` or ``python benchmarks/bench_gateway.py --mirror ../shared/tokenizers``.
 """
@@ -117,10 +120,16 @@ def check(record: dict, index: int, turns: int, decode) -> list[str]:
     return [f"session {index}: {p}" for p in problems]
 
 
-async def drive(url: str, sessions: int, turns: int, deadline: float, decode) -> dict:
+def noncanonical(record: dict, codec) -> tuple[int, int]:
+    """(completions whose ids are not the tokenizer's own encoding of their text, completions) in ``record``."""
+    completions = [record["buffer"][start:end] for start, end in (t["completion"] for t in record["turns"])]
+    return sum(ids != codec.encode(codec.decode(ids)) for ids in completions), len(completions)
+
+
+async def drive(url: str, sessions: int, turns: int, deadline: float, decode, codec=None) -> dict:
     import httpx
 
-    stats: dict = {"server": [], "client": [], "engine": [], "errors": [], "done": []}
+    stats: dict = {"server": [], "client": [], "engine": [], "errors": [], "done": [], "noncanonical": [0, 0]}
     limits = httpx.Limits(max_connections=sessions + 4)
     async with httpx.AsyncClient(timeout=120, limits=limits, trust_env=False) as client:
         started = time.perf_counter()
@@ -137,6 +146,9 @@ async def drive(url: str, sessions: int, turns: int, deadline: float, decode) ->
                 problems.append(f"session {index}: GET answered {response.status_code}")
                 continue
             problems += check(response.json(), index, turns, decode)
+            if codec is not None:
+                split, total = noncanonical(response.json(), codec)
+                stats["noncanonical"] = [stats["noncanonical"][0] + split, stats["noncanonical"][1] + total]
         stats["problems"] = problems
     return stats
 
@@ -159,12 +171,13 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--deadline", type=float, default=600.0, help="Seconds after which the run stops.")
     args = parser.parse_args()
-    from tito_audit.model.loading import load_by_id
+    from tito_audit.session.machinery import ModelSourceSettings, machinery_for
 
-    tokenizer = load_by_id(args.model, mirrors=[Path(m) for m in args.mirror], allow_hub=False).tokenizer
+    source = ModelSourceSettings.of([Path(m) for m in args.mirror], None, None, False, False, None, None)
+    codec = machinery_for(args.model, source, None, ()).codec
 
     def decode(ids: list[int]) -> str:
-        return tokenizer.decode(ids)
+        return codec.decode(ids)
 
     port = free_port()
     command = [sys.executable, "-m", "tito_audit", "serve", args.model, "--engine", "fake", "--parser", "template"]
@@ -191,7 +204,7 @@ def main() -> int:
                 return 2
             time.sleep(0.2)
         idle_rss = rss_mib(server.pid)
-        stats = asyncio.run(drive(url, args.sessions, args.turns, args.deadline, decode))
+        stats = asyncio.run(drive(url, args.sessions, args.turns, args.deadline, decode, codec))
         alone = asyncio.run(uncontended(url, args.turns))
         loaded_rss = rss_mib(server.pid)
         for index in range(args.sessions):
@@ -233,6 +246,8 @@ def main() -> int:
     ):
         if values:
             print(f"  {name} per turn: p50 {percentile(values, 0.5):.2f} ms, p99 {percentile(values, 0.99):.2f} ms")
+    split, total = stats["noncanonical"]
+    print(f"  completions with a non-canonical split: {split} of {total} ({split / max(total, 1):.0%})")
     print(
         f"  server RSS: {idle_rss:.0f} MiB idle, {loaded_rss:.0f} MiB with {args.sessions} sessions, "
         f"{emptied_rss:.0f} MiB after deleting them (sessions left: {health['sessions']})"

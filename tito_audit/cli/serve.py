@@ -28,7 +28,12 @@ from tito_audit.model.render_guard import RenderLimits
 INSTALL = "pip install -e '.[gateway]' -c constraints.txt"
 
 EngineOpt = Annotated[
-    str, typer.Option("--engine", help="The engine's base URL (http://HOST:PORT), or 'fake' (built in, no GPU).")
+    str,
+    typer.Option(
+        "--engine",
+        help="The engine's base URL (http://HOST:PORT), llamacpp:PATH (a GGUF sampled in this process on CPU: the "
+        "llamacpp extra) or 'fake' (built in, no GPU).",
+    ),
 ]
 EngineApiOpt = Annotated[
     str,
@@ -38,7 +43,8 @@ ParserOpt = Annotated[
     str,
     typer.Option(
         "--parser",
-        help="auto, sglang, hf, TOOL[,REASONING] or template (the fake engine's own message; --engine fake only).",
+        help="auto, sglang, hf, TOOL[,REASONING], text (the completion is the content: models without tool calls or "
+        "reasoning, as Gemma 3) or template (the fake engine's own message; --engine fake only).",
     ),
 ]
 HostOpt = Annotated[str, typer.Option("--host", help="Address to bind (loopback unless you say otherwise).")]
@@ -61,7 +67,9 @@ EngineModelOpt = Annotated[
 MaxTokensOpt = Annotated[
     int, typer.Option("--max-tokens", min=1, help="max_tokens for requests that name none (engines default low).")
 ]
-FakeSeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the fake engine.")]
+FakeSeedOpt = Annotated[
+    int, typer.Option("--seed", help="Seed of the fake engine (and of llamacpp's turns that name no seed).")
+]
 SessionBytesOpt = Annotated[
     str,
     typer.Option(

@@ -24,6 +24,7 @@ from tito_audit.gateway.memory import (
     TRIM_FROM,
     return_free_memory,
 )
+from tito_audit.gateway.plain import TEXT_PARSER, TextParser
 from tito_audit.gateway.protocol import Answer, RequestError, read_request
 from tito_audit.gateway.store import SessionStore
 from tito_audit.gateway.turns import break_record, prepare, turn_record
@@ -92,8 +93,8 @@ class Gateway:
             raise BadInputError(f"--on-break must be one of {', '.join(POLICIES)}, not {config.on_break!r}")
         if config.bridge not in BRIDGES:
             raise BadInputError(f"--bridge must be one of {', '.join(BRIDGES)}, not {config.bridge!r}")
-        if config.engine != "fake" and not config.engine.startswith(("http://", "https://")):
-            raise BadInputError(f"--engine must be an http(s):// URL or 'fake', not {config.engine!r}")
+        if config.engine != "fake" and not config.engine.startswith(("http://", "https://", "llamacpp:")):
+            raise BadInputError(f"--engine must be an http(s):// URL, llamacpp:PATH or 'fake', not {config.engine!r}")
         if config.engine_api not in ENGINE_APIS:
             raise BadInputError(f"--engine-api must be one of {', '.join(ENGINE_APIS)}, not {config.engine_api!r}")
         self.config = config
@@ -128,6 +129,8 @@ class Gateway:
                 config.engine_api,
                 config.engine_timeout,
                 FakeEngine(machinery, seed=config.seed, clock=_now()) if fake else None,
+                machinery,
+                config.seed,
             )
         except ValueError as exc:
             raise BadInputError(str(exc)) from None
@@ -140,6 +143,8 @@ class Gateway:
     def _parser(self, value: str | CompletionParser, fake: bool) -> tuple[CompletionParser | None, str]:
         if not isinstance(value, str):
             return value, str(getattr(value, "name", type(value).__name__))
+        if value == TEXT_PARSER:
+            return TextParser(), f"{TEXT_PARSER} (the completion's text is the content)"
         choice = choose_parser(value, self.model_id, self.machinery.loaded.tokenizer)
         if choice.parser is not None:
             return choice.parser, choice.name
