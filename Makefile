@@ -78,10 +78,12 @@ bench-render: install
 bench-parsers: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_parsers.py --mirror ../shared/tokenizers --mirror ../shared/templates
 
-# the gateway under load on loopback: 64 concurrent sessions x 20 turns with the fake engine, then a few sessions with
-# Gemma 3 270M sampling through llama.cpp (tokens/s, the gateway's cost beside the engine's); stops by itself
+# the gateway under load on loopback: 64 concurrent sessions x 20 turns with the fake engine (sessions in memory, then
+# in a SQLite file), then a few sessions with Gemma 3 270M sampling through llama.cpp (tokens/s, the gateway's cost
+# beside the engine's); stops by itself
 bench-gateway: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_gateway.py --mirror ../shared/tokenizers
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_gateway.py --mirror ../shared/tokenizers --store
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_gateway_llamacpp.py --mirror ../shared/tokenizers
 
 # two test processes: the published-matrix test (about half the time) runs beside the rest

@@ -26,6 +26,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -170,6 +171,7 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=64)
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--deadline", type=float, default=600.0, help="Seconds after which the run stops.")
+    parser.add_argument("--store", action="store_true", help="Keep the sessions in a SQLite file (serve --store).")
     args = parser.parse_args()
     from tito_audit.session.machinery import ModelSourceSettings, machinery_for
 
@@ -184,6 +186,9 @@ def main() -> int:
     command += ["--port", str(port), "--no-hub", "--max-sessions", str(max(args.sessions, 1) * 2)]
     for mirror in args.mirror:
         command += ["--mirror", mirror]
+    folder = tempfile.TemporaryDirectory(prefix="bench-gateway-")
+    if args.store:
+        command += ["--store", str(Path(folder.name) / "sessions.db")]
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -218,8 +223,10 @@ def main() -> int:
             server.wait(timeout=15)
         except subprocess.TimeoutExpired:
             server.kill()
+        folder.cleanup()
     requests = len(stats["server"])
-    print(f"gateway bench: {args.model}, {args.sessions} sessions x {args.turns} turns, fake engine, loopback")
+    kept = "sessions in a SQLite file (--store)" if args.store else "sessions in memory"
+    print(f"gateway bench: {args.model}, {args.sessions} sessions x {args.turns} turns, fake engine, {kept}, loopback")
     print(
         f"  requests answered: {requests} of {args.sessions * args.turns} in {stats['seconds']:.1f} s "
         f"({requests / stats['seconds']:.1f} turns/s)"
