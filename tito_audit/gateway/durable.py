@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -41,6 +42,7 @@ from tito_audit.session import TitoSession
 from tito_audit.session.snapshot import change, fold, restore
 
 SCHEMA = 1
+log = logging.getLogger("tito_audit.gateway")
 TABLES = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, generation TEXT NOT NULL, tools TEXT NOT NULL, "
@@ -153,12 +155,20 @@ class DurableStore:
         entry.stored = generation
 
     def delete(self, session_id: str, generation: str | None) -> None:
-        """Delete an ended session's rows (only its own generation's)."""
+        """Delete an ended session's rows (only its own generation's). A delete that fails is logged in one line:
+        the session comes back at the next start, and ends again as any session does."""
         if generation is None:
             return
-        with self._lock, self._connection:
-            self._connection.execute("DELETE FROM turns WHERE session = ? AND generation = ?", (session_id, generation))
-            self._connection.execute("DELETE FROM sessions WHERE id = ? AND generation = ?", (session_id, generation))
+        try:
+            with self._lock, self._connection:
+                self._connection.execute(
+                    "DELETE FROM turns WHERE session = ? AND generation = ?", (session_id, generation)
+                )
+                self._connection.execute(
+                    "DELETE FROM sessions WHERE id = ? AND generation = ?", (session_id, generation)
+                )
+        except sqlite3.Error as exc:
+            log.warning("gateway: session %s could not be deleted from --store %s: %s", session_id, self.path, exc)
 
 
 def _open(path: Path) -> sqlite3.Connection:

@@ -214,15 +214,11 @@ def one_line(exc: BaseException) -> str:
     return text[:200]
 
 
-def make_engine(engine: str, api: str, timeout: float, fake: Any = None, machinery: Any = None, seed: int = 0) -> Any:
-    """The engine ``--engine`` names: ``fake`` (given ready, it needs the model), ``llamacpp:PATH`` (a GGUF in
-    process, :mod:`.llamacpp`; it needs the model's tokenizer) or an ``http(s)://`` URL."""
-    if engine == "fake":
-        return fake
-    if engine.startswith("llamacpp:"):
-        from tito_audit.gateway.llamacpp import make_llamacpp
-
-        return make_llamacpp(engine, machinery.codec, seed)
+def make_engine(engine: str, api: str, timeout: float, ready: Any = None) -> Any:
+    """The engine ``--engine`` names: ``fake`` or ``llamacpp:PATH`` (given ``ready``: they need the model) or an
+    ``http(s)://`` URL."""
+    if engine == "fake" or engine.startswith("llamacpp:"):
+        return ready
     if not engine.startswith(("http://", "https://")):
         raise ValueError(f"--engine must be an http(s):// URL, llamacpp:PATH or 'fake', not {engine!r}")
     return HttpEngine(engine, api, timeout)

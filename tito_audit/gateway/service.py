@@ -16,6 +16,8 @@ from tito_audit.errors import BadInputError
 from tito_audit.gateway.durable import DurableStore, open_store, settle_durably, store_identity
 from tito_audit.gateway.engines import ENGINE_APIS, EngineError, EngineRequest, make_engine
 from tito_audit.gateway.fake import FakeEngine
+from tito_audit.gateway.llamacpp import PREFIX as LLAMACPP
+from tito_audit.gateway.llamacpp import make_llamacpp
 from tito_audit.gateway.logprobs import openai_logprobs, wanted
 from tito_audit.gateway.memory import (
     DEFAULT_SESSION_BYTES,
@@ -124,13 +126,13 @@ class Gateway:
             self.store = SessionStore(
                 config.max_sessions, config.session_idle, config.max_session_bytes, config.max_total_bytes
             )
+            if engine is None and config.engine.startswith(LLAMACPP):
+                engine = make_llamacpp(config.engine, machinery.codec, config.seed)
             self.engine = engine or make_engine(
                 config.engine,
                 config.engine_api,
                 config.engine_timeout,
                 FakeEngine(machinery, seed=config.seed, clock=_now()) if fake else None,
-                machinery,
-                config.seed,
             )
         except ValueError as exc:
             raise BadInputError(str(exc)) from None
