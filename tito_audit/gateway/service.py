@@ -207,7 +207,9 @@ class Gateway:
                 output = await self.engine.generate(engine_request)
                 engine_seconds = time.perf_counter() - asked
                 if want.answer and output.logprobs is None:
-                    raise EngineError(502, "engine_bad_response", "the engine gave no logprobs, asked for them")
+                    raise EngineError(
+                        502, "engine_bad_response", "the engine answered no logprobs (the request asked for them)"
+                    )
                 record, pending = await asyncio.to_thread(
                     settle_durably, self.durable, entry, step, output, self.parser is not None
                 )
@@ -217,6 +219,12 @@ class Gateway:
                 if opening and entry.session is None:
                     store.discard(entry)
                 raise
+        logprobs = None
+        if want.answer:
+            codec, values = self.machinery.codec, pending.logprobs or []
+            logprobs = await asyncio.to_thread(
+                openai_logprobs, codec, step.prompt, pending.ids, values, pending.top_logprobs, want.top
+            )
         total = time.perf_counter() - started
         for details in record["breaks"]:
             log.warning(
@@ -234,12 +242,6 @@ class Gateway:
             engine_ms=round(engine_seconds * 1000, 3),
             gateway_ms=round((total - engine_seconds) * 1000, 3),
         )
-        logprobs = None
-        if want.answer:
-            codec, values = self.machinery.codec, pending.logprobs or []
-            logprobs = await asyncio.to_thread(
-                openai_logprobs, codec, step.prompt, pending.ids, values, pending.top_logprobs, want.top
-            )
         return Answer(
             model=request.model or self.model_id,
             message=pending.wire,

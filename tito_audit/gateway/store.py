@@ -64,9 +64,9 @@ class GatewaySession:
         self.reserved = 0
         """The size the request under way may bring the session to (0 when none is)."""
         self.gone: str | None = None
+        """Why an earlier session of this id ended (``it was evicted: ...``), when one did and the store remembers."""
         self.stored: str | None = None
         """The generation of its rows in ``--store`` (None: not written yet, or no store)."""
-        """Why an earlier session of this id ended (``it was evicted: ...``), when one did and the store remembers."""
 
     @property
     def busy(self) -> bool:
