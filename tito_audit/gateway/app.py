@@ -1,9 +1,6 @@
 """The gateway's HTTP layer (Starlette): routes, the bearer token, the request size limit, errors as OpenAI-style
-JSON with one line of message, and streaming as server-sent events in the OpenAI chunk format.
-
-The answer is streamed once the engine has finished: the parser needs the whole completion (as SGLang's does for
-tool calls), so the chunks come at once rather than token by token; they reassemble to the non-streamed answer.
-"""
+JSON with one line of message (Anthropic's shape on ``/v1/messages``), and streamed turns as server-sent events
+(:mod:`.streaming`, each dialect's events in :mod:`.dialects`)."""
 
 from __future__ import annotations
 
@@ -17,12 +14,14 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from tito_audit.gateway.dialects import chat as chat_dialect
 from tito_audit.gateway.engines import EngineError
-from tito_audit.gateway.protocol import RequestError, error_body
+from tito_audit.gateway.protocol import RequestError, error_body, read_request
 from tito_audit.gateway.service import Gateway
+from tito_audit.gateway.streaming import TurnResponse, TurnStream
 from tito_audit.session.inputs import MAX_DEPTH, too_deep
 
 log = logging.getLogger("tito_audit.gateway")
@@ -79,18 +78,13 @@ def create_app(gateway: Gateway) -> Starlette:
 
     async def chat(request: Request) -> Response:
         body = await read_json(request)
+        if isinstance(body, dict) and body.get("stream"):  # relayed as the engine samples (dialects/chat.py)
+            asked = read_request(body)
+            turn = await TurnStream.open(gateway, asked, request.headers.get("x-session-id"))
+            frames = chat_dialect.chunks(turn.events(), asked.include_usage)
+            return TurnResponse(frames, turn, {"X-Session-Id": turn.session_id})
         answer = await gateway.chat(body, request.headers.get("x-session-id"))
-        headers = {"X-Session-Id": answer.tito["session"]}
-        if not (isinstance(body, dict) and body.get("stream")):
-            return JSONResponse(answer.response(), headers=headers)
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-
-        async def events() -> AsyncIterator[str]:
-            for chunk in answer.chunks(include_usage):
-                yield "data: " + json.dumps(chunk, ensure_ascii=False) + "\n\n"
-            yield "data: [DONE]\n\n"
-
-        return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+        return JSONResponse(answer.response(), headers={"X-Session-Id": answer.tito["session"]})
 
     async def get_session(request: Request) -> Response:
         return JSONResponse(gateway.record(request.path_params["session_id"]))

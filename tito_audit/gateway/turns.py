@@ -43,53 +43,73 @@ class Step:
     history: list[dict]
     breaks_before: int
     retry: bool
+    on_commit: Any = None
+    """Called with (entry, step, pending) when the step is committed (the branch tree records its node)."""
+    other_bytes: int = 0
+    """What the session's other branches hold (counted with the step's copy against the byte bounds)."""
+    tools: list[dict] | None = None
+    """The tools of the step's session (the engine is told them)."""
 
 
-def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any) -> Step:
-    """The step ``request`` asks of ``entry`` (see the module docstring); raises :class:`RequestError`."""
-    sent = [comparable(m) for m in request.messages]
+def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any, rewrites: Any = None) -> Step:
+    """The step ``request`` asks of ``entry`` (see the module docstring); raises :class:`RequestError`. ``rewrites``
+    (:class:`~tito_audit.gateway.branches.Rewrites`) says what counts as the same message and, under
+    ``--on-rewrite branch``, prepares the step on the session's tree instead."""
+    key = rewrites.key if rewrites is not None else comparable
+    if rewrites is not None and rewrites.branch:
+        return translated(rewrites.prepare, entry, request, make_session)
+    return translated(_prepare, entry, request, make_session, key)
+
+
+def _prepare(entry: GatewaySession, request: ChatRequest, make_session: Any, key: Any) -> Step:
+    sent = [key(m) for m in request.messages]
+    if entry.session is None:
+        if any(m["role"] == "assistant" for m in request.messages):
+            raise RequestError(
+                404,
+                "unknown_session",
+                f"no session {entry.id!r} ({entry.gone or UNKNOWN}) and the messages hold assistant turns "
+                "whose sampled ids the gateway does not have; start the conversation again",
+            )
+        trial = make_session(request.tools)
+        entry.tools = request.tools
+        return Step(trial, trial.start(request.messages), sent, 0, False, tools=request.tools)
+    session, pending = entry.session, entry.pending
+    assert pending is not None
+    if _tools_key(request.tools) != _tools_key(entry.tools):
+        raise RequestError(409, "history_edited", "tools differ from the session's: a session keeps its tools")
+    known = len(entry.history)
+    differs = next((i for i, (a, b) in enumerate(zip(sent, entry.history, strict=False)) if a != b), None)
+    if differs is not None or len(sent) < known:
+        where = differs if differs is not None else len(sent)
+        raise RequestError(
+            409,
+            "history_edited",
+            f"messages[{where}] differs from the session's history: a session only appends "
+            "(send the history unchanged, use a new session id, or serve with --on-rewrite branch)",
+        )
+    trial = session.fork()
+    if len(sent) == known:  # the same request again: sample the turn again
+        return Step(trial, trial.buffer, sent, len(trial.breaks), True, tools=entry.tools)
+    if sent[known] != key(pending.echo):
+        raise RequestError(
+            409,
+            "history_edited",
+            f"messages[{known}] is not the assistant turn the gateway answered (a session only appends)",
+        )
+    new = request.messages[known + 1 :]
+    if not new:
+        raise RequestError(
+            400, "invalid_request", "nothing follows the assistant turn: send the tool results or a user message"
+        )
+    prompt = trial.extend(pending.ids, pending.message, new)
+    return Step(trial, prompt, sent, len(session.breaks), False, tools=entry.tools)
+
+
+def translated(function: Any, *args: Any) -> Step:
+    """``function(*args)`` with the session's refusals as the request's errors (422 break, 413/422 render, 400)."""
     try:
-        if entry.session is None:
-            if any(m["role"] == "assistant" for m in request.messages):
-                raise RequestError(
-                    404,
-                    "unknown_session",
-                    f"no session {entry.id!r} ({entry.gone or UNKNOWN}) and the messages hold assistant turns "
-                    "whose sampled ids the gateway does not have; start the conversation again",
-                )
-            trial = make_session(request.tools)
-            entry.tools = request.tools
-            return Step(trial, trial.start(request.messages), sent, 0, False)
-        session, pending = entry.session, entry.pending
-        assert pending is not None
-        if _tools_key(request.tools) != _tools_key(entry.tools):
-            raise RequestError(409, "history_edited", "tools differ from the session's: a session keeps its tools")
-        known = len(entry.history)
-        differs = next((i for i, (a, b) in enumerate(zip(sent, entry.history, strict=False)) if a != b), None)
-        if differs is not None or len(sent) < known:
-            where = differs if differs is not None else len(sent)
-            raise RequestError(
-                409,
-                "history_edited",
-                f"messages[{where}] differs from the session's history: a session only appends "
-                "(send the history unchanged, or use a new session id for a new branch)",
-            )
-        trial = session.fork()
-        if len(sent) == known:  # the same request again: sample the turn again
-            return Step(trial, trial.buffer, sent, len(trial.breaks), True)
-        if sent[known] != comparable(pending.echo):
-            raise RequestError(
-                409,
-                "history_edited",
-                f"messages[{known}] is not the assistant turn the gateway answered (a session only appends)",
-            )
-        new = request.messages[known + 1 :]
-        if not new:
-            raise RequestError(
-                400, "invalid_request", "nothing follows the assistant turn: send the tool results or a user message"
-            )
-        prompt = trial.extend(pending.ids, pending.message, new)
-        return Step(trial, prompt, sent, len(session.breaks), False)
+        return function(*args)
     except RenderRefused as exc:
         raise refusal(exc) from None
     except TitoBreak as exc:
@@ -113,6 +133,14 @@ def refusal(exc: RenderRefused) -> RequestError:
 
 def settle(entry: GatewaySession, step: Step, output: EngineOutput, parse_with_session: bool) -> tuple[dict, Pending]:
     """Check and parse the engine's ids, then commit ``step`` to ``entry``; returns (tito record, pending)."""
+    ids, message = checked(step, output, parse_with_session)
+    pending = pending_of(ids, message, wire_message(message), output.finish_reason)
+    return commit(entry, step, pending), pending
+
+
+def checked(step: Step, output: EngineOutput, parse_with_session: bool) -> tuple[list[int], dict]:
+    """The engine's ids checked against the vocabulary, and the message the parser makes of them (the engine's own
+    message with the ``template`` parser, the decoded text without a parser)."""
     trial = step.trial
     try:
         ids = token_ids(output.ids, "the engine's completion", trial.codec.id_limit)
@@ -131,25 +159,47 @@ def settle(entry: GatewaySession, step: Step, output: EngineOutput, parse_with_s
         message = output.message
     else:
         message = {"role": "assistant", "content": trial.codec.decode(ids)}
-    wire = wire_message(message)
+    return ids, message
+
+
+def pending_of(ids: list[int], message: dict, wire: dict, engine_finish: str) -> Pending:
+    """The answer as the session keeps it: ``message`` (the parser's, with the call ids of ``wire``, the message as
+    the client got it) and what the client's echo of ``wire`` must compare equal to."""
     taken = dict(message)
-    if wire.get("tool_calls"):  # the call ids the client got are the ones it answers
-        calls = zip(message.get("tool_calls") or [], wire["tool_calls"], strict=True)
+    sent_calls = wire.get("tool_calls") or []
+    if sent_calls and len(sent_calls) == len(message.get("tool_calls") or []):  # the ids the client answers
+        calls = zip(message.get("tool_calls") or [], sent_calls, strict=True)
         taken["tool_calls"] = [{**call, "id": sent["id"]} for call, sent in calls]
-    echo = take_message(wire, "the answer")
-    pending = Pending(ids, taken, wire, finish_reason(message, output.finish_reason), echo)
-    new_breaks = trial.breaks[step.breaks_before :] if not step.retry else []
-    entry.session, entry.history, entry.pending = trial, step.history, pending
+    try:
+        echo = take_message(wire, "the answer")
+    except RequestError:  # a streamed call cut before its arguments were whole: compared as the client got it
+        echo = {k: v for k, v in wire.items() if v is not None}
+    return Pending(ids, taken, wire, finish_reason(message, engine_finish), echo)
+
+
+def commit(entry: GatewaySession, step: Step, pending: Pending) -> dict[str, Any]:
+    """Put the step's session copy in the session's place with its answer (no await: nothing interrupts it);
+    returns the ``tito`` record of the turn."""
+    record = record_of(entry, step, pending)
+    entry.session, entry.history, entry.pending = step.trial, step.history, pending
     entry.requests += 1
-    record = {
+    if step.on_commit is not None:
+        step.on_commit(entry, step, pending)
+    return record
+
+
+def record_of(entry: GatewaySession, step: Step, pending: Pending) -> dict[str, Any]:
+    """The ``tito`` record of the turn ``step`` and ``pending`` make (before or after it is committed)."""
+    trial = step.trial
+    new_breaks = trial.breaks[step.breaks_before :] if not step.retry else []
+    return {
         "session": entry.id,
         "turn": len(trial.turns) + 1,
         "prompt_tokens": len(step.prompt),
-        "completion_ids": len(ids),
+        "completion_ids": len(pending.ids),
         "retry": step.retry,
         "breaks": [break_record(b) for b in new_breaks],
     }
-    return record, pending
 
 
 def _tools_key(tools: list[dict] | None) -> str:
