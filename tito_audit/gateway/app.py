@@ -18,6 +18,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tito_audit.gateway.dialects import chat as chat_dialect
+from tito_audit.gateway.dialects import messages as messages_dialect
+from tito_audit.gateway.dialects.responses import Responses
 from tito_audit.gateway.engines import EngineError
 from tito_audit.gateway.protocol import RequestError, error_body, read_request
 from tito_audit.gateway.service import Gateway
@@ -31,16 +33,19 @@ def create_app(gateway: Gateway) -> Starlette:
     """The ASGI application serving ``gateway``."""
     config = gateway.config
 
-    def failure(status: int, code: str, message: str) -> JSONResponse:
-        return JSONResponse(error_body(status, code, message), status_code=status)
-
     def authorized(request: Request) -> bool:
         if not config.api_key:
             return True
         given = request.headers.get("authorization", "")
-        return hmac.compare_digest(given.encode(), f"Bearer {config.api_key}".encode())
+        key = request.headers.get("x-api-key", "")  # Anthropic's clients send the key in x-api-key
+        return hmac.compare_digest(given.encode(), f"Bearer {config.api_key}".encode()) or hmac.compare_digest(
+            key.encode(), config.api_key.encode()
+        )
 
-    async def guarded(request: Request, handler: Any) -> Response:
+    async def guarded(request: Request, handler: Any, shape: Any = error_body) -> Response:
+        def failure(status: int, code: str, message: str) -> JSONResponse:
+            return JSONResponse(shape(status, code, message), status_code=status)
+
         if not authorized(request):
             return failure(401, "unauthorized", "a valid bearer token is required (Authorization: Bearer TOKEN)")
         try:
@@ -86,6 +91,14 @@ def create_app(gateway: Gateway) -> Starlette:
         answer = await gateway.chat(body, request.headers.get("x-session-id"))
         return JSONResponse(answer.response(), headers={"X-Session-Id": answer.tito["session"]})
 
+    responses_dialect = Responses(gateway)
+
+    async def responses(request: Request) -> Response:
+        return await responses_dialect.handle(await read_json(request), request.headers.get("x-session-id"))
+
+    async def messages(request: Request) -> Response:
+        return await messages_dialect.handle(gateway, await read_json(request), request.headers.get("x-session-id"))
+
     async def get_session(request: Request) -> Response:
         return JSONResponse(gateway.record(request.path_params["session_id"]))
 
@@ -99,9 +112,9 @@ def create_app(gateway: Gateway) -> Starlette:
     async def health(request: Request) -> Response:
         return JSONResponse(gateway.health())
 
-    def route(path: str, handler: Any, methods: list[str]) -> Route:
+    def route(path: str, handler: Any, methods: list[str], shape: Any = error_body) -> Route:
         async def endpoint(request: Request) -> Response:
-            return await guarded(request, handler)
+            return await guarded(request, handler, shape)
 
         return Route(path, endpoint, methods=methods)
 
@@ -117,6 +130,8 @@ def create_app(gateway: Gateway) -> Starlette:
     return Starlette(
         routes=[
             route("/v1/chat/completions", chat, ["POST"]),
+            route("/v1/responses", responses, ["POST"]),
+            route("/v1/messages", messages, ["POST"], messages_dialect.error_body),
             route("/sessions/{session_id}", get_session, ["GET"]),
             route("/sessions/{session_id}", delete_session, ["DELETE"]),
             Route("/healthz", health, methods=["GET"]),

@@ -26,6 +26,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from tito_audit.parse.parser import ParseInput
 from tito_audit.parse.streaming import Increment, IncrementalParser, incremental
 
 TEXT_FIELDS = ("reasoning_content", "content")
@@ -111,6 +112,7 @@ class CompletionStream:
         reasoning_open = bool(parser is not None and session._parser is not None and session._parser.reasoning_open)
         self._parser: IncrementalParser | None
         self._parser, self.why_buffered = incremental(parser, tools, reasoning_open)
+        self._whole = (parser, tools, reasoning_open)
         self._calls_may_come = bool(tools)
         self.mode = "incremental" if self._parser is not None else "buffered"
         self.ids: list[int] = []
@@ -141,6 +143,8 @@ class CompletionStream:
         content = self._texts["content"]
         if self._calls_may_come and not content.sent and not content.held and increment.content[:1].isspace():
             content.hold_all = True
+        if increment.calls and not self._calls:
+            out += self._settle_text()
         if self._calls or increment.calls:
             for text in self._texts.values():
                 text.hold_all = True
@@ -149,6 +153,26 @@ class CompletionStream:
                 out.append(Delta(name, taken))
         for piece in increment.calls:
             out += self._call_piece(piece.index, piece.name, piece.arguments)
+        return out
+
+    def _settle_text(self) -> list[Delta]:
+        """Before the first call: the reasoning and content as the whole parse reads the text so far (what was held
+        is sent now when it is theirs, so that the answer's parts come in their order)."""
+        if not any(text.held for text in self._texts.values()):
+            return []
+        parser, tools, reasoning_open = self._whole
+        given = ParseInput(self._fed, tools, self._session._view_text, reasoning_open)
+        try:
+            with self._session._machinery.lock:
+                settled = parser.parse(given)
+        except Exception:  # the whole parse at the end decides
+            return []
+        out: list[Delta] = []
+        for name, text in self._texts.items():
+            value = settled.get(name) or ""
+            if text.held and value.startswith(text.sent) and len(value) > len(text.sent):
+                out.append(Delta(name, value[len(text.sent) :]))
+                text.sent, text.held = value, ""
         return out
 
     def _call_piece(self, index: int, name: str | None, arguments: str, call_id: str | None = None) -> list[Delta]:
