@@ -435,7 +435,5 @@ NO_TYPE_LISTS = build(
 )
 """Refuses a tool schema with a ``type`` list (Hermes 3 recurses without end on one)."""
 
-FLAT_TOOLS_ONLY = build(
-    preamble="{%- for tool in tools or [] -%}{{ '// ' + tool.name }}" + NL + "{%- endfor -%}"
-)
+FLAT_TOOLS_ONLY = build(preamble="{%- for tool in tools or [] -%}{{ '// ' + tool.name }}" + NL + "{%- endfor -%}")
 """Reads each tool without its ``function`` wrapper (``tool.name``), as Apertus does: raises on OpenAI-shaped tools."""

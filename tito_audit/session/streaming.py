@@ -161,8 +161,8 @@ class CompletionStream:
         if not any(text.held for text in self._texts.values()):
             return []
         parser, tools, reasoning_open = self._whole
-        given = ParseInput(self._fed, tools, self._session._view_text, reasoning_open)
         try:
+            given = ParseInput(self._fed, tools, self._session._view_text, reasoning_open)
             with self._session._machinery.lock:
                 settled = parser.parse(given)
         except Exception:  # the whole parse at the end decides
