@@ -165,9 +165,10 @@ def _text(value: Any, where: str) -> str:
 def _tool(tool: Any, where: str) -> dict:
     if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or tool.get("type") not in (None, "custom"):
         raise RequestError(400, "invalid_request", f"{where}: only client tools ({{name, description, input_schema}})")
-    function = {"name": tool["name"], "parameters": tool.get("input_schema") or {"type": "object", "properties": {}}}
+    function: dict[str, Any] = {"name": tool["name"]}  # in the order chat clients send them: the template dumps them
     if tool.get("description"):
         function["description"] = tool["description"]
+    function["parameters"] = tool.get("input_schema") or {"type": "object", "properties": {}}
     return {"type": "function", "function": function}
 
 

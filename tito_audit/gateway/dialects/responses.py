@@ -223,7 +223,8 @@ def _tool(tool: Any, where: str) -> dict:
         raise RequestError(
             400, "invalid_request", f"{where}: only function tools ({{type: function, name, parameters}})"
         )
-    function = {"name": tool["name"], "parameters": tool.get("parameters") or {"type": "object", "properties": {}}}
+    function: dict[str, Any] = {"name": tool["name"]}  # in the order chat clients send them: the template dumps them
     if tool.get("description"):
         function["description"] = tool["description"]
+    function["parameters"] = tool.get("parameters") or {"type": "object", "properties": {}}
     return {"type": "function", "function": function}
