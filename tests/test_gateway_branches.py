@@ -163,3 +163,13 @@ def test_the_matcher_says_what_counts_as_the_same_message(machinery, match, rena
         for call in spaced[2]["tool_calls"]:  # the same arguments written with other spacing: the same everywhere
             call["function"]["arguments"] = json.dumps(json.loads(call["function"]["arguments"]), indent=2)
         assert post(url, spaced, f"m-{match}").status_code == 200
+
+
+def test_unknown_rewrite_settings_are_refused_in_one_line(machinery):
+    from tito_audit.errors import BadInputError
+    from tito_audit.gateway.service import Gateway, GatewayConfig
+
+    with pytest.raises(BadInputError, match=r"^--on-rewrite must be one of refuse, branch, not 'fork'$"):
+        Gateway(GatewayConfig(MODEL, parser="template", on_rewrite="fork"), machinery=machinery)
+    with pytest.raises(BadInputError, match=r"^--match must be one of strict, tool-call-format, role-content"):
+        Gateway(GatewayConfig(MODEL, parser="template", match="loose"), machinery=machinery)
