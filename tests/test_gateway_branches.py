@@ -13,7 +13,11 @@ from tests.conftest import SHARED_TOKENIZERS, requires_shared
 pytest.importorskip("starlette", reason="the gateway extra is not installed (pip install -e '.[gateway]')")
 httpx = pytest.importorskip("httpx")
 
-pytestmark = [requires_shared, pytest.mark.shared]
+pytestmark = [
+    requires_shared,
+    pytest.mark.shared,
+    pytest.mark.filterwarnings("ignore::tito_audit.session.TitoBreakWarning"),  # the response reports it
+]
 
 MODEL = "Qwen/Qwen2.5-7B-Instruct"
 TOOLS = [

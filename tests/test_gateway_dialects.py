@@ -16,7 +16,11 @@ openai = pytest.importorskip("openai", reason="the openai client is not installe
 anthropic = pytest.importorskip("anthropic", reason="the anthropic client is not installed (pip install -e '.[dev]')")
 httpx = pytest.importorskip("httpx")
 
-pytestmark = [requires_shared, pytest.mark.shared]
+pytestmark = [
+    requires_shared,
+    pytest.mark.shared,
+    pytest.mark.filterwarnings("ignore::tito_audit.session.TitoBreakWarning"),  # the response reports it
+]
 
 MODEL = "Qwen/Qwen3-4B"
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}

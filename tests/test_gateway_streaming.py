@@ -15,7 +15,11 @@ pytest.importorskip("starlette", reason="the gateway extra is not installed (pip
 openai = pytest.importorskip("openai", reason="the openai client is not installed (pip install -e '.[dev]')")
 httpx = pytest.importorskip("httpx")
 
-pytestmark = [requires_shared, pytest.mark.shared]
+pytestmark = [
+    requires_shared,
+    pytest.mark.shared,
+    pytest.mark.filterwarnings("ignore::tito_audit.session.TitoBreakWarning"),  # the response reports it
+]
 
 TOOLS = [
     {
