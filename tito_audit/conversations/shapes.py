@@ -356,18 +356,32 @@ def candidate_change_sets(
     the :data:`MAX_CHANGES_TRIED` tried (a template that knows no tools is reshaped, not refused)."""
     applicable = [change for change in SHAPE_CHANGES if change.applies(conversation)]
     by_name = {change.name: change for change in applicable}
-    ordered: list[tuple[ShapeChange, ...]] = []
+    seen: set[tuple[str, ...]] = set()
+    natives: list[tuple[ShapeChange, ...]] = []
+    others: list[tuple[ShapeChange, ...]] = []
+
+    def offer(changes: tuple[ShapeChange, ...]) -> None:
+        key = tuple(change.name for change in changes)
+        if key in seen:
+            return
+        seen.add(key)
+        if natives_first and gives_up_tools(changes):
+            if len(others) < RESERVED_FOR_NOT_NATIVE:
+                others.append(changes)
+        elif len(natives) < MAX_CHANGES_TRIED:
+            natives.append(changes)
+
     for names in preferred:
         if all(name in by_name for name in names):
-            ordered.append(tuple(by_name[name] for name in names))
+            offer(tuple(by_name[name] for name in names))
+    # the sets by size, made only as far as they are tried (there are 2**n of them)
     for size in range(1, len(applicable) + 1):
         for combination in itertools.combinations(applicable, size):
-            if combination not in ordered:
-                ordered.append(combination)
+            if len(natives) >= MAX_CHANGES_TRIED and (not natives_first or len(others) >= RESERVED_FOR_NOT_NATIVE):
+                break
+            offer(combination)
     if not natives_first:
-        return ordered[:MAX_CHANGES_TRIED]
-    natives = [changes for changes in ordered if not gives_up_tools(changes)]
-    others = [changes for changes in ordered if gives_up_tools(changes)][:RESERVED_FOR_NOT_NATIVE]
+        return natives[:MAX_CHANGES_TRIED]
     return natives[: MAX_CHANGES_TRIED - len(others)] + others
 
 

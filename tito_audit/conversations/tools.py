@@ -157,6 +157,16 @@ class ToolSet:
         """The ``tools`` list a request declares (a new list each time: callers may change it)."""
         return [dict(tool) for tool in self.tools]
 
+    def declared(self, called: set[str], rng: random.Random) -> list[dict]:
+        """What one conversation's requests declare: the user's tools all of them, as their environment does; of the
+        built-in set, the tools the conversation calls and one or two others (a render writes every declared tool
+        into the prompt, and the built-in set is there to cover argument forms, not to make prompts long)."""
+        if self.source != BUILT_IN:
+            return self.schemas()
+        others = [name for name in self.names if name not in called]
+        extra = set(rng.sample(others, min(len(others), rng.choice((1, 2)))))
+        return [dict(tool) for tool in self.tools if tool["function"]["name"] in called | extra]
+
     def observation(self, name: str, rng: random.Random) -> str:
         """What a result of tool ``name`` looks like: its environment's observation (any, for a user's tool)."""
         kinds = BUILT_IN_OBSERVATIONS.get(name) if self.source == BUILT_IN else None
