@@ -19,6 +19,7 @@ class StubEngine:
     def __init__(self, answer_ids: list[int]) -> None:
         self.mode = "ok"
         self.sglang_incremental = False
+        self.slow_seconds = 1.5
         self.bodies: list[dict] = []
         self.answer_ids = answer_ids
         stub = self
@@ -36,7 +37,7 @@ class StubEngine:
                     self.close_connection = True
                     return
                 if mode == "slow":
-                    time.sleep(1.5)
+                    time.sleep(stub.slow_seconds)
                 if mode == "5xx":
                     return self._send(503, b'{"error": "overloaded"}')
                 if mode == "garbage":
@@ -71,7 +72,7 @@ class StubEngine:
                             self.close_connection = True
                             return
                         if mode == "slow_mid":
-                            time.sleep(1.5)
+                            time.sleep(stub.slow_seconds)
                         if mode == "garbage_mid":
                             self._event(b"<html>not json")
                             return

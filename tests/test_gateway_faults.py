@@ -181,9 +181,11 @@ def test_each_dialect_streamed_or_not_through_the_faults(setup, machinery, on_re
     from tito_audit.gateway.service import Gateway, GatewayConfig
 
     stub, _, api = setup
+    # a margin of seconds between the time-out and a stalled answer: a loaded machine still answers the rest in time
     config = GatewayConfig(
-        MODEL, engine=stub.url, engine_api=api, parser=PlainParser(), engine_timeout=0.5, on_rewrite=on_rewrite
+        MODEL, engine=stub.url, engine_api=api, parser=PlainParser(), engine_timeout=1.0, on_rewrite=on_rewrite
     )
+    stub.slow_seconds = 4.0
     first = [{"role": "user", "content": "Weather?"}]
     with running(Gateway(config, machinery=machinery)) as url:
         for dialect in ("chat", "responses", "messages"):
@@ -209,3 +211,4 @@ def test_each_dialect_streamed_or_not_through_the_faults(setup, machinery, on_re
                 after = httpx.get(f"{url}/sessions/{session}").json()
                 assert after["buffer"][: len(before["buffer"])] == before["buffer"] and len(after["turns"]) == 2
                 assert len(after.get("branches", [after])) == 1  # no fault opened a branch
+    stub.slow_seconds = 1.5
