@@ -28,7 +28,7 @@ from typing import Any
 from tito_audit.gateway.matchers import MATCHERS, Matcher, matcher
 from tito_audit.gateway.protocol import ChatRequest, RequestError
 from tito_audit.gateway.store import GatewaySession, Pending
-from tito_audit.gateway.turns import Step, _prepare, turn_record
+from tito_audit.gateway.turns import Step, prepare, turn_record
 from tito_audit.session import TitoSession
 
 ON_REWRITE = ("refuse", "branch")
@@ -61,7 +61,7 @@ class Rewrites:
 
     def prepare(self, entry: GatewaySession, request: ChatRequest, make_session: Any) -> Step:
         if entry.tree is None:
-            step = _prepare(entry, request, make_session, self.key)  # the first request: the root
+            step = prepare(entry, request, make_session, Rewrites("refuse", self.match))  # the first request: the root
             step.on_commit = _grow(None, list(step.history), [("start", request.messages)], request.tools, None)
             return step
         sent = [self.key(m) for m in request.messages]

@@ -9,8 +9,10 @@
 
 History is append-only: the messages must be the history the session has seen, then the assistant turn it
 answered (as the client got it), then new messages. Anything else is refused (409) naming the first message that
-differs; the gateway does not open branches (a new branch is a new session id). The same messages sent again
-(a retry) sample the turn again from the same prompt.
+differs, or under ``--on-rewrite branch`` continued as a new branch (:mod:`.branches`); what counts as the same
+message is the server's matcher (:mod:`.matchers`). The same messages sent again (a retry) sample the turn again
+from the same prompt. A streamed turn (:mod:`.streaming`) takes the same steps, step 3 split in :func:`checked`,
+:func:`pending_of` and :func:`commit` so that the commit comes after its last event.
 """
 
 from __future__ import annotations
@@ -56,60 +58,51 @@ def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any, rewr
     (:class:`~tito_audit.gateway.branches.Rewrites`) says what counts as the same message and, under
     ``--on-rewrite branch``, prepares the step on the session's tree instead."""
     key = rewrites.key if rewrites is not None else comparable
-    if rewrites is not None and rewrites.branch:
-        return translated(rewrites.prepare, entry, request, make_session)
-    return translated(_prepare, entry, request, make_session, key)
-
-
-def _prepare(entry: GatewaySession, request: ChatRequest, make_session: Any, key: Any) -> Step:
     sent = [key(m) for m in request.messages]
-    if entry.session is None:
-        if any(m["role"] == "assistant" for m in request.messages):
-            raise RequestError(
-                404,
-                "unknown_session",
-                f"no session {entry.id!r} ({entry.gone or UNKNOWN}) and the messages hold assistant turns "
-                "whose sampled ids the gateway does not have; start the conversation again",
-            )
-        trial = make_session(request.tools)
-        entry.tools = request.tools
-        return Step(trial, trial.start(request.messages), sent, 0, False, tools=request.tools)
-    session, pending = entry.session, entry.pending
-    assert pending is not None
-    if _tools_key(request.tools) != _tools_key(entry.tools):
-        raise RequestError(409, "history_edited", "tools differ from the session's: a session keeps its tools")
-    known = len(entry.history)
-    differs = next((i for i, (a, b) in enumerate(zip(sent, entry.history, strict=False)) if a != b), None)
-    if differs is not None or len(sent) < known:
-        where = differs if differs is not None else len(sent)
-        raise RequestError(
-            409,
-            "history_edited",
-            f"messages[{where}] differs from the session's history: a session only appends "
-            "(send the history unchanged, use a new session id, or serve with --on-rewrite branch)",
-        )
-    trial = session.fork()
-    if len(sent) == known:  # the same request again: sample the turn again
-        return Step(trial, trial.buffer, sent, len(trial.breaks), True, tools=entry.tools)
-    if sent[known] != key(pending.echo):
-        raise RequestError(
-            409,
-            "history_edited",
-            f"messages[{known}] is not the assistant turn the gateway answered (a session only appends)",
-        )
-    new = request.messages[known + 1 :]
-    if not new:
-        raise RequestError(
-            400, "invalid_request", "nothing follows the assistant turn: send the tool results or a user message"
-        )
-    prompt = trial.extend(pending.ids, pending.message, new)
-    return Step(trial, prompt, sent, len(session.breaks), False, tools=entry.tools)
-
-
-def translated(function: Any, *args: Any) -> Step:
-    """``function(*args)`` with the session's refusals as the request's errors (422 break, 413/422 render, 400)."""
     try:
-        return function(*args)
+        if rewrites is not None and rewrites.branch:
+            return rewrites.prepare(entry, request, make_session)
+        if entry.session is None:
+            if any(m["role"] == "assistant" for m in request.messages):
+                raise RequestError(
+                    404,
+                    "unknown_session",
+                    f"no session {entry.id!r} ({entry.gone or UNKNOWN}) and the messages hold assistant turns "
+                    "whose sampled ids the gateway does not have; start the conversation again",
+                )
+            trial = make_session(request.tools)
+            entry.tools = request.tools
+            return Step(trial, trial.start(request.messages), sent, 0, False, tools=request.tools)
+        session, pending = entry.session, entry.pending
+        assert pending is not None
+        if _tools_key(request.tools) != _tools_key(entry.tools):
+            raise RequestError(409, "history_edited", "tools differ from the session's: a session keeps its tools")
+        known = len(entry.history)
+        differs = next((i for i, (a, b) in enumerate(zip(sent, entry.history, strict=False)) if a != b), None)
+        if differs is not None or len(sent) < known:
+            where = differs if differs is not None else len(sent)
+            raise RequestError(
+                409,
+                "history_edited",
+                f"messages[{where}] differs from the session's history: a session only appends "
+                "(send the history unchanged, use a new session id, or serve with --on-rewrite branch)",
+            )
+        trial = session.fork()
+        if len(sent) == known:  # the same request again: sample the turn again
+            return Step(trial, trial.buffer, sent, len(trial.breaks), True, tools=entry.tools)
+        if sent[known] != key(pending.echo):
+            raise RequestError(
+                409,
+                "history_edited",
+                f"messages[{known}] is not the assistant turn the gateway answered (a session only appends)",
+            )
+        new = request.messages[known + 1 :]
+        if not new:
+            raise RequestError(
+                400, "invalid_request", "nothing follows the assistant turn: send the tool results or a user message"
+            )
+        prompt = trial.extend(pending.ids, pending.message, new)
+        return Step(trial, prompt, sent, len(session.breaks), False, tools=entry.tools)
     except RenderRefused as exc:
         raise refusal(exc) from None
     except TitoBreak as exc:
