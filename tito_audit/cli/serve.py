@@ -71,6 +71,14 @@ TotalBytesOpt = Annotated[
     str,
     typer.Option("--max-total-bytes", help="Most memory all sessions together may hold, estimated (507 past it)."),
 ]
+OnRewriteOpt = Annotated[
+    str,
+    typer.Option("--on-rewrite", help="refuse (409) or branch: a request that rewrites history opens a new branch."),
+]
+MatchOpt = Annotated[
+    str,
+    typer.Option("--match", help="What counts as the same message: strict, tool-call-format or role-content."),
+]
 UNITS = {"": 1, "b": 1} | {f"{p}{s}": 1 << (10 * (i + 1)) for i, p in enumerate("kmg") for s in ("", "b", "ib")}
 SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*", re.IGNORECASE)
 
@@ -108,6 +116,8 @@ def serve_command(
     max_session_bytes: SessionBytesOpt = "256MiB",
     max_total_bytes: TotalBytesOpt = "8GiB",
     seed: FakeSeedOpt = 0,
+    on_rewrite: OnRewriteOpt = "refuse",
+    match: MatchOpt = "strict",
     kwarg: KwargOpt = [],  # noqa: B006
     stop_token: StopTokenOpt = [],  # noqa: B006
 ) -> None:
@@ -160,6 +170,8 @@ def serve_command(
         trust_remote_code=source.trust_remote_code,
         template=source.template,
         template_name=source.template_name,
+        on_rewrite=on_rewrite,
+        match=match,
     )
     try:
         gateway = Gateway(config)
@@ -169,7 +181,7 @@ def serve_command(
         err.print(f"warning: serving on {host} without --api-key: anyone who reaches it can use it", highlight=False)
     err.print(
         f"tito-audit gateway: {gateway.model_id} on http://{host}:{port}/v1 (engine {gateway.engine.name}, "
-        f"parser {gateway.parser_name}, on_break {on_break}, bridge {bridge})",
+        f"parser {gateway.parser_name}, on_break {on_break}, bridge {bridge}, on_rewrite {on_rewrite}, match {match})",
         highlight=False,
         soft_wrap=True,
     )

@@ -5,7 +5,10 @@ An agent speaks OpenAI chat completions to it; behind it, every session is a
 engine (vLLM, SGLang, or the built-in fake one) to continue the buffer, parses the sampled ids with the engine's
 parser and answers with content, reasoning and tool calls. A trainer then reads each session's buffer and loss
 mask (``GET /sessions/{id}``). :mod:`.protocol` holds the OpenAI shapes, :mod:`.engines` and :mod:`.fake` the
-engines, :mod:`.store` the bounded table of sessions, :mod:`.turns` one request's step, :mod:`.service` the gateway
-without its web layer, :mod:`.app` the Starlette routes and :mod:`.server` uvicorn. The web stack is the ``gateway``
+engines (:mod:`.engine_stream` their streaming modes), :mod:`.store` the bounded table of sessions, :mod:`.turns` one
+request's step, :mod:`.matchers` and :mod:`.branches` what a rewritten history does (``--match``, ``--on-rewrite``),
+:mod:`.streaming` a turn relayed as the engine samples it, :mod:`.dialects` OpenAI's Responses and Anthropic's
+Messages APIs on the same sessions, :mod:`.service` the gateway without its web layer, :mod:`.app` the Starlette
+routes and :mod:`.server` uvicorn. The web stack is the ``gateway``
 install extra; nothing here is imported unless ``tito-audit serve`` runs or a caller imports it.
 """

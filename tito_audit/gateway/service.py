@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tito_audit.errors import BadInputError
+from tito_audit.gateway.branches import Rewrites, branch_records
 from tito_audit.gateway.engines import ENGINE_APIS, EngineRequest, make_engine
 from tito_audit.gateway.fake import FakeEngine
 from tito_audit.gateway.memory import (
@@ -22,9 +23,9 @@ from tito_audit.gateway.memory import (
     TRIM_FROM,
     return_free_memory,
 )
-from tito_audit.gateway.protocol import Answer, RequestError, read_request
+from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, read_request
 from tito_audit.gateway.store import SessionStore
-from tito_audit.gateway.turns import break_record, prepare, settle, turn_record
+from tito_audit.gateway.turns import Step, break_record, prepare, settle, turn_record
 from tito_audit.model.context import context_of
 from tito_audit.model.render import RenderLimits
 from tito_audit.parse import sglang
@@ -77,6 +78,10 @@ class GatewayConfig:
     trust_remote_code: bool = False
     template: str | Path | None = None
     template_name: str | None = None
+    on_rewrite: str = "refuse"
+    """``refuse`` (409) or ``branch``: a request whose history differs from the session's opens a new branch."""
+    match: str = "strict"
+    """What counts as the same message: ``strict``, ``tool-call-format`` or ``role-content`` (:mod:`.matchers`)."""
 
 
 class Gateway:
@@ -92,6 +97,10 @@ class Gateway:
             raise BadInputError(f"--engine must be an http(s):// URL or 'fake', not {config.engine!r}")
         if config.engine_api not in ENGINE_APIS:
             raise BadInputError(f"--engine-api must be one of {', '.join(ENGINE_APIS)}, not {config.engine_api!r}")
+        try:
+            self.rewrites = Rewrites(config.on_rewrite, config.match)
+        except ValueError as exc:
+            raise BadInputError(str(exc)) from None
         self.config = config
         if machinery is None:
             source = ModelSourceSettings.of(
@@ -154,8 +163,10 @@ class Gateway:
 
     async def chat(self, body: Any, header_id: str | None) -> Answer:
         """``POST /v1/chat/completions``: one turn of one session."""
-        started = time.perf_counter()
-        request = read_request(body)
+        return await self.turn(read_request(body), header_id)
+
+    def session_id(self, request: ChatRequest, header_id: str | None) -> str:
+        """The request's session: ``X-Session-Id``, else the request's ``user``, else a new one."""
         session_id = header_id or request.user or f"s-{uuid.uuid4().hex}"
         if len(session_id) > MAX_SESSION_ID or "/" in session_id or not session_id.isprintable():
             raise RequestError(
@@ -164,43 +175,69 @@ class Gateway:
                 f"the session id (X-Session-Id or user) must be printable, without '/', at most {MAX_SESSION_ID} "
                 "characters",
             )
+        return session_id
+
+    def sampling(self, request: ChatRequest) -> dict[str, Any]:
+        """What the engine is asked for (``max_tokens`` checked against the model's context)."""
         sampling = {"max_tokens": self.config.max_tokens, **request.sampling}
         max_tokens = sampling["max_tokens"]
         if max_tokens > self.context.tokens:
             raise RequestError(400, "invalid_request", f"max_tokens {max_tokens} is past {self._context_said()}")
+        return sampling
+
+    def engine_request(self, request: ChatRequest, step: Step, session_id: str, sampling: dict) -> EngineRequest:
+        return EngineRequest(
+            prompt_ids=step.prompt,
+            sampling=sampling,
+            stop_ids=self.stop_ids,
+            model=self.config.engine_model or self.model_id,
+            messages=step.trial.messages,
+            tools=step.tools,
+            tool_choice=request.tool_choice,
+            session_id=session_id,
+            turn=len(step.trial.turns),
+        )
+
+    async def turn(self, request: ChatRequest, header_id: str | None) -> Answer:
+        """One turn of one session, answered whole."""
+        started = time.perf_counter()
+        session_id = self.session_id(request, header_id)
+        sampling = self.sampling(request)
+        max_tokens = sampling["max_tokens"]
         store = self.store
         entry = store.open(session_id)
         async with entry.lock:
             opening = entry.session is None
             try:
-                step = await asyncio.to_thread(prepare, entry, request, self.make_session)
-                store.reserve(entry, step.trial.held_bytes + TOKEN_BYTES * max_tokens)
-                engine_request = EngineRequest(
-                    prompt_ids=step.prompt,
-                    sampling=sampling,
-                    stop_ids=self.stop_ids,
-                    model=self.config.engine_model or self.model_id,
-                    messages=step.trial.messages,
-                    tools=entry.tools,
-                    tool_choice=request.tool_choice,
-                    session_id=session_id,
-                    turn=len(step.trial.turns),
-                )
+                step = await asyncio.to_thread(prepare, entry, request, self.make_session, self.rewrites)
+                store.reserve(entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * max_tokens)
+                engine_request = self.engine_request(request, step, session_id, sampling)
                 asked = time.perf_counter()
                 output = await self.engine.generate(engine_request)
                 engine_seconds = time.perf_counter() - asked
                 record, pending = await asyncio.to_thread(settle, entry, step, output, self.parser is not None)
-                store.settle(entry, step.trial.held_bytes + TOKEN_BYTES * len(pending.ids))
+                store.settle(entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * len(pending.ids))
             except BaseException:
                 store.settle(entry, None)
                 if opening and entry.session is None:
                     store.discard(entry)
                 raise
-        total = time.perf_counter() - started
+        self.finish_record(record, engine_seconds, time.perf_counter() - started)
+        return Answer(
+            model=request.model or self.model_id,
+            message=pending.wire,
+            finish=pending.finish,
+            prompt_tokens=len(step.prompt),
+            completion_tokens=len(pending.ids),
+            tito=record,
+        )
+
+    def finish_record(self, record: dict[str, Any], engine_seconds: float, total: float) -> None:
+        """The turn's ``tito`` record completed with the server's settings and times; its breaks logged."""
         for details in record["breaks"]:
             log.warning(
                 "session %s: TITO break at step %s [%s]: %s",
-                session_id,
+                record["session"],
                 details["step"],
                 ", ".join(details["causes"]),
                 details["handled"],
@@ -212,14 +249,6 @@ class Gateway:
             engine=self.engine.name,
             engine_ms=round(engine_seconds * 1000, 3),
             gateway_ms=round((total - engine_seconds) * 1000, 3),
-        )
-        return Answer(
-            model=request.model or self.model_id,
-            message=pending.wire,
-            finish=pending.finish,
-            prompt_tokens=len(step.prompt),
-            completion_tokens=len(pending.ids),
-            tito=record,
         )
 
     def record(self, session_id: str) -> dict[str, Any]:
@@ -244,7 +273,14 @@ class Gateway:
             "turns": [turn_record(t) for t in view.turns],
             "breaks": [break_record(b) for b in view.breaks],
             "messages": view.messages,
+            **self._branches(entry),
         }
+
+    def _branches(self, entry: Any) -> dict[str, Any]:
+        """Under ``--on-rewrite branch``: the branch the last request went on, and every branch (:mod:`.branches`)."""
+        if not self.rewrites.branch or entry.tree is None:
+            return {}
+        return {"on_rewrite": "branch", "branch": entry.tree.active, "branches": branch_records(entry)}
 
     def give_back(self) -> int:
         """Give back the memory of the sessions that ended since the last call (in a worker thread: forgetting takes
@@ -256,8 +292,11 @@ class Gateway:
             if entry.session is not None:
                 entry.session.forget()
                 released += entry.size
+            for session in entry.tree.sessions() if entry.tree is not None else []:
+                session.forget()
             if not entry.busy:  # a request under way (deleted meanwhile) still reads it; once over, it is unreferenced
                 entry.session, entry.pending, entry.history = None, None, []
+                entry.tree, entry.dialect = None, {}
         with self._trim_lock:
             self._ended_bytes += released
             if self._ended_bytes < TRIM_FROM:

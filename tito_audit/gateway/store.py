@@ -61,6 +61,10 @@ class GatewaySession:
         """The size the request under way may bring the session to (0 when none is)."""
         self.gone: str | None = None
         """Why an earlier session of this id ended (``it was evicted: ...``), when one did and the store remembers."""
+        self.tree: Any = None
+        """Under ``--on-rewrite branch``, every branch of the session (:class:`~tito_audit.gateway.branches.Tree`)."""
+        self.dialect: dict[str, Any] = {}
+        """What the dialects keep per session (the Responses API: the chain of response ids)."""
 
     @property
     def busy(self) -> bool:
