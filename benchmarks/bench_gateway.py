@@ -9,9 +9,6 @@ covers exactly the recorded completions. It prints p50/p99 of the gateway's over
 spent on the request minus the engine's time, as the server reports it; and the client's round trip minus the
 engine's time), throughput, and the server's resident memory after the run and after the sessions are deleted.
 
-The fake engine's rate of non-canonical splits is printed for comparison with a real engine's
-(``bench_gateway_llamacpp.py``, which ``make bench-gateway`` runs next).
-
 Bounded: SESSIONS x TURNS requests, and the whole run stops after --deadline seconds whatever happens.
 Run: ``make bench-gateway`` or ``python benchmarks/bench_gateway.py --mirror ../shared/tokenizers``.
 """
@@ -20,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -52,6 +50,17 @@ TOOLS = [
 ]
 
 
+RESPONSES_TOOLS = [{"type": "function", **tool["function"]} for tool in TOOLS]
+MESSAGES_TOOLS = [
+    {
+        "name": t["function"]["name"],
+        "description": t["function"]["description"],
+        "input_schema": t["function"]["parameters"],
+    }
+    for t in TOOLS
+]
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -70,36 +79,181 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def agent(client, url: str, index: int, turns: int, stats: dict, prefix: str = "bench") -> None:
+async def call(client, url: str, dialect: str, stream: bool, sid: str, state: dict) -> tuple[dict, dict, float]:
+    """One turn in ``dialect``: (the answer as a chat message, the ``tito`` record, ms to the first event)."""
+    messages = state["messages"]
+    if dialect == "chat":
+        path, body = "/v1/chat/completions", {"model": "m", "messages": messages, "tools": TOOLS}
+    elif dialect == "responses":
+        path, body = "/v1/responses", {"model": "m", "input": state["items"], "tools": RESPONSES_TOOLS}
+        if state.get("previous"):
+            body["previous_response_id"] = state["previous"]
+    else:
+        path, body = "/v1/messages", {"model": "m", "max_tokens": 2048, "messages": anthropic_messages(messages)}
+        body["tools"] = MESSAGES_TOOLS
+    body["stream"] = stream
+    started = time.perf_counter()
+    headers = {"X-Session-Id": sid}
+    if not stream:
+        response = await client.post(url + path, json=body, headers=headers)
+        if response.status_code != 200:
+            raise RuntimeError(f"HTTP {response.status_code} {response.text[:200]}")
+        first = (time.perf_counter() - started) * 1000
+        return (*answer_of(dialect, response.json()), first)
+    events, first = [], None
+    async with client.stream("POST", url + path, json=body, headers=headers) as response:
+        if response.status_code != 200:
+            raise RuntimeError(f"HTTP {response.status_code} {(await response.aread())[:200]!r}")
+        async for line in response.aiter_lines():
+            if line.startswith("data:") and line[5:].strip() != "[DONE]":
+                first = first if first is not None else (time.perf_counter() - started) * 1000
+                events.append(json.loads(line[5:]))
+    return (*reassembled(dialect, events), first or 0.0)
+
+
+def answer_of(dialect: str, body: dict) -> tuple[dict, dict]:
+    if dialect == "chat":
+        return body["choices"][0]["message"], body["tito"]
+    if dialect == "responses":
+        return responses_message(body["output"]), body["tito"] | {"response": body["id"]}
+    calls = [
+        {"id": b["id"], "type": "function", "function": {"name": b["name"], "arguments": json.dumps(b["input"])}}
+        for b in body["content"]
+        if b["type"] == "tool_use"
+    ]
+    text = "".join(b["text"] for b in body["content"] if b["type"] == "text")
+    thinking = "".join(b["thinking"] for b in body["content"] if b["type"] == "thinking")
+    message = {"role": "assistant", "content": text or None, "tool_calls": calls or None}
+    return message | ({"reasoning_content": thinking} if thinking else {}), body["tito"]
+
+
+def responses_message(output: list[dict]) -> dict:
+    message: dict = {"role": "assistant", "content": None}
+    for item in output:
+        if item["type"] == "message":
+            message["content"] = "".join(part["text"] for part in item["content"])
+        elif item["type"] == "reasoning":
+            message["reasoning_content"] = "".join(part["text"] for part in item["content"])
+        elif item["type"] == "function_call":
+            call = {"id": item["call_id"], "type": "function"}
+            call["function"] = {"name": item["name"], "arguments": item["arguments"]}
+            message.setdefault("tool_calls", []).append(call)
+    return message
+
+
+def reassembled(dialect: str, events: list[dict]) -> tuple[dict, dict]:
+    """The answer a streamed turn's events add up to, and its ``tito`` record."""
+    if dialect == "responses":
+        done = next(e["response"] for e in events if e.get("type") in ("response.completed", "response.incomplete"))
+        return responses_message(done["output"]), done["tito"] | {"response": done["id"]}
+    if dialect == "messages":
+        blocks: dict[int, dict] = {}
+        tito: dict = {}
+        for event in events:
+            if event["type"] == "content_block_start":
+                blocks[event["index"]] = dict(event["content_block"]) | {"partial": ""}
+            elif event["type"] == "content_block_delta":
+                block, delta = blocks[event["index"]], event["delta"]
+                key = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial"}[delta["type"]]
+                block[key] += delta.get(key if key != "partial" else "partial_json", "")
+            elif event["type"] == "message_delta":
+                tito = event["tito"]
+        for block in blocks.values():
+            if block["type"] == "tool_use":
+                block["input"] = json.loads(block["partial"] or "{}")
+        return answer_of("messages", {"content": list(blocks.values()), "tito": tito})
+    message: dict = {"role": "assistant", "content": ""}
+    calls: dict[int, dict] = {}
+    tito = {}
+    for event in events:
+        tito = event.get("tito") or tito
+        for choice in event.get("choices") or []:
+            delta = choice["delta"]
+            message["content"] += delta.get("content") or ""
+            if delta.get("reasoning_content"):
+                message["reasoning_content"] = message.get("reasoning_content", "") + delta["reasoning_content"]
+            for piece in delta.get("tool_calls") or []:
+                slot = calls.setdefault(
+                    piece["index"], {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+                )
+                slot["id"] = piece.get("id") or slot["id"]
+                slot["function"]["name"] += piece.get("function", {}).get("name") or ""
+                slot["function"]["arguments"] += piece.get("function", {}).get("arguments") or ""
+    message["content"] = message["content"] or None
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return message, tito
+
+
+def anthropic_messages(messages: list[dict]) -> list[dict]:
+    """The chat history as Messages-API messages (tool results in a user message, calls as tool_use blocks)."""
+    out: list[dict] = []
+    for message in messages:
+        if message["role"] == "assistant":
+            blocks = [{"type": "text", "text": message["content"]}] if message.get("content") else []
+            blocks += [
+                {
+                    "type": "tool_use",
+                    "id": c["id"],
+                    "name": c["function"]["name"],
+                    "input": json.loads(c["function"]["arguments"]),
+                }
+                for c in message.get("tool_calls") or []
+            ]
+            out.append({"role": "assistant", "content": blocks})
+        elif message["role"] == "tool":
+            result = {"type": "tool_result", "tool_use_id": message["tool_call_id"], "content": message["content"]}
+            if out and out[-1]["role"] == "user" and isinstance(out[-1]["content"], list):
+                out[-1]["content"].append(result)
+            else:
+                out.append({"role": "user", "content": [result]})
+        else:
+            out.append({"role": "user", "content": message["content"]})
+    return out
+
+
+async def agent(client, url: str, index: int, turns: int, stats: dict, options: dict, prefix: str = "bench") -> None:
+    import httpx
+
     mark = f"[agent-{index:03d}]"
     sid = f"{prefix}-{index:03d}"
-    messages: list[dict] = [{"role": "user", "content": f"{mark} Check the weather, then the build."}]
+    first = {"role": "user", "content": f"{mark} Check the weather, then the build."}
+    state: dict = {"messages": [first], "items": [first]}
     for turn in range(1, turns + 1):
         started = time.perf_counter()
-        response = await client.post(
-            f"{url}/v1/chat/completions",
-            json={"model": "m", "messages": messages, "tools": TOOLS},
-            headers={"X-Session-Id": sid},
-        )
-        elapsed = (time.perf_counter() - started) * 1000
-        if response.status_code != 200:
-            stats["errors"].append(f"{sid} turn {turn}: HTTP {response.status_code} {response.text[:200]}")
+        if options["rewrite_at"] and turn == options["rewrite_at"]:  # the harness truncates an older tool output
+            older = next((m for m in state["messages"] if m["role"] == "tool"), None)
+            if older is not None:
+                older["content"] = older["content"].split(" result")[0] + " [cut]"  # the mark stays
+        try:
+            try:
+                message, tito, first_ms = await call(client, url, options["dialect"], options["stream"], sid, state)
+            except (httpx.ReadError, httpx.RemoteProtocolError):  # a dropped connection: the same request again
+                stats["dropped"].append(sid)  # (the session is as it was, or the turn is sampled again: a retry)
+                message, tito, first_ms = await call(client, url, options["dialect"], options["stream"], sid, state)
+        except Exception as exc:
+            stats["errors"].append(f"{sid} turn {turn}: {exc!r}")
             return
-        body = response.json()
-        tito = body["tito"]
-        if tito["session"] != sid or tito["turn"] != turn or response.headers.get("x-session-id") != sid:
-            stats["errors"].append(f"{sid} turn {turn}: answered as {tito['session']} turn {tito['turn']}")
+        elapsed = (time.perf_counter() - started) * 1000
+        if tito.get("session") != sid or tito.get("turn") != turn:
+            stats["errors"].append(f"{sid} turn {turn}: answered as {tito.get('session')} turn {tito.get('turn')}")
             return
         stats["server"].append(tito["gateway_ms"])
         stats["client"].append(elapsed - tito["engine_ms"])
         stats["engine"].append(tito["engine_ms"])
-        message = body["choices"][0]["message"]
-        messages.append({k: v for k, v in message.items() if v is not None})
+        stats["first"].append(first_ms)
+        state["messages"].append({k: v for k, v in message.items() if v is not None})
         calls = message.get("tool_calls") or []
         if calls:
-            messages += [{"role": "tool", "tool_call_id": c["id"], "content": f"{mark} result {turn}"} for c in calls]
+            new = [{"role": "tool", "tool_call_id": c["id"], "content": f"{mark} result {turn}"} for c in calls]
+            state["items"] = [
+                {"type": "function_call_output", "call_id": c["id"], "output": f"{mark} result {turn}"} for c in calls
+            ]
         else:
-            messages.append({"role": "user", "content": f"{mark} Go on ({turn})."})
+            new = [{"role": "user", "content": f"{mark} Go on ({turn})."}]
+            state["items"] = new
+        state["messages"] += new
+        state["previous"] = tito.get("response")
     stats["done"].append(sid)
 
 
@@ -121,20 +275,14 @@ def check(record: dict, index: int, turns: int, decode) -> list[str]:
     return [f"session {index}: {p}" for p in problems]
 
 
-def noncanonical(record: dict, codec) -> tuple[int, int]:
-    """(completions whose ids are not the tokenizer's own encoding of their text, completions) in ``record``."""
-    completions = [record["buffer"][start:end] for start, end in (t["completion"] for t in record["turns"])]
-    return sum(ids != codec.encode(codec.decode(ids)) for ids in completions), len(completions)
-
-
-async def drive(url: str, sessions: int, turns: int, deadline: float, decode, codec=None) -> dict:
+async def drive(url: str, sessions: int, turns: int, deadline: float, decode, options: dict) -> dict:
     import httpx
 
-    stats: dict = {"server": [], "client": [], "engine": [], "errors": [], "done": [], "noncanonical": [0, 0]}
+    stats: dict = {"server": [], "client": [], "engine": [], "first": [], "errors": [], "done": [], "dropped": []}
     limits = httpx.Limits(max_connections=sessions + 4)
     async with httpx.AsyncClient(timeout=120, limits=limits, trust_env=False) as client:
         started = time.perf_counter()
-        runs = [agent(client, url, i, turns, stats) for i in range(sessions)]
+        runs = [agent(client, url, i, turns, stats, options) for i in range(sessions)]
         try:
             await asyncio.wait_for(asyncio.gather(*runs), timeout=deadline)
         except asyncio.TimeoutError:
@@ -146,21 +294,21 @@ async def drive(url: str, sessions: int, turns: int, deadline: float, decode, co
             if response.status_code != 200:
                 problems.append(f"session {index}: GET answered {response.status_code}")
                 continue
-            problems += check(response.json(), index, turns, decode)
-            if codec is not None:
-                split, total = noncanonical(response.json(), codec)
-                stats["noncanonical"] = [stats["noncanonical"][0] + split, stats["noncanonical"][1] + total]
+            record = response.json()
+            problems += check(record, index, turns, decode)
+            stats.setdefault("branched", 0)
+            stats["branched"] += len(record.get("branches", [])) > 1
         stats["problems"] = problems
     return stats
 
 
-async def uncontended(url: str, turns: int) -> dict:
+async def uncontended(url: str, turns: int, options: dict) -> dict:
     """One session alone: the gateway's own cost per turn without queueing behind other sessions."""
     import httpx
 
-    stats: dict = {"server": [], "client": [], "engine": [], "errors": [], "done": []}
+    stats: dict = {"server": [], "client": [], "engine": [], "first": [], "errors": [], "done": [], "dropped": []}
     async with httpx.AsyncClient(timeout=120, trust_env=False) as client:
-        await agent(client, url, 999, turns, stats, prefix="alone")
+        await agent(client, url, 999, turns, stats, options, prefix="alone")
     return stats
 
 
@@ -172,24 +320,33 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--deadline", type=float, default=600.0, help="Seconds after which the run stops.")
     parser.add_argument("--store", action="store_true", help="Keep the sessions in a SQLite file (serve --store).")
+    parser.add_argument("--dialect", choices=("chat", "responses", "messages"), default="chat")
+    parser.add_argument("--stream", action="store_true", help="Stream every turn (as the engine samples).")
+    parser.add_argument("--parser", default="template", help="The gateway's --parser (sglang streams incrementally).")
+    parser.add_argument("--on-rewrite", default="refuse", help="The gateway's --on-rewrite.")
+    parser.add_argument(
+        "--rewrite-at", type=int, default=0, help="A turn at which each agent truncates an older tool output."
+    )
     args = parser.parse_args()
-    from tito_audit.session.machinery import ModelSourceSettings, machinery_for
+    options = {"dialect": args.dialect, "stream": args.stream, "rewrite_at": args.rewrite_at}
+    from tito_audit.model.loading import load_by_id
 
-    source = ModelSourceSettings.of([Path(m) for m in args.mirror], None, None, False, False, None, None)
-    codec = machinery_for(args.model, source, None, ()).codec
+    tokenizer = load_by_id(args.model, mirrors=[Path(m) for m in args.mirror], allow_hub=False).tokenizer
 
     def decode(ids: list[int]) -> str:
-        return codec.decode(ids)
+        return tokenizer.decode(ids)
 
     port = free_port()
-    command = [sys.executable, "-m", "tito_audit", "serve", args.model, "--engine", "fake", "--parser", "template"]
+    command = [sys.executable, "-m", "tito_audit", "serve", args.model, "--engine", "fake", "--parser", args.parser]
+    command += ["--on-rewrite", args.on_rewrite]
+    folder = tempfile.TemporaryDirectory(prefix="bench-gateway-")  # removed when the script ends
+    if args.store:
+        command += ["--store", str(Path(folder.name) / "sessions.db")]
     command += ["--port", str(port), "--no-hub", "--max-sessions", str(max(args.sessions, 1) * 2)]
     for mirror in args.mirror:
         command += ["--mirror", mirror]
-    folder = tempfile.TemporaryDirectory(prefix="bench-gateway-")
-    if args.store:
-        command += ["--store", str(Path(folder.name) / "sessions.db")]
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log = open(os.environ["BENCH_SERVER_LOG"], "w") if os.environ.get("BENCH_SERVER_LOG") else subprocess.PIPE  # noqa: SIM115
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
         import httpx
@@ -209,8 +366,8 @@ def main() -> int:
                 return 2
             time.sleep(0.2)
         idle_rss = rss_mib(server.pid)
-        stats = asyncio.run(drive(url, args.sessions, args.turns, args.deadline, decode, codec))
-        alone = asyncio.run(uncontended(url, args.turns))
+        stats = asyncio.run(drive(url, args.sessions, args.turns, args.deadline, decode, options))
+        alone = asyncio.run(uncontended(url, args.turns, options))
         loaded_rss = rss_mib(server.pid)
         for index in range(args.sessions):
             httpx.delete(f"{url}/sessions/bench-{index:03d}", trust_env=False)
@@ -223,14 +380,18 @@ def main() -> int:
             server.wait(timeout=15)
         except subprocess.TimeoutExpired:
             server.kill()
-        folder.cleanup()
     requests = len(stats["server"])
-    kept = "sessions in a SQLite file (--store)" if args.store else "sessions in memory"
-    print(f"gateway bench: {args.model}, {args.sessions} sessions x {args.turns} turns, fake engine, {kept}, loopback")
+    mode = f"{args.dialect}{' streamed' if args.stream else ''}, parser {args.parser}, on-rewrite {args.on_rewrite}"
+    mode += f" (rewrite at turn {args.rewrite_at})" if args.rewrite_at else ""
+    mode += ", sessions in a SQLite file (--store)" if args.store else ""
+    print(f"gateway bench: {args.model}, {args.sessions} sessions x {args.turns} turns, fake engine, loopback, {mode}")
     print(
         f"  requests answered: {requests} of {args.sessions * args.turns} in {stats['seconds']:.1f} s "
         f"({requests / stats['seconds']:.1f} turns/s)"
     )
+    print(f"  connections dropped mid-turn and the turn sent again: {len(stats['dropped'])}")
+    if args.on_rewrite == "branch":
+        print(f"  sessions with more than one branch: {stats.get('branched', 0)} of {args.sessions}")
     print(
         f"  sessions complete: {len(stats['done'])}; "
         f"lost turns or cross-talk: {len(stats['errors'] + stats['problems'])}"
@@ -241,6 +402,7 @@ def main() -> int:
         ("server-side gateway overhead", stats["server"]),
         ("client round trip - engine", stats["client"]),
         ("fake engine", stats["engine"]),
+        ("client: first event", stats["first"]),
     ):
         if values:
             print(
@@ -253,8 +415,6 @@ def main() -> int:
     ):
         if values:
             print(f"  {name} per turn: p50 {percentile(values, 0.5):.2f} ms, p99 {percentile(values, 0.99):.2f} ms")
-    split, total = stats["noncanonical"]
-    print(f"  completions with a non-canonical split: {split} of {total} ({split / max(total, 1):.0%})")
     print(
         f"  server RSS: {idle_rss:.0f} MiB idle, {loaded_rss:.0f} MiB with {args.sessions} sessions, "
         f"{emptied_rss:.0f} MiB after deleting them (sessions left: {health['sessions']})"

@@ -1,7 +1,9 @@
 """A token-in engine on a loopback port that answers as vLLM and SGLang do, or fails as they can (``mode``): ``ok``,
 ``5xx``, ``slow`` (1.5 s), ``garbage`` (not JSON), ``deep`` (JSON nested 100,000 levels), ``bad_ids`` (an id past
 any vocabulary), ``empty`` (no ids at all, not even a stop token), ``kill`` (the connection dropped) or
-``bad_logprobs`` (log-probabilities naming other ids than those sampled).
+``bad_logprobs`` (log-probabilities naming other ids than those sampled). Streamed requests (``stream: true``) get
+the engines' server-sent events; ``kill_mid``, ``slow_mid``, ``garbage_mid`` and ``error_mid`` break off after the
+first event.
 
 Log-probabilities come in the shape each engine writes them when asked (vLLM's ``_create_completion_logprobs`` with
 ``return_tokens_as_token_ids``: ``token_id:N`` tokens, ``token_logprobs``, ``top_logprobs`` dicts holding the sampled
@@ -29,6 +31,8 @@ class StubEngine:
         top: list[list[tuple[int, float]]] | None = None,
     ) -> None:
         self.mode = "ok"
+        self.sglang_incremental = False
+        self.slow_seconds = 1.5
         self.bodies: list[dict] = []
         self.answer_ids = answer_ids
         self.answer_logprobs = answer_logprobs
@@ -49,7 +53,7 @@ class StubEngine:
                     self.close_connection = True
                     return
                 if mode == "slow":
-                    time.sleep(1.5)
+                    time.sleep(stub.slow_seconds)
                 if mode == "5xx":
                     return self._send(503, b'{"error": "overloaded"}')
                 if mode == "garbage":
@@ -58,6 +62,8 @@ class StubEngine:
                     return self._send(200, b'{"choices": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
                 ids = {"bad_ids": [10**9], "empty": []}.get(mode, stub.answer_ids)
                 named = [i + 1 for i in ids] if mode == "bad_logprobs" else ids
+                if body.get("stream"):
+                    return self._stream(ids, mode)
                 if self.path == "/generate":  # SGLang's shape, the matched stop token left out of output_ids
                     output = ids if mode in ("bad_ids", "empty") else ids[:-1]
                     finish = {"type": "stop", "matched": ids[-1] if ids else None}
@@ -75,6 +81,53 @@ class StubEngine:
                         choice["logprobs"] = vllm_logprobs(named, stub.answer_logprobs, stub.top, body["logprobs"])
                     answer = {"id": "cmpl-1", "object": "text_completion", "choices": [choice]}
                 self._send(200, json.dumps(answer).encode())
+
+            def _stream(self, ids: list[int], mode: str) -> None:
+                """vLLM's events (new token_ids each) or SGLang's (all output_ids so far, or only the new ones when
+                ``sglang_incremental``), two ids at a time; ``*_mid`` modes break off after the first event."""
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                sglang = self.path == "/generate"
+                pieces = [ids[i : i + 2] for i in range(0, len(ids), 2)] or [[]]
+                for number, piece in enumerate(pieces):
+                    last = number == len(pieces) - 1
+                    if number == 1 and mode.endswith("_mid"):
+                        if mode == "kill_mid":
+                            self.wfile.flush()
+                            self.connection.shutdown(2)
+                            self.close_connection = True
+                            return
+                        if mode == "slow_mid":
+                            time.sleep(stub.slow_seconds)
+                        if mode == "garbage_mid":
+                            self._event(b"<html>not json")
+                            return
+                        if mode == "error_mid":
+                            self._event(b'{"error": {"message": "the engine ran out of memory"}}')
+                            return
+                    if sglang:
+                        done = sum(len(p) for p in pieces[: number + 1])
+                        output = piece if stub.sglang_incremental else ids[:done]
+                        finish = {"type": "stop", "matched": ids[-1]} if last and ids else None
+                        if last and ids:  # the matched stop token left out of output_ids, as SGLang does
+                            output = output[:-1]
+                        meta = {"finish_reason": finish, "completion_tokens": done}
+                        event = {"text": "", "output_ids": output, "meta_info": meta}
+                    else:
+                        choice = {"index": 0, "text": "", "token_ids": piece, "finish_reason": "stop" if last else None}
+                        event = {"choices": [choice]}
+                    if not self._event(json.dumps(event).encode()):
+                        return
+                self._event(b"[DONE]")
+
+            def _event(self, data: bytes) -> bool:
+                try:
+                    self.wfile.write(b"data: " + data + b"\n\n")
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):  # the gateway closed the stream
+                    return False
+                return True
 
             def _send(self, status: int, payload: bytes) -> None:
                 self.send_response(status)

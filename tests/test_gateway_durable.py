@@ -170,6 +170,8 @@ def test_the_store_is_refused_in_one_line_where_it_cannot_serve(tmp_path, machin
 
     with pytest.raises(BadInputError, match="is a folder"):
         gateway_on(tmp_path, machinery)
+    with pytest.raises(BadInputError, match=r"branches \(--on-rewrite branch\) are kept in memory only"):
+        gateway_on(tmp_path / "branches.db", machinery, on_rewrite="branch")
     (tmp_path / "junk.db").write_text("not a database, just text " * 100)
     with pytest.raises(BadInputError, match="not a session store"):
         gateway_on(tmp_path / "junk.db", machinery)

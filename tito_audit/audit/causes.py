@@ -195,6 +195,11 @@ def _moved_in(earlier: str, later: str, index: int, context: TextContext, next_m
             region = region.replace(follower, "\0")
         if text in region[: len(text) + 40] and earlier.find(text, index, window) < 0:
             return True
+        # or a message's text that spans the divergence in ``later`` and is not in ``earlier`` there (a later system
+        # message that replaced the system prompt begins like the one it replaced)
+        spanning = later.rfind(text, max(0, index - len(text)), index + len(text))
+        if 0 <= spanning <= index < spanning + len(text) and not earlier.startswith(text, spanning):
+            return True
     return False
 
 

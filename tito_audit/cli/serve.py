@@ -88,6 +88,14 @@ StoreOpt = Annotated[
         "continues them. Default: memory only, lost when the server stops. One file per server process.",
     ),
 ]
+OnRewriteOpt = Annotated[
+    str,
+    typer.Option("--on-rewrite", help="refuse (409) or branch: a request that rewrites history opens a new branch."),
+]
+MatchOpt = Annotated[
+    str,
+    typer.Option("--match", help="What counts as the same message: strict, tool-call-format or role-content."),
+]
 UNITS = {"": 1, "b": 1} | {f"{p}{s}": 1 << (10 * (i + 1)) for i, p in enumerate("kmg") for s in ("", "b", "ib")}
 SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*", re.IGNORECASE)
 
@@ -126,6 +134,8 @@ def serve_command(
     max_total_bytes: TotalBytesOpt = "8GiB",
     seed: FakeSeedOpt = 0,
     store: StoreOpt = None,
+    on_rewrite: OnRewriteOpt = "refuse",
+    match: MatchOpt = "strict",
     kwarg: KwargOpt = [],  # noqa: B006
     stop_token: StopTokenOpt = [],  # noqa: B006
 ) -> None:
@@ -180,6 +190,8 @@ def serve_command(
         template=source.template,
         template_name=source.template_name,
         store=store,
+        on_rewrite=on_rewrite,
+        match=match,
     )
     try:
         gateway = Gateway(config)
@@ -189,8 +201,8 @@ def serve_command(
         err.print(f"warning: serving on {host} without --api-key: anyone who reaches it can use it", highlight=False)
     err.print(
         f"tito-audit gateway: {gateway.model_id} on http://{host}:{port}/v1 (engine {gateway.engine.name}, "
-        f"parser {gateway.parser_name}, on_break {on_break}, bridge {bridge}; sessions "
-        + (f"in {store}, {len(gateway.store)} restored)" if store is not None else "in memory only)"),
+        f"parser {gateway.parser_name}, on_break {on_break}, bridge {bridge}, on_rewrite {on_rewrite}, match {match}; "
+        + (f"sessions in {store}, {len(gateway.store)} restored)" if store is not None else "sessions in memory only)"),
         highlight=False,
         soft_wrap=True,
     )

@@ -6,8 +6,11 @@ engine (vLLM, SGLang, or the built-in fake one) to continue the buffer, parses t
 parser and answers with content, reasoning and tool calls. A trainer then reads each session's buffer and loss
 mask and the engine's log-probabilities (``GET /sessions/{id}``). :mod:`.protocol` holds the OpenAI shapes,
 :mod:`.logprobs` and :mod:`.engine_logprobs` the log-probabilities asked and answered, :mod:`.engines`, :mod:`.fake`
-and :mod:`.llamacpp` the engines, :mod:`.store` the bounded table of sessions, :mod:`.durable` the sessions kept in
-SQLite (``--store``), :mod:`.turns` one request's step, :mod:`.service` the gateway without its web layer, :mod:`.app`
-the Starlette routes and :mod:`.server` uvicorn. The web stack is the ``gateway`` install extra, llama.cpp the
-``llamacpp`` one; nothing here is imported unless ``tito-audit serve`` runs or a caller imports it.
+and :mod:`.llamacpp` the engines (:mod:`.engine_stream` their streaming modes), :mod:`.store` the bounded table of
+sessions, :mod:`.durable` the sessions kept in SQLite (``--store``), :mod:`.turns` one request's step,
+:mod:`.matchers` and :mod:`.branches` what a rewritten history does (``--match``, ``--on-rewrite``), :mod:`.streaming`
+a turn relayed as the engine samples it, :mod:`.dialects` OpenAI's Responses and Anthropic's Messages APIs on the
+same sessions, :mod:`.service` the gateway without its web layer, :mod:`.app` the Starlette routes and :mod:`.server`
+uvicorn. The web stack is the ``gateway`` install extra, llama.cpp the ``llamacpp`` one; nothing here is imported
+unless ``tito-audit serve`` runs or a caller imports it.
 """

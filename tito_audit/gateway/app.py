@@ -1,9 +1,6 @@
 """The gateway's HTTP layer (Starlette): routes, the bearer token, the request size limit, errors as OpenAI-style
-JSON with one line of message, and streaming as server-sent events in the OpenAI chunk format.
-
-The answer is streamed once the engine has finished: the parser needs the whole completion (as SGLang's does for
-tool calls), so the chunks come at once rather than token by token; they reassemble to the non-streamed answer.
-"""
+JSON with one line of message (Anthropic's shape on ``/v1/messages``), and streamed turns as server-sent events
+(:mod:`.streaming`, each dialect's events in :mod:`.dialects`)."""
 
 from __future__ import annotations
 
@@ -17,12 +14,16 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from tito_audit.gateway.dialects import chat as chat_dialect
+from tito_audit.gateway.dialects import messages as messages_dialect
+from tito_audit.gateway.dialects.responses import Responses
 from tito_audit.gateway.engines import EngineError
-from tito_audit.gateway.protocol import RequestError, error_body
+from tito_audit.gateway.protocol import RequestError, error_body, read_request
 from tito_audit.gateway.service import Gateway
+from tito_audit.gateway.streaming import TurnResponse, TurnStream
 from tito_audit.session.inputs import MAX_DEPTH, too_deep
 
 log = logging.getLogger("tito_audit.gateway")
@@ -32,16 +33,19 @@ def create_app(gateway: Gateway) -> Starlette:
     """The ASGI application serving ``gateway``."""
     config = gateway.config
 
-    def failure(status: int, code: str, message: str) -> JSONResponse:
-        return JSONResponse(error_body(status, code, message), status_code=status)
-
     def authorized(request: Request) -> bool:
         if not config.api_key:
             return True
         given = request.headers.get("authorization", "")
-        return hmac.compare_digest(given.encode(), f"Bearer {config.api_key}".encode())
+        key = request.headers.get("x-api-key", "")  # Anthropic's clients send the key in x-api-key
+        return hmac.compare_digest(given.encode(), f"Bearer {config.api_key}".encode()) or hmac.compare_digest(
+            key.encode(), config.api_key.encode()
+        )
 
-    async def guarded(request: Request, handler: Any) -> Response:
+    async def guarded(request: Request, handler: Any, shape: Any = error_body) -> Response:
+        def failure(status: int, code: str, message: str) -> JSONResponse:
+            return JSONResponse(shape(status, code, message), status_code=status)
+
         if not authorized(request):
             return failure(401, "unauthorized", "a valid bearer token is required (Authorization: Bearer TOKEN)")
         try:
@@ -79,18 +83,21 @@ def create_app(gateway: Gateway) -> Starlette:
 
     async def chat(request: Request) -> Response:
         body = await read_json(request)
+        if isinstance(body, dict) and body.get("stream"):  # relayed as the engine samples (dialects/chat.py)
+            asked = read_request(body)
+            turn = await TurnStream.open(gateway, asked, request.headers.get("x-session-id"))
+            frames = chat_dialect.chunks(turn.events(), asked.include_usage)
+            return TurnResponse(frames, turn, {"X-Session-Id": turn.session_id})
         answer = await gateway.chat(body, request.headers.get("x-session-id"))
-        headers = {"X-Session-Id": answer.tito["session"]}
-        if not (isinstance(body, dict) and body.get("stream")):
-            return JSONResponse(answer.response(), headers=headers)
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return JSONResponse(answer.response(), headers={"X-Session-Id": answer.tito["session"]})
 
-        async def events() -> AsyncIterator[str]:
-            for chunk in answer.chunks(include_usage):
-                yield "data: " + json.dumps(chunk, ensure_ascii=False) + "\n\n"
-            yield "data: [DONE]\n\n"
+    responses_dialect = Responses(gateway)
 
-        return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+    async def responses(request: Request) -> Response:
+        return await responses_dialect.handle(await read_json(request), request.headers.get("x-session-id"))
+
+    async def messages(request: Request) -> Response:
+        return await messages_dialect.handle(gateway, await read_json(request), request.headers.get("x-session-id"))
 
     async def get_session(request: Request) -> Response:
         return JSONResponse(gateway.record(request.path_params["session_id"]))
@@ -105,9 +112,9 @@ def create_app(gateway: Gateway) -> Starlette:
     async def health(request: Request) -> Response:
         return JSONResponse(gateway.health())
 
-    def route(path: str, handler: Any, methods: list[str]) -> Route:
+    def route(path: str, handler: Any, methods: list[str], shape: Any = error_body) -> Route:
         async def endpoint(request: Request) -> Response:
-            return await guarded(request, handler)
+            return await guarded(request, handler, shape)
 
         return Route(path, endpoint, methods=methods)
 
@@ -124,6 +131,8 @@ def create_app(gateway: Gateway) -> Starlette:
     return Starlette(
         routes=[
             route("/v1/chat/completions", chat, ["POST"]),
+            route("/v1/responses", responses, ["POST"]),
+            route("/v1/messages", messages, ["POST"], messages_dialect.error_body),
             route("/sessions/{session_id}", get_session, ["GET"]),
             route("/sessions/{session_id}", delete_session, ["DELETE"]),
             Route("/healthz", health, methods=["GET"]),

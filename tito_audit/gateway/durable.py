@@ -37,7 +37,7 @@ from typing import Any
 from tito_audit.errors import BadInputError
 from tito_audit.gateway.protocol import RequestError
 from tito_audit.gateway.store import GatewaySession, Pending
-from tito_audit.gateway.turns import settle
+from tito_audit.gateway.turns import commit, settle
 from tito_audit.session import TitoSession
 from tito_audit.session.snapshot import change, fold, restore
 
@@ -302,3 +302,20 @@ def store_identity(machinery: Any, template_kwargs: dict[str, Any]) -> dict[str,
         "stop_ids": sorted(machinery.stop_ids),
         "vocabulary": machinery.codec.id_limit,
     }
+
+
+def commit_durably(durable: DurableStore | None, entry: GatewaySession, step: Any, pending: Pending) -> bool:
+    """A streamed turn's :func:`~tito_audit.gateway.turns.commit` (just after its last event went out), then written
+    to ``durable``. A write that fails puts the session back as it was before the turn and is logged in one line (the
+    client has its answer: its next request finds the session without it); returns whether the turn stands."""
+    before = (entry.session, entry.history, entry.pending, entry.requests)
+    commit(entry, step, pending)
+    if durable is None:
+        return True
+    try:
+        durable.save(entry, before[0], before[1])
+    except RequestError as exc:
+        entry.session, entry.history, entry.pending, entry.requests = before
+        log.warning("gateway: session %s: the streamed turn was not kept: %s", entry.id, exc)
+        return False
+    return True

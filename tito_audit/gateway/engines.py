@@ -101,6 +101,11 @@ class HttpEngine:
         self.timeout = timeout
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout), trust_env=False)
 
+    @property
+    def client(self) -> Any:
+        """The httpx client (streamed requests: :mod:`tito_audit.gateway.engine_stream`)."""
+        return self._client
+
     async def close(self) -> None:
         await self._client.aclose()
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
 
@@ -44,12 +45,28 @@ class FakeEngine:
         self.seed = seed
         self.clock = clock
         self.noncanonical = noncanonical
+        self.piece_ids = 4
+        """Ids per piece of a streamed turn."""
+        self.piece_seconds = 0.0
+        """The wait between two pieces of a streamed turn (tests that disconnect mid-stream set it)."""
 
     async def close(self) -> None:
         return None
 
     async def generate(self, request: EngineRequest) -> EngineOutput:
         return await asyncio.to_thread(self.sample, request)
+
+    async def stream(self, request: EngineRequest) -> AsyncIterator[Any]:
+        """The turn :meth:`sample` gives, in pieces of :attr:`piece_ids` ids, :attr:`piece_seconds` apart."""
+        from tito_audit.gateway.engine_stream import EnginePiece
+
+        output = await asyncio.to_thread(self.sample, request)
+        ids = output.ids
+        for start in range(0, max(len(ids), 1), self.piece_ids):
+            if start:
+                await asyncio.sleep(self.piece_seconds)
+            last = start + self.piece_ids >= len(ids)
+            yield EnginePiece(ids[start : start + self.piece_ids], output if last else None)
 
     def sample(self, request: EngineRequest) -> EngineOutput:
         rng = random.Random(f"fake:{self.seed}:{request.session_id}:{request.turn}")

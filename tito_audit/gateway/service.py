@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from tito_audit.errors import BadInputError
+from tito_audit.gateway.branches import Rewrites, branch_records
 from tito_audit.gateway.durable import DurableStore, open_store, settle_durably, store_identity
 from tito_audit.gateway.engines import ENGINE_APIS, EngineError, EngineRequest, make_engine
 from tito_audit.gateway.fake import FakeEngine
 from tito_audit.gateway.llamacpp import PREFIX as LLAMACPP
 from tito_audit.gateway.llamacpp import make_llamacpp
-from tito_audit.gateway.logprobs import openai_logprobs, wanted
+from tito_audit.gateway.logprobs import Wanted, openai_logprobs, wanted
 from tito_audit.gateway.memory import (
     DEFAULT_SESSION_BYTES,
     DEFAULT_TOTAL_BYTES,
@@ -27,9 +28,9 @@ from tito_audit.gateway.memory import (
     return_free_memory,
 )
 from tito_audit.gateway.plain import TEXT_PARSER, TextParser
-from tito_audit.gateway.protocol import Answer, RequestError, read_request
+from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, read_request
 from tito_audit.gateway.store import SessionStore
-from tito_audit.gateway.turns import break_record, prepare, turn_record
+from tito_audit.gateway.turns import Step, break_record, prepare, turn_record
 from tito_audit.model.context import context_of
 from tito_audit.model.render import RenderLimits
 from tito_audit.parse import sglang
@@ -82,6 +83,10 @@ class GatewayConfig:
     trust_remote_code: bool = False
     template: str | Path | None = None
     template_name: str | None = None
+    on_rewrite: str = "refuse"
+    """``refuse`` (409) or ``branch``: a request whose history differs from the session's opens a new branch."""
+    match: str = "strict"
+    """What counts as the same message: ``strict``, ``tool-call-format`` or ``role-content`` (:mod:`.matchers`)."""
     store: str | Path | None = None
     """A SQLite file that keeps the sessions across restarts (:mod:`.durable`); None: memory only."""
 
@@ -99,6 +104,15 @@ class Gateway:
             raise BadInputError(f"--engine must be an http(s):// URL, llamacpp:PATH or 'fake', not {config.engine!r}")
         if config.engine_api not in ENGINE_APIS:
             raise BadInputError(f"--engine-api must be one of {', '.join(ENGINE_APIS)}, not {config.engine_api!r}")
+        try:
+            self.rewrites = Rewrites(config.on_rewrite, config.match)
+        except ValueError as exc:
+            raise BadInputError(str(exc)) from None
+        if config.store is not None and self.rewrites.branch:
+            raise BadInputError(
+                "--store keeps sessions that only append (--on-rewrite refuse): a session's branches "
+                "(--on-rewrite branch) are kept in memory only"
+            )
         self.config = config
         if machinery is None:
             source = ModelSourceSettings.of(
@@ -169,9 +183,11 @@ class Gateway:
 
     async def chat(self, body: Any, header_id: str | None) -> Answer:
         """``POST /v1/chat/completions``: one turn of one session."""
-        started = time.perf_counter()
         request = read_request(body)
-        want = wanted(body)
+        return await self.turn(request, header_id, wanted(body))
+
+    def session_id(self, request: ChatRequest, header_id: str | None) -> str:
+        """The request's session: ``X-Session-Id``, else the request's ``user``, else a new one."""
         session_id = header_id or request.user or f"s-{uuid.uuid4().hex}"
         if len(session_id) > MAX_SESSION_ID or "/" in session_id or not session_id.isprintable():
             raise RequestError(
@@ -180,29 +196,47 @@ class Gateway:
                 f"the session id (X-Session-Id or user) must be printable, without '/', at most {MAX_SESSION_ID} "
                 "characters",
             )
+        return session_id
+
+    def sampling(self, request: ChatRequest) -> dict[str, Any]:
+        """What the engine is asked for (``max_tokens`` checked against the model's context)."""
         sampling = {"max_tokens": self.config.max_tokens, **request.sampling}
         max_tokens = sampling["max_tokens"]
         if max_tokens > self.context.tokens:
             raise RequestError(400, "invalid_request", f"max_tokens {max_tokens} is past {self._context_said()}")
+        return sampling
+
+    def engine_request(
+        self, request: ChatRequest, step: Step, session_id: str, sampling: dict, top_logprobs: int = 0
+    ) -> EngineRequest:
+        return EngineRequest(
+            prompt_ids=step.prompt,
+            sampling=sampling,
+            stop_ids=self.stop_ids,
+            model=self.config.engine_model or self.model_id,
+            messages=step.trial.messages,
+            tools=step.tools,
+            tool_choice=request.tool_choice,
+            session_id=session_id,
+            turn=len(step.trial.turns),
+            top_logprobs=top_logprobs,
+        )
+
+    async def turn(self, request: ChatRequest, header_id: str | None, want: Wanted | None = None) -> Answer:
+        """One turn of one session, answered whole (with the log-probabilities ``want`` asks for)."""
+        want = want or Wanted()
+        started = time.perf_counter()
+        session_id = self.session_id(request, header_id)
+        sampling = self.sampling(request)
+        max_tokens = sampling["max_tokens"]
         store = self.store
         entry = store.open(session_id)
         async with entry.lock:
             opening = entry.session is None
             try:
-                step = await asyncio.to_thread(prepare, entry, request, self.make_session)
-                store.reserve(entry, step.trial.held_bytes + TOKEN_BYTES * max_tokens)
-                engine_request = EngineRequest(
-                    prompt_ids=step.prompt,
-                    sampling=sampling,
-                    stop_ids=self.stop_ids,
-                    model=self.config.engine_model or self.model_id,
-                    messages=step.trial.messages,
-                    tools=entry.tools,
-                    tool_choice=request.tool_choice,
-                    session_id=session_id,
-                    turn=len(step.trial.turns),
-                    top_logprobs=want.top,
-                )
+                step = await asyncio.to_thread(prepare, entry, request, self.make_session, self.rewrites)
+                store.reserve(entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * max_tokens)
+                engine_request = self.engine_request(request, step, session_id, sampling, want.top)
                 asked = time.perf_counter()
                 output = await self.engine.generate(engine_request)
                 engine_seconds = time.perf_counter() - asked
@@ -213,7 +247,7 @@ class Gateway:
                 record, pending = await asyncio.to_thread(
                     settle_durably, self.durable, entry, step, output, self.parser is not None
                 )
-                store.settle(entry, step.trial.held_bytes + TOKEN_BYTES * len(pending.ids))
+                store.settle(entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * len(pending.ids))
             except BaseException:
                 store.settle(entry, None)
                 if opening and entry.session is None:
@@ -225,11 +259,23 @@ class Gateway:
             logprobs = await asyncio.to_thread(
                 openai_logprobs, codec, step.prompt, pending.ids, values, pending.top_logprobs, want.top
             )
-        total = time.perf_counter() - started
+        self.finish_record(record, engine_seconds, time.perf_counter() - started)
+        return Answer(
+            model=request.model or self.model_id,
+            message=pending.wire,
+            finish=pending.finish,
+            prompt_tokens=len(step.prompt),
+            completion_tokens=len(pending.ids),
+            tito=record,
+            logprobs=logprobs,
+        )
+
+    def finish_record(self, record: dict[str, Any], engine_seconds: float, total: float) -> None:
+        """The turn's ``tito`` record completed with the server's settings and times; its breaks logged."""
         for details in record["breaks"]:
             log.warning(
                 "session %s: TITO break at step %s [%s]: %s",
-                session_id,
+                record["session"],
                 details["step"],
                 ", ".join(details["causes"]),
                 details["handled"],
@@ -241,15 +287,6 @@ class Gateway:
             engine=self.engine.name,
             engine_ms=round(engine_seconds * 1000, 3),
             gateway_ms=round((total - engine_seconds) * 1000, 3),
-        )
-        return Answer(
-            model=request.model or self.model_id,
-            message=pending.wire,
-            finish=pending.finish,
-            prompt_tokens=len(step.prompt),
-            completion_tokens=len(pending.ids),
-            tito=record,
-            logprobs=logprobs,
         )
 
     def record(self, session_id: str) -> dict[str, Any]:
@@ -275,7 +312,14 @@ class Gateway:
             "turns": [turn_record(t) for t in view.turns],
             "breaks": [break_record(b) for b in view.breaks],
             "messages": view.messages,
+            **self._branches(entry),
         }
+
+    def _branches(self, entry: Any) -> dict[str, Any]:
+        """Under ``--on-rewrite branch``: the branch the last request went on, and every branch (:mod:`.branches`)."""
+        if not self.rewrites.branch or entry.tree is None:
+            return {}
+        return {"on_rewrite": "branch", "branch": entry.tree.active, "branches": branch_records(entry)}
 
     def give_back(self) -> int:
         """Give back the memory of the sessions that ended since the last call (in a worker thread: forgetting takes
@@ -287,10 +331,13 @@ class Gateway:
             if entry.session is not None:
                 entry.session.forget()
                 released += entry.size
+            for session in entry.tree.sessions() if entry.tree is not None else []:
+                session.forget()
             if self.durable is not None:
                 self.durable.delete(entry.id, entry.stored)
             if not entry.busy:  # a request under way (deleted meanwhile) still reads it; once over, it is unreferenced
                 entry.session, entry.pending, entry.history = None, None, []
+                entry.tree, entry.dialect = None, {}
         with self._trim_lock:
             self._ended_bytes += released
             if self._ended_bytes < TRIM_FROM:

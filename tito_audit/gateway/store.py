@@ -67,6 +67,10 @@ class GatewaySession:
         """Why an earlier session of this id ended (``it was evicted: ...``), when one did and the store remembers."""
         self.stored: str | None = None
         """The generation of its rows in ``--store`` (None: not written yet, or no store)."""
+        self.tree: Any = None
+        """Under ``--on-rewrite branch``, every branch of the session (:class:`~tito_audit.gateway.branches.Tree`)."""
+        self.dialect: dict[str, Any] = {}
+        """What the dialects keep per session (the Responses API: the chain of response ids)."""
 
     @property
     def busy(self) -> bool:

@@ -9,8 +9,10 @@
 
 History is append-only: the messages must be the history the session has seen, then the assistant turn it
 answered (as the client got it), then new messages. Anything else is refused (409) naming the first message that
-differs; the gateway does not open branches (a new branch is a new session id). The same messages sent again
-(a retry) sample the turn again from the same prompt.
+differs, or under ``--on-rewrite branch`` continued as a new branch (:mod:`.branches`); what counts as the same
+message is the server's matcher (:mod:`.matchers`). The same messages sent again (a retry) sample the turn again
+from the same prompt. A streamed turn (:mod:`.streaming`) takes the same steps, step 3 split in :func:`checked`,
+:func:`pending_of` and :func:`commit` so that the commit comes after its last event.
 """
 
 from __future__ import annotations
@@ -44,12 +46,23 @@ class Step:
     history: list[dict]
     breaks_before: int
     retry: bool
+    on_commit: Any = None
+    """Called with (entry, step, pending) when the step is committed (the branch tree records its node)."""
+    other_bytes: int = 0
+    """What the session's other branches hold (counted with the step's copy against the byte bounds)."""
+    tools: list[dict] | None = None
+    """The tools of the step's session (the engine is told them)."""
 
 
-def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any) -> Step:
-    """The step ``request`` asks of ``entry`` (see the module docstring); raises :class:`RequestError`."""
-    sent = [comparable(m) for m in request.messages]
+def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any, rewrites: Any = None) -> Step:
+    """The step ``request`` asks of ``entry`` (see the module docstring); raises :class:`RequestError`. ``rewrites``
+    (:class:`~tito_audit.gateway.branches.Rewrites`) says what counts as the same message and, under
+    ``--on-rewrite branch``, prepares the step on the session's tree instead."""
+    key = rewrites.key if rewrites is not None else comparable
+    sent = [key(m) for m in request.messages]
     try:
+        if rewrites is not None and rewrites.branch:
+            return rewrites.prepare(entry, request, make_session)
         if entry.session is None:
             if any(m["role"] == "assistant" for m in request.messages):
                 raise RequestError(
@@ -60,7 +73,7 @@ def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any) -> S
                 )
             trial = make_session(request.tools)
             entry.tools = request.tools
-            return Step(trial, trial.start(request.messages), sent, 0, False)
+            return Step(trial, trial.start(request.messages), sent, 0, False, tools=request.tools)
         session, pending = entry.session, entry.pending
         assert pending is not None
         if _tools_key(request.tools) != _tools_key(entry.tools):
@@ -73,12 +86,12 @@ def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any) -> S
                 409,
                 "history_edited",
                 f"messages[{where}] differs from the session's history: a session only appends "
-                "(send the history unchanged, or use a new session id for a new branch)",
+                "(send the history unchanged, use a new session id, or serve with --on-rewrite branch)",
             )
         trial = session.fork()
         if len(sent) == known:  # the same request again: sample the turn again
-            return Step(trial, trial.buffer, sent, len(trial.breaks), True)
-        if sent[known] != comparable(pending.echo):
+            return Step(trial, trial.buffer, sent, len(trial.breaks), True, tools=entry.tools)
+        if sent[known] != key(pending.echo):
             raise RequestError(
                 409,
                 "history_edited",
@@ -90,7 +103,7 @@ def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any) -> S
                 400, "invalid_request", "nothing follows the assistant turn: send the tool results or a user message"
             )
         prompt = trial.extend(pending.ids, pending.message, new, logprobs=pending.logprobs)
-        return Step(trial, prompt, sent, len(session.breaks), False)
+        return Step(trial, prompt, sent, len(session.breaks), False, tools=entry.tools)
     except RenderRefused as exc:
         raise refusal(exc) from None
     except TitoBreak as exc:
@@ -114,6 +127,25 @@ def refusal(exc: RenderRefused) -> RequestError:
 
 def settle(entry: GatewaySession, step: Step, output: EngineOutput, parse_with_session: bool) -> tuple[dict, Pending]:
     """Check and parse the engine's ids, then commit ``step`` to ``entry``; returns (tito record, pending)."""
+    ids, message = checked(step, output, parse_with_session)
+    pending = with_logprobs(pending_of(ids, message, wire_message(message), output.finish_reason), output)
+    return commit(entry, step, pending), pending
+
+
+def with_logprobs(pending: Pending, output: EngineOutput) -> Pending:
+    """``pending`` with the engine's log-probabilities of its ids (checked: one number at most 0 per id, or 502) and
+    the alternatives it gave."""
+    try:
+        pending.logprobs = sampled_logprobs(output.logprobs, pending.ids, "the engine's logprobs")
+    except BadInputError as exc:
+        raise EngineError(502, "engine_bad_response", str(exc)) from None
+    pending.top_logprobs = output.top_logprobs
+    return pending
+
+
+def checked(step: Step, output: EngineOutput, parse_with_session: bool) -> tuple[list[int], dict]:
+    """The engine's ids checked against the vocabulary, and the message the parser makes of them (the engine's own
+    message with the ``template`` parser, the decoded text without a parser)."""
     trial = step.trial
     try:
         ids = token_ids(output.ids, "the engine's completion", trial.codec.id_limit)
@@ -121,10 +153,6 @@ def settle(entry: GatewaySession, step: Step, output: EngineOutput, parse_with_s
         raise EngineError(502, "engine_bad_ids", str(exc)) from None
     if not ids:  # an engine always returns what it sampled, a stop token at least: nothing is no turn to commit
         raise EngineError(502, "engine_empty", "the engine returned no token ids (not even a stop token)")
-    try:
-        logprobs = sampled_logprobs(output.logprobs, ids, "the engine's logprobs")
-    except BadInputError as exc:
-        raise EngineError(502, "engine_bad_response", str(exc)) from None
     if parse_with_session:
         try:
             message = trial.parse(ids)
@@ -136,27 +164,47 @@ def settle(entry: GatewaySession, step: Step, output: EngineOutput, parse_with_s
         message = output.message
     else:
         message = {"role": "assistant", "content": trial.codec.decode(ids)}
-    wire = wire_message(message)
+    return ids, message
+
+
+def pending_of(ids: list[int], message: dict, wire: dict, engine_finish: str) -> Pending:
+    """The answer as the session keeps it: ``message`` (the parser's, with the call ids of ``wire``, the message as
+    the client got it) and what the client's echo of ``wire`` must compare equal to."""
     taken = dict(message)
-    if wire.get("tool_calls"):  # the call ids the client got are the ones it answers
-        calls = zip(message.get("tool_calls") or [], wire["tool_calls"], strict=True)
+    sent_calls = wire.get("tool_calls") or []
+    if sent_calls and len(sent_calls) == len(message.get("tool_calls") or []):  # the ids the client answers
+        calls = zip(message.get("tool_calls") or [], sent_calls, strict=True)
         taken["tool_calls"] = [{**call, "id": sent["id"]} for call, sent in calls]
-    echo = take_message(wire, "the answer")
-    pending = Pending(
-        ids, taken, wire, finish_reason(message, output.finish_reason), echo, logprobs, output.top_logprobs
-    )
-    new_breaks = trial.breaks[step.breaks_before :] if not step.retry else []
-    entry.session, entry.history, entry.pending = trial, step.history, pending
+    try:
+        echo = take_message(wire, "the answer")
+    except RequestError:  # a streamed call cut before its arguments were whole: compared as the client got it
+        echo = {k: v for k, v in wire.items() if v is not None}
+    return Pending(ids, taken, wire, finish_reason(message, engine_finish), echo)
+
+
+def commit(entry: GatewaySession, step: Step, pending: Pending) -> dict[str, Any]:
+    """Put the step's session copy in the session's place with its answer (no await: nothing interrupts it);
+    returns the ``tito`` record of the turn."""
+    record = record_of(entry, step, pending)
+    entry.session, entry.history, entry.pending = step.trial, step.history, pending
     entry.requests += 1
-    record = {
+    if step.on_commit is not None:
+        step.on_commit(entry, step, pending)
+    return record
+
+
+def record_of(entry: GatewaySession, step: Step, pending: Pending) -> dict[str, Any]:
+    """The ``tito`` record of the turn ``step`` and ``pending`` make (before or after it is committed)."""
+    trial = step.trial
+    new_breaks = trial.breaks[step.breaks_before :] if not step.retry else []
+    return {
         "session": entry.id,
         "turn": len(trial.turns) + 1,
         "prompt_tokens": len(step.prompt),
-        "completion_ids": len(ids),
+        "completion_ids": len(pending.ids),
         "retry": step.retry,
         "breaks": [break_record(b) for b in new_breaks],
     }
-    return record, pending
 
 
 def _tools_key(tools: list[dict] | None) -> str:

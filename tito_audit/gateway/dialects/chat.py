@@ -1,0 +1,57 @@
+"""Chat completions streamed as the engine samples: the OpenAI chunk format (``chat.completion.chunk``).
+
+The first chunk carries the role and, in ``tito.stream``, whether the answer streams as it is sampled
+(``incremental``) or once the engine has finished (``buffered``, with why: a parser that reads whole completions).
+Then reasoning (``reasoning_content``), content and tool calls (the first piece of a call with its ``id``, ``type``
+and ``name``, then pieces of its ``arguments``) as they come; the last chunk has the finish reason and the whole
+``tito`` record; with ``stream_options.include_usage`` a usage chunk follows; then ``data: [DONE]``. An engine that
+breaks off mid-stream ends the stream with ``data: {"error": {...}}`` (the OpenAI clients raise it), and the session
+is as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from tito_audit.gateway.protocol import error_body
+from tito_audit.gateway.streaming import Event, Failed, Finished, Started, sse
+from tito_audit.session.streaming import Delta
+
+
+async def chunks(events: AsyncIterator[Event], include_usage: bool) -> AsyncIterator[str]:
+    """The events of a streamed turn as chat-completion chunks (see the module docstring)."""
+    head: dict[str, Any] = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk"}
+    head["created"] = int(time.time())
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, **more: Any) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+        return sse(json.dumps({**head, "choices": [choice], **more}, ensure_ascii=False))
+
+    async for event in events:
+        if isinstance(event, Started):
+            head["model"] = event.model
+            yield chunk({"role": "assistant", "content": ""}, tito={"session": event.session, "stream": event.info})
+        elif isinstance(event, Delta):
+            yield chunk(_delta(event))
+        elif isinstance(event, Finished):
+            answer = event.answer
+            yield chunk({}, answer.finish, tito=answer.tito)
+            if include_usage:
+                yield sse(json.dumps({**head, "choices": [], "usage": answer.usage()}))
+        elif isinstance(event, Failed):
+            yield sse(json.dumps(error_body(event.status, event.code, event.message)))
+            return
+    yield "data: [DONE]\n\n"
+
+
+def _delta(delta: Delta) -> dict[str, Any]:
+    if delta.field == "call":
+        function = {"name": delta.name, "arguments": ""}
+        return {"tool_calls": [{"index": delta.index, "id": delta.call_id, "type": "function", "function": function}]}
+    if delta.field == "arguments":
+        return {"tool_calls": [{"index": delta.index, "function": {"arguments": delta.text}}]}
+    return {delta.field: delta.text}

@@ -1,0 +1,281 @@
+"""Anthropic's Messages API (``POST /v1/messages``) on the same sessions and buffers as chat completions.
+
+A request becomes the messages a chat request would carry: the top-level ``system`` (a string or text blocks) a
+system message first; a ``user`` message's ``tool_result`` blocks one tool message each (``tool_use_id`` the call it
+answers, its text content; ``is_error`` is not rendered), then its text blocks one user message; an ``assistant``
+message one assistant turn (``thinking`` blocks its ``reasoning_content``, ``text`` blocks its content, ``tool_use``
+blocks its ``tool_calls``: ``id``, ``name``, ``input`` as the arguments; ``redacted_thinking`` is dropped). Tools
+(``name``, ``description``, ``input_schema``) become functions with ``input_schema`` as their parameters;
+``tool_choice`` ``auto``/``any``/``tool``/``none`` becomes ``auto``/``required``/the named function/``none``;
+``max_tokens``, ``temperature``, ``top_p``, ``top_k`` and ``stop_sequences`` go to the engine (``thinking`` does not:
+the template's settings decide). The answer goes back as a ``thinking`` block (``signature`` empty), a ``text``
+block and one ``tool_use`` block per call (``input`` the arguments), with ``stop_reason`` ``tool_use``, ``end_turn``
+or ``max_tokens``. The session is ``X-Session-Id``, else ``metadata.user_id``, else a new one. Errors have Anthropic's
+shape (``{"type": "error", "error": {"type", "message"}}``, with the gateway's ``code``). Streamed: ``message_start``,
+per block ``content_block_start``, its ``content_block_delta`` events (``thinking_delta``, ``text_delta``,
+``input_json_delta``), the blocks' ``content_block_stop`` at the end, ``message_delta`` (stop reason, output tokens,
+the ``tito`` record) and ``message_stop``; an engine that breaks off sends an ``error`` event.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.responses import JSONResponse, Response
+
+from tito_audit.gateway.protocol import Answer, RequestError, read_request, take_message
+from tito_audit.gateway.streaming import Event, Failed, Finished, Started, TurnResponse, TurnStream, sse
+from tito_audit.session.streaming import Delta
+
+STOP_REASONS = {"tool_calls": "tool_use", "stop": "end_turn", "length": "max_tokens"}
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    413: "request_too_large",
+}
+
+
+def error_body(status: int, code: str, message: str) -> dict[str, Any]:
+    """An error in Anthropic's shape (the gateway's ``code`` beside its ``type``)."""
+    kind = ERROR_TYPES.get(status) or (
+        "invalid_request_error" if status < 500 else "overloaded_error" if status == 503 else "api_error"
+    )
+    return {"type": "error", "error": {"type": kind, "message": message, "code": code}}
+
+
+async def handle(gateway: Any, body: Any, header_id: str | None) -> Response:
+    if not isinstance(body, dict):
+        raise RequestError(400, "invalid_request", "the request body must be a JSON object")
+    metadata = body.get("metadata")
+    user = metadata.get("user_id") if isinstance(metadata, dict) and isinstance(metadata.get("user_id"), str) else None
+    request = read_request(chat_body(body, user))
+    message_id = f"msg_{uuid.uuid4().hex}"
+    if body.get("stream"):
+        turn = await TurnStream.open(gateway, request, header_id)
+        return TurnResponse(events(turn.events(), message_id), turn, {"X-Session-Id": turn.session_id})
+    answer = await gateway.turn(request, header_id)
+    return JSONResponse(message(answer, message_id), headers={"X-Session-Id": answer.tito["session"]})
+
+
+def chat_body(body: dict[str, Any], user: str | None) -> dict[str, Any]:
+    """The chat request body the Messages request ``body`` makes (see the module docstring)."""
+    messages: list[dict] = []
+    system = body.get("system")
+    if system:
+        messages.append({"role": "system", "content": _text(system, "system")})
+    given = body.get("messages")
+    if not isinstance(given, list) or not given:
+        raise RequestError(400, "invalid_request", "messages: a non-empty list of messages is required")
+    for index, item in enumerate(given):
+        messages += _message(item, f"messages[{index}]")
+    chat: dict[str, Any] = {"messages": messages, "user": user}
+    if body.get("max_tokens") is not None:
+        chat["max_tokens"] = body["max_tokens"]
+    for key in ("temperature", "top_p", "top_k"):
+        if body.get(key) is not None:
+            chat[key] = body[key]
+    if body.get("stop_sequences"):
+        chat["stop"] = body["stop_sequences"]
+    tools = body.get("tools")
+    if tools:
+        if not isinstance(tools, list):
+            raise RequestError(400, "invalid_request", "tools: a list of tools ({name, description, input_schema})")
+        chat["tools"] = [_tool(tool, f"tools[{i}]") for i, tool in enumerate(tools)]
+    chat["tool_choice"] = _choice(body.get("tool_choice"))
+    return chat
+
+
+def _message(item: Any, where: str) -> list[dict]:
+    if not isinstance(item, dict) or item.get("role") not in ("user", "assistant"):
+        raise RequestError(400, "invalid_request", f"{where}.role: user or assistant")
+    content = item.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    if not isinstance(blocks, list):
+        raise RequestError(400, "invalid_request", f"{where}.content: a string or a list of content blocks")
+    if item["role"] == "assistant":
+        return [_assistant(blocks, where)]
+    out: list[dict] = []
+    texts: list[str] = []
+    for number, block in enumerate(blocks):
+        at = f"{where}.content[{number}]"
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "tool_result":
+            if not isinstance(block.get("tool_use_id"), str):
+                raise RequestError(400, "invalid_request", f"{at}.tool_use_id: the id of the tool_use it answers")
+            result = {
+                "role": "tool",
+                "tool_call_id": block["tool_use_id"],
+                "content": _text(block.get("content"), f"{at}.content"),
+            }
+            out.append(take_message(result, at))
+        elif kind == "text" and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        else:
+            raise RequestError(
+                400, "invalid_request", f"{at}.type: {kind!r} is not supported in a user message (text, tool_result)"
+            )
+    if texts or not out:
+        out.append(take_message({"role": "user", "content": "".join(texts)}, where))
+    return out
+
+
+def _assistant(blocks: list[Any], where: str) -> dict:
+    message: dict[str, Any] = {"role": "assistant", "content": ""}
+    for number, block in enumerate(blocks):
+        at = f"{where}.content[{number}]"
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text" and isinstance(block.get("text"), str):
+            message["content"] += block["text"]
+        elif kind == "thinking" and isinstance(block.get("thinking"), str):
+            message["reasoning_content"] = message.get("reasoning_content", "") + block["thinking"]
+        elif kind == "redacted_thinking":
+            continue
+        elif kind == "tool_use" and isinstance(block.get("id"), str) and isinstance(block.get("name"), str):
+            arguments = block.get("input") if block.get("input") is not None else {}
+            call = {"id": block["id"], "type": "function", "function": {"name": block["name"], "arguments": arguments}}
+            message.setdefault("tool_calls", []).append(call)
+        else:
+            raise RequestError(
+                400,
+                "invalid_request",
+                f"{at}.type: {kind!r} is not supported in an assistant message (text, thinking, tool_use)",
+            )
+    return take_message(message, where)
+
+
+def _text(value: Any, where: str) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        texts = []
+        for block in value:
+            if not (isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)):
+                raise RequestError(400, "invalid_request", f"{where}: only text blocks are supported")
+            texts.append(block["text"])
+        return "".join(texts)
+    raise RequestError(400, "invalid_request", f"{where}: a string or a list of text blocks")
+
+
+def _tool(tool: Any, where: str) -> dict:
+    if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or tool.get("type") not in (None, "custom"):
+        raise RequestError(400, "invalid_request", f"{where}: only client tools ({{name, description, input_schema}})")
+    function: dict[str, Any] = {"name": tool["name"]}  # in the order chat clients send them: the template dumps them
+    if tool.get("description"):
+        function["description"] = tool["description"]
+    function["parameters"] = tool.get("input_schema") or {"type": "object", "properties": {}}
+    return {"type": "function", "function": function}
+
+
+def _choice(value: Any) -> Any:
+    if value is None:
+        return "auto"
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind == "tool" and isinstance(value.get("name"), str):
+        return {"type": "function", "function": {"name": value["name"]}}
+    if kind in ("auto", "none", "any"):
+        return {"any": "required"}.get(kind, kind)
+    raise RequestError(
+        400, "invalid_request", "tool_choice: {type: auto}, {type: any}, {type: none} or {type: tool, name}"
+    )
+
+
+def blocks(wire: dict) -> list[dict]:
+    """The answer's content blocks."""
+    out: list[dict] = []
+    if wire.get("reasoning_content"):
+        out.append({"type": "thinking", "thinking": wire["reasoning_content"], "signature": ""})
+    if wire.get("content"):
+        out.append({"type": "text", "text": wire["content"]})
+    for call in wire.get("tool_calls") or []:
+        out.append(
+            {
+                "type": "tool_use",
+                "id": call["id"],
+                "name": call["function"]["name"],
+                "input": _input(call["function"]["arguments"]),
+            }
+        )
+    return out
+
+
+def _input(arguments: str) -> Any:
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {"arguments": value}
+
+
+def message(answer: Answer, message_id: str) -> dict[str, Any]:
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": answer.model,
+        "content": blocks(answer.message),
+        "stop_reason": STOP_REASONS.get(answer.finish, "end_turn"),
+        "stop_sequence": None,
+        "usage": {"input_tokens": answer.prompt_tokens, "output_tokens": answer.completion_tokens},
+        "tito": answer.tito,
+    }
+
+
+async def events(stream: AsyncIterator[Event], message_id: str) -> AsyncIterator[str]:
+    """A streamed turn as Messages events (see the module docstring)."""
+    opened: dict[str, int] = {}
+
+    def frame(kind: str, **fields: Any) -> str:
+        return sse(json.dumps({"type": kind, **fields}, ensure_ascii=False), kind)
+
+    def start(key: str, block: dict) -> str:
+        opened[key] = len(opened)
+        return frame("content_block_start", index=opened[key], content_block=block)
+
+    async for event in stream:
+        if isinstance(event, Started):
+            head = {"id": message_id, "type": "message", "role": "assistant", "model": event.model, "content": []}
+            head.update(
+                stop_reason=None, stop_sequence=None, usage={"input_tokens": event.prompt_tokens, "output_tokens": 0}
+            )
+            head["tito"] = {"session": event.session, "stream": event.info}
+            yield frame("message_start", message=head)
+        elif isinstance(event, Delta):
+            if event.field == "reasoning_content":
+                if "thinking" not in opened:
+                    yield start("thinking", {"type": "thinking", "thinking": "", "signature": ""})
+                yield frame(
+                    "content_block_delta",
+                    index=opened["thinking"],
+                    delta={"type": "thinking_delta", "thinking": event.text},
+                )
+            elif event.field == "content":
+                if "text" not in opened:
+                    yield start("text", {"type": "text", "text": ""})
+                yield frame(
+                    "content_block_delta", index=opened["text"], delta={"type": "text_delta", "text": event.text}
+                )
+            elif event.field == "call":
+                yield start(
+                    f"call{event.index}", {"type": "tool_use", "id": event.call_id, "name": event.name, "input": {}}
+                )
+            elif event.field == "arguments":
+                delta = {"type": "input_json_delta", "partial_json": event.text}
+                yield frame("content_block_delta", index=opened[f"call{event.index}"], delta=delta)
+        elif isinstance(event, Finished):
+            answer = event.answer
+            for index in sorted(opened.values()):
+                yield frame("content_block_stop", index=index)
+            delta = {"stop_reason": STOP_REASONS.get(answer.finish, "end_turn"), "stop_sequence": None}
+            yield frame(
+                "message_delta", delta=delta, usage={"output_tokens": answer.completion_tokens}, tito=answer.tito
+            )
+            yield frame("message_stop")
+        elif isinstance(event, Failed):
+            yield frame("error", error=error_body(event.status, event.code, event.message)["error"])
+            return

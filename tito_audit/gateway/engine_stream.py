@@ -1,0 +1,168 @@
+"""The engines' streaming modes: the sampled ids as the engine sends them, piece by piece.
+
+- ``vllm``: ``POST /v1/completions`` with ``stream: true`` and ``return_token_ids``: server-sent events whose
+  ``choices[0].token_ids`` are the ids sampled since the last event, the last one with ``finish_reason`` and
+  ``stop_reason`` (the matched stop id), then ``data: [DONE]``;
+- ``sglang``: ``POST /generate`` with ``stream: true``: events whose ``output_ids`` are all the ids so far (SGLang's
+  default) or only the new ones (``--incremental-streaming-output``), told apart by ``meta_info.completion_tokens``
+  and by whether an event's ids start with the ids already seen; the last event's ``meta_info.finish_reason`` says
+  how it ended (``matched``: the stop id, put back when left out of the ids);
+- the fake engine streams its turn in pieces of a few ids (:meth:`~tito_audit.gateway.fake.FakeEngine.stream`);
+- any other engine answers whole, in one piece.
+
+An engine that fails raises :class:`~tito_audit.gateway.engines.EngineError` as :meth:`generate` does: ``--engine-
+timeout`` bounds the wait for each event, an ``error`` event is ``engine_error``, an event that is not JSON or has
+no ids where the engine puts them is ``engine_bad_response``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from tito_audit.gateway.engines import (
+    EngineError,
+    EngineOutput,
+    EngineRequest,
+    HttpEngine,
+    _Read,
+    one_line,
+    sglang_body,
+    vllm_body,
+    with_matched_stop,
+)
+
+
+@dataclass
+class EnginePiece:
+    """Ids the engine sampled since its last piece; the last piece has ``output`` (all ids, how it finished)."""
+
+    ids: list[int]
+    output: EngineOutput | None = None
+
+
+async def stream(engine: Any, request: EngineRequest) -> AsyncIterator[EnginePiece]:
+    """The engine's ids for ``request`` piece by piece (see the module docstring)."""
+    if callable(getattr(engine, "stream", None)):
+        async for piece in engine.stream(request):
+            yield piece
+    elif isinstance(engine, HttpEngine) and engine.api in ("vllm", "sglang"):
+        async for piece in _http(engine, request):
+            yield piece
+    else:
+        output = await engine.generate(request)
+        yield EnginePiece(list(output.ids), output)
+
+
+async def _http(engine: HttpEngine, request: EngineRequest) -> AsyncIterator[EnginePiece]:
+    import httpx
+
+    path, body = (vllm_body if engine.api == "vllm" else sglang_body)(request)
+    body["stream"] = True
+    reader = _VllmEvents() if engine.api == "vllm" else _SglangEvents()
+    try:
+        async with engine.client.stream("POST", engine.url + path, json=body) as response:
+            if response.status_code >= 400:
+                text = (await response.aread()).decode("utf-8", "replace")
+                raise EngineError(
+                    502,
+                    "engine_error",
+                    f"the engine answered HTTP {response.status_code}: {text[:200].strip() or '(empty)'}",
+                )
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                piece = reader.read(_event(data, engine.api))
+                if piece.ids or piece.output is not None:
+                    yield piece
+                if piece.output is not None:
+                    return
+    except httpx.TimeoutException:
+        raise EngineError(504, "engine_timeout", f"the engine sent nothing within {engine.timeout:g} s") from None
+    except httpx.HTTPError as exc:
+        raise EngineError(502, "engine_unreachable", f"the engine's stream broke off ({one_line(exc)})") from None
+    ended = reader.ended(request.stop_ids)
+    if ended is None:
+        raise EngineError(502, "engine_bad_response", "the engine's stream ended without saying how the turn finished")
+    yield ended
+
+
+def _event(data: str, api: str) -> dict[str, Any]:
+    try:
+        event = json.loads(data)
+    except ValueError:
+        raise EngineError(502, "engine_bad_response", "an event of the engine's stream is not JSON") from None
+    except RecursionError:
+        raise EngineError(502, "engine_bad_response", "an event of the engine's stream is nested too deeply") from None
+    if isinstance(event, dict) and event.get("error"):
+        error = event["error"]
+        message = error.get("message") if isinstance(error, dict) else error
+        raise EngineError(502, "engine_error", f"the engine's stream failed: {' '.join(str(message).split())[:200]}")
+    if not isinstance(event, dict):
+        raise EngineError(502, "engine_bad_response", f"an event of the engine's stream is not what {api} sends")
+    return event
+
+
+def _ids(value: Any, where: str) -> list[int]:
+    if not isinstance(value, list):
+        raise EngineError(
+            502, "engine_bad_response", f"the engine's stream has no token ids where it puts them ({where})"
+        )
+    return value
+
+
+class _VllmEvents:
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+        self.finish: _Read | None = None
+
+    def read(self, event: dict[str, Any]) -> EnginePiece:
+        choices = event.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return EnginePiece([])  # a usage event
+        choice = choices[0]
+        new = _ids(choice.get("token_ids"), "choices[0].token_ids")
+        self.ids += new
+        if choice.get("finish_reason") is not None:
+            self.finish = _Read(list(self.ids), str(choice["finish_reason"]), choice.get("stop_reason"))
+        return EnginePiece(new)
+
+    def ended(self, stop_ids: list[int]) -> EnginePiece | None:
+        if self.finish is None:
+            return None
+        output = with_matched_stop(self.finish, stop_ids)
+        return EnginePiece(output.ids[len(self.ids) :], output)
+
+
+class _SglangEvents:
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+        self.cumulative: bool | None = None
+        self.finish: _Read | None = None
+
+    def read(self, event: dict[str, Any]) -> EnginePiece:
+        got = _ids(event.get("output_ids"), "output_ids")
+        meta = event.get("meta_info") if isinstance(event.get("meta_info"), dict) else {}
+        reason = meta.get("finish_reason")
+        if self.cumulative is None and self.ids:
+            counted = meta.get("completion_tokens")
+            starts = got[: len(self.ids)] == self.ids
+            self.cumulative = starts and (not isinstance(counted, int) or len(got) >= counted - (reason is not None))
+        new = got[len(self.ids) :] if self.cumulative else got
+        self.ids += new
+        if reason is not None:
+            kind = reason.get("type", "stop") if isinstance(reason, dict) else str(reason)
+            matched = reason.get("matched") if isinstance(reason, dict) else None
+            self.finish = _Read(list(self.ids), "length" if kind == "length" else "stop", matched)
+        return EnginePiece(new)
+
+    def ended(self, stop_ids: list[int]) -> EnginePiece | None:
+        if self.finish is None:
+            return None
+        output = with_matched_stop(self.finish, stop_ids)
+        return EnginePiece(output.ids[len(self.ids) :], output)

@@ -1,0 +1,185 @@
+"""A turn streamed while the engine samples it, for every dialect.
+
+:meth:`TurnStream.open` does what a turn does before the engine answers (the session's lock, the step on a copy, the
+byte reservation) and waits for the engine's first piece, so that a request the gateway refuses, or an engine that
+is down, is answered with its status before anything is streamed. :meth:`TurnStream.events` then gives
+:class:`Started`, the answer's pieces (:class:`~tito_audit.session.streaming.Delta`) as the engine samples them and
+the session's parser reads them, and :class:`Finished`; or :class:`Failed` when the engine breaks off (the session is
+as it was). The turn is committed only after the consumer took :class:`Finished` and asked for more, that is once
+the dialect's last event went out: a client that goes away before leaves the session as it was.
+:class:`TurnResponse` releases the session whatever happens (:meth:`TurnStream.close`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from tito_audit.gateway import engine_stream
+from tito_audit.gateway.durable import commit_durably
+from tito_audit.gateway.engines import EngineError
+from tito_audit.gateway.memory import TOKEN_BYTES
+from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, wire_message
+from tito_audit.gateway.turns import checked, pending_of, prepare, record_of, with_logprobs
+from tito_audit.session.streaming import CompletionStream, Delta
+
+log = logging.getLogger("tito_audit.gateway")
+
+
+@dataclass(frozen=True)
+class Started:
+    info: dict[str, Any]
+    """``{"mode": "incremental"}``, or ``{"mode": "buffered", "why": ...}`` when the parser cannot stream."""
+    model: str
+    prompt_tokens: int
+    session: str
+
+
+@dataclass(frozen=True)
+class Finished:
+    answer: Answer
+
+
+@dataclass(frozen=True)
+class Failed:
+    status: int
+    code: str
+    message: str
+
+
+Event = Started | Delta | Finished | Failed
+
+
+class TurnStream:
+    """One streamed turn of one session (see the module docstring)."""
+
+    def __init__(self, gateway: Any, request: ChatRequest, session_id: str) -> None:
+        self.gateway = gateway
+        self.request = request
+        self.session_id = session_id
+        self.entry: Any = None
+        self.step: Any = None
+        self.completion: CompletionStream | None = None
+        self.pieces: Any = None
+        self.first: Any = None
+        self.opening = False
+        self.committed = False
+        self.closed = False
+        self.started = time.perf_counter()
+        self.engine_seconds = 0.0
+
+    @classmethod
+    async def open(cls, gateway: Any, request: ChatRequest, header_id: str | None) -> TurnStream:
+        turn = cls(gateway, request, gateway.session_id(request, header_id))
+        sampling = gateway.sampling(request)
+        turn.entry = entry = gateway.store.open(turn.session_id)
+        await entry.lock.acquire()
+        try:
+            turn.opening = entry.session is None
+            step = await asyncio.to_thread(prepare, entry, request, gateway.make_session, gateway.rewrites)
+            turn.step = step
+            held = step.trial.held_bytes + step.other_bytes
+            gateway.store.reserve(entry, held + TOKEN_BYTES * sampling["max_tokens"])
+            turn.completion = CompletionStream(step.trial, gateway.parser, step.tools)
+            engine_request = gateway.engine_request(request, step, turn.session_id, sampling)
+            turn.pieces = engine_stream.stream(gateway.engine, engine_request)
+            asked = time.perf_counter()
+            turn.first = await turn.pieces.__anext__()
+            turn.engine_seconds += time.perf_counter() - asked
+        except StopAsyncIteration:
+            await turn.close()
+            raise EngineError(502, "engine_empty", "the engine's stream ended before it sent anything") from None
+        except BaseException:
+            await turn.close()
+            raise
+        return turn
+
+    async def events(self) -> AsyncIterator[Event]:
+        """The turn's events (see the module docstring); the turn is committed when the consumer asks for more
+        after :class:`Finished`."""
+        gateway, step, completion = self.gateway, self.step, self.completion
+        assert completion is not None
+        yield Started(completion.info(), self.request.model or gateway.model_id, len(step.prompt), self.session_id)
+        try:
+            piece = self.first
+            while True:
+                for delta in await asyncio.to_thread(completion.feed, piece.ids):
+                    yield delta
+                if piece.output is not None:
+                    break
+                asked = time.perf_counter()
+                piece = await self.pieces.__anext__()
+                self.engine_seconds += time.perf_counter() - asked
+            output = piece.output
+            ids, message = await asyncio.to_thread(checked, step, output, gateway.parser is not None)
+            rest, got = await asyncio.to_thread(completion.finish, wire_message(message))
+            pending = with_logprobs(pending_of(ids, message, got, output.finish_reason), output)
+        except (EngineError, RequestError) as exc:
+            yield Failed(exc.status, exc.code, str(exc))
+            return
+        except StopAsyncIteration:
+            yield Failed(502, "engine_bad_response", "the engine's stream ended without saying how the turn finished")
+            return
+        for delta in rest:
+            yield delta
+        record = record_of(self.entry, step, pending)
+        record["stream"] = {**completion.info(), "diverged": completion.diverged}
+        gateway.finish_record(record, self.engine_seconds, time.perf_counter() - self.started)
+        answer = Answer(
+            model=self.request.model or gateway.model_id,
+            message=pending.wire,
+            finish=pending.finish,
+            prompt_tokens=len(step.prompt),
+            completion_tokens=len(pending.ids),
+            tito=record,
+        )
+        yield Finished(answer)
+        commit_durably(gateway.durable, self.entry, step, pending)  # the dialect's last event went out
+        self.committed = True
+        gateway.store.settle(self.entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * len(pending.ids))
+
+    async def close(self) -> None:
+        """Release the session (idempotent): an uncommitted turn leaves it as it was; the engine's stream is closed."""
+        if self.closed:
+            return
+        self.closed = True
+        entry, store = self.entry, self.gateway.store
+        try:
+            if self.pieces is not None:
+                await self.pieces.aclose()
+        except Exception as exc:  # the engine's stream failed while closing: nothing of it is kept anyway
+            log.debug("gateway: closing the engine's stream: %s", exc)
+        finally:
+            if entry is not None:
+                if not self.committed:
+                    store.settle(entry, None)
+                    if self.opening and entry.session is None:
+                        store.discard(entry)
+                if entry.lock.locked():
+                    entry.lock.release()
+
+
+class TurnResponse(StreamingResponse):
+    """Server-sent events of a streamed turn; the turn is closed however the response ends."""
+
+    def __init__(self, frames: AsyncIterator[str], turn: TurnStream, headers: dict[str, str] | None = None) -> None:
+        super().__init__(frames, media_type="text/event-stream", headers=headers)
+        self.turn = turn
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self.turn.close()
+
+
+def sse(data: str, event: str | None = None) -> str:
+    """One server-sent event."""
+    return (f"event: {event}\n" if event else "") + f"data: {data}\n\n"
