@@ -87,6 +87,7 @@ class FixPage:
     """The training form's section: which form goes where, how to train with it, or why none is offered."""
     training_diff: str | None = None
     """The unified diff from the model's own template to the training form, when it is short enough to publish."""
+    training_offered: bool = False
 
 
 def page_of(way: WayOut, report: AuditReport) -> FixPage:
@@ -111,6 +112,7 @@ def page_of(way: WayOut, report: AuditReport) -> FixPage:
         diff=publishable_diff(fix) if offered and fix is not None else None,
         training_lines=training_section(training, patched=offered) if training is not None else [],
         training_diff=training_diff if _short(training_diff) else None,
+        training_offered=training is not None and training.offered,
     )
 
 
@@ -143,6 +145,12 @@ def to_markdown(report: AuditReport, page: FixPage, diff_name: str | None, train
     lines += page.training_lines
     if page.training_diff is not None and training_name is not None:
         lines += [f"Training form diff (from the model's own template): [{training_name}]({training_name}).", ""]
+    elif page.training_offered:
+        lines += [
+            f"The training form's diff is not published (the template has long lines); `tito-audit patch "
+            f"{model.model_id} -o FILE` writes the training form (to FILE with `.training` before its suffix).",
+            "",
+        ]
     return "\n".join(lines).rstrip() + "\n"
 
 
