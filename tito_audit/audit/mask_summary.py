@@ -30,6 +30,8 @@ class MaskTotals:
     """Whether the template has generation blocks."""
     judged: int = 0
     not_as_sampled: int = 0
+    refused: int = 0
+    """Turns whose mask render the template refused (or that rendered other ids than the rollout's)."""
     labels: dict[str, int] = field(default_factory=dict)
     """Turns per label, in the order of :data:`~tito_audit.audit.checks.mask.LABELS`."""
 
@@ -49,6 +51,7 @@ def summed(checks: Iterable[CheckResult]) -> MaskTotals:
                 totals.not_as_sampled += row.cases
             else:
                 totals.judged += row.cases - row.refused
+                totals.refused += row.refused
         for label, count in check.cause_counts.items():
             counts[label] = counts.get(label, 0) + count
     totals.labels = {label: counts[label] for label in LABELS if counts.get(label)}

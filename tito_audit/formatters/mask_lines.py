@@ -24,7 +24,9 @@ def mask_cell(report: AuditReport) -> str:
     if not totals.applicable:
         return NOT_AVAILABLE
     if not totals.judged:
-        return f"no turn judged ({totals.not_as_sampled} not written as sampled)"
+        why = [f"{totals.not_as_sampled} not written as sampled"] if totals.not_as_sampled else []
+        why += [f"{totals.refused} mask renders refused"] if totals.refused else []
+        return f"no turn judged ({', '.join(why) or 'no assistant turn audited'})"
     if not totals.labels:
         return f"trained as sampled: {totals.judged}/{totals.judged} turns"
     return ", ".join(f"{label} {totals.labels[label]}/{totals.judged}" for label in totals.labels) + " turns"
