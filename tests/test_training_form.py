@@ -139,3 +139,13 @@ def test_a_way_out_comes_with_its_training_form_and_says_where_each_form_goes(ti
             assert page.training_diff is not None and page.training_diff.startswith("--- a/chat_template.jinja")
         else:  # a template on one line: its diff would quote it whole
             assert page.training_diff is None and "training form's diff is not published" in markdown
+
+
+def test_patch_refuses_a_training_file_that_is_the_serving_form(tiny_model_dir, write_template, tmp_path):
+    from tests.test_cli import run_cli
+
+    path = write_template("ml", templates.MULTILINE_EMPTY_THINK)
+    out = tmp_path / "fixed.jinja"
+    result = run_cli("patch", str(tiny_model_dir), "--template", str(path), "-o", str(out), "--training", str(out))
+    assert result.returncode == 2 and not out.exists()
+    assert result.stderr.strip().count("\n") == 0 and "--training" in result.stderr and "Traceback" not in result.stderr

@@ -49,6 +49,10 @@ def patch_command(
         raise BadInputError(
             f"{loaded.resolved.model_id} renders through {loaded.backend}: there is no template to patch"
         )
+    training_file = training_path or output.with_name(f"{output.stem}.training{output.suffix or '.jinja'}")
+    diff_file = diff_path or output.with_name(output.name + ".diff")
+    if training_file.resolve() in (output.resolve(), diff_file.resolve()):
+        raise BadInputError(f"--training {training_file}: the same file as -o or --diff (the serving form)")
     console = Console()
     options = audit_options(sampling)
 
@@ -57,7 +61,6 @@ def patch_command(
 
     before = run_audit(loaded, options)
     way = find_way_out(loaded, before, options, run_audit)
-    training_file = training_path or output.with_name(f"{output.stem}.training{output.suffix or '.jinja'}")
     training = way.training
     trained: list[tuple[str, Path, str | bytes]] = []
     if training is not None and training.offered and training.source is not None:
@@ -70,7 +73,6 @@ def patch_command(
     if way.kind != FIX or way.fix is None or way.fix.patched_source is None:
         render_no_fix(way, console)
         raise finish(False)
-    diff_file = diff_path or output.with_name(output.name + ".diff")
     # both files or neither: a template without its diff (or a diff of a template not written) misleads
     write_outputs([("-o", output, way.fix.patched_source), ("--diff", diff_file, way.fix.diff(output.name)), *trained])
     render_fix(way.fix, [output, diff_file], console)

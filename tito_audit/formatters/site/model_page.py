@@ -261,13 +261,13 @@ def _breaks(report: AuditReport, compact: bool = False) -> str:
         )
         parts.append(
             '<section id="beside"><h2>Beside the verdict</h2><p class="muted small">Message-level appends, round '
-            "trips and the bridge: reported, never folded into the verdict (first example of each; "
+            "trips, the bridge and the training mask: reported, never folded into the verdict (first example of each; "
             f"<code>tito-audit audit</code> draws them).</p><ul>{items}</ul></section>"
         )
     elif beside:
         intro = (
-            "Message-level appends (the render before and after one message is appended), round trips and the "
-            f"bridge: reported, never folded into the verdict. {LEGEND}"
+            "Message-level appends (the render before and after one message is appended), round trips, the "
+            f"bridge and the training mask: reported, never folded into the verdict. {LEGEND}"
         )
         cards = "".join(_example(e, specials, n) for n, e in beside)
         parts.append(
