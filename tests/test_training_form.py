@@ -61,10 +61,23 @@ def _form(tiny_model_dir, write_template, name: str, source: str, **options) -> 
     return model, training_form(model, source, audit(model, settings), settings, audit)
 
 
+SHARED_BRANCH = (
+    "{%- for m in messages -%}<|im_start|>{{ m.role }}"
+    + templates.NL
+    + templates.CONTENT
+    + templates.CALLS
+    + templates.END
+    + "{%- endfor -%}"
+    + templates.GEN
+)
+"""Every role written by one branch (as Llama 3 does): the loop's body is captured, assistant messages split."""
+
+
 @pytest.mark.parametrize(
     ("name", "sampled"),
     [
         ("GOOD", SAMPLED),
+        ("SHARED_BRANCH", SAMPLED),
         ("MASK_HEADER_INSIDE", SAMPLED),
         ("PARALLEL_CALLS_JOINED", SAMPLED),
         # the last turn gets an empty think block the prompt does not write: the model wrote it (F after P)
@@ -74,13 +87,14 @@ def _form(tiny_model_dir, write_template, name: str, source: str, **options) -> 
 def test_the_training_form_marks_what_the_model_samples_and_renders_as_the_serving_form(
     tiny_model_dir, write_template, name, sampled
 ):
-    model, form = _form(tiny_model_dir, write_template, name.lower(), getattr(templates, name))
+    source = SHARED_BRANCH if name == "SHARED_BRANCH" else getattr(templates, name)
+    model, form = _form(tiny_model_dir, write_template, name.lower(), source)
     assert form.offered, form.reason
     assert form.renders > 0 and form.turns > 0
     assert form.source is not None and "{%- generation -%}" in form.source
     assert _trained(model, form.source, ROLLOUT) == sampled
     text = model.tokenizer.apply_chat_template(ROLLOUT, tokenize=False, chat_template=form.source)
-    assert text == model.tokenizer.apply_chat_template(ROLLOUT, tokenize=False, chat_template=getattr(templates, name))
+    assert text == model.tokenizer.apply_chat_template(ROLLOUT, tokenize=False, chat_template=source)
 
 
 def test_a_prompt_that_opens_the_reasoning_block_leaves_the_opener_out(tiny_model_dir, write_template):
@@ -107,12 +121,8 @@ def test_a_form_that_renders_differently_is_not_offered(tiny_model_dir, write_te
 @pytest.mark.parametrize(
     ("source", "reason"),
     [
-        (templates.GOOD.replace(templates.GEN, ""), "no top-level {% if add_generation_prompt %}"),
-        (
-            "{%- for m in messages -%}{%- if m.role in ['user', 'assistant'] -%}{{ m.content }}{%- endif -%}"
-            "{%- endfor -%}" + templates.GEN,
-            "writes assistant messages alone",
-        ),
+        (templates.GOOD.replace(templates.GEN, ""), "no {% if add_generation_prompt %} section"),
+        ("{{ messages[-1].content }}" + templates.GEN, "no loop over the messages writes them"),
     ],
 )
 def test_templates_without_the_constructs_are_refused_with_the_reason(source, reason):

@@ -8,9 +8,11 @@ its first stop token (SPEC "The simulated rollout"). The form is made without gu
    whitespace control, no output): the blocks are placed again below.
 2. In each branch of the message loop that writes assistant messages (found from Jinja's tokens,
    :mod:`tito_audit.repair.fixes.source`), the branch's output is captured (``{% set tito_turn %}…{% endset %}``),
-   and so is the template's own generation prompt (the body of its top-level ``{% if add_generation_prompt %}``,
-   copied); the turn is then written again in three pieces: the part it shares with the generation prompt, the
-   sampled part in a generation block (up to and including the first of the stop tokens), and the rest.
+   and so is the template's own generation prompt (the body of its ``{% if add_generation_prompt %}``, copied); the
+   turn is then written again in three pieces: the part it shares with the generation prompt, the sampled part in a
+   generation block (up to and including the first of the stop tokens), and the rest. A template that writes every
+   role in shared branches has the body of its loop over the messages captured instead, split for assistant messages
+   only.
 
 The inserted tags mirror the whitespace control of the tags they sit beside, so the form renders byte-identically to
 the template (lines are added only where the generation prompt section is copied);
@@ -95,10 +97,10 @@ def _body_end(tags: Sequence[Tag], opened: int) -> int:
     raise WrapError("an assistant branch is never closed")
 
 
-def _assistant_branches(tags: Sequence[Tag]) -> list[tuple[int, int]]:
-    """(opening tag, closing tag) of each outermost message-loop branch that writes assistant messages only."""
+def _assistant_branches(tags: Sequence[Tag]) -> list[tuple[int, int, None]]:
+    """(opening tag, closing tag, None) of each outermost message-loop branch that writes assistant messages only."""
     only = frozenset({ASSISTANT})
-    found: list[tuple[int, int]] = []
+    found: list[tuple[int, int, None]] = []
     for index, tag in enumerate(tags):
         following = tag.following
         if tag.keyword not in ("if", "elif", "else") or following is None or following.roles != only:
@@ -106,24 +108,63 @@ def _assistant_branches(tags: Sequence[Tag]) -> list[tuple[int, int]]:
         if tag.first.roles == only or not following.in_message_loop:
             continue
         closing = _body_end(tags, index)
-        if not any(a <= index < b for a, b in found):
-            found.append((index, closing))
+        if not any(a <= index < b for a, b, _ in found):
+            found.append((index, closing, None))
     return found
 
 
-def _prompt_section(tags: Sequence[Tag], after: int) -> tuple[int, int]:
-    """(opening tag, closing tag) of the last top-level ``{% if add_generation_prompt %}`` after tag ``after``."""
-    depth, found = 0, None
+def _message_loops(tags: Sequence[Tag]) -> list[tuple[int, int, str]]:
+    """(``for`` tag, its ``endfor``, the loop variable) of each top-level loop over the messages, for templates that
+    write every role in shared branches (Llama 3: ``'<|start_header_id|>' + message['role'] + …``): the loop's body
+    is captured and an assistant message's output split (:func:`_emit_if_assistant`)."""
+    found: list[tuple[int, int, str]] = []
+    depth = 0
     for index, tag in enumerate(tags):
-        if depth == 0 and index > after and tag.keyword == "if" and "add_generation_prompt" in tag.words:
-            found = (index, _body_end(tags, index))
+        words = tag.words
+        if depth == 0 and tag.keyword == "for" and "in" in words and words.index("in") == 2:
+            over = "".join(words[3:])
+            if "messages" in over or "msgs" in over:
+                found.append((index, _loop_end(tags, index), words[1]))
         if tag.keyword in _OPENERS or _is_block_set(tag):
             depth += 1
         elif tag.keyword.startswith("end") and depth:
             depth -= 1
-    if found is None:
-        raise WrapError("no top-level {% if add_generation_prompt %} section to read the generation prompt from")
     return found
+
+
+def _loop_end(tags: Sequence[Tag], opened: int) -> int:
+    """Index of the ``endfor`` (or the loop's own ``else``) of the loop opened by ``tags[opened]``."""
+    depth = 0
+    for index in range(opened + 1, len(tags)):
+        tag = tags[index]
+        if tag.keyword in _OPENERS or _is_block_set(tag):
+            depth += 1
+        elif tag.keyword.startswith("end") and depth:
+            depth -= 1
+        elif depth == 0 and tag.keyword in ("else", "endfor"):
+            return index
+    raise WrapError("a loop over the messages is never closed")
+
+
+def _prompt_section(tags: Sequence[Tag], after: int, branches: Sequence[tuple[int, int]]) -> tuple[int, int]:
+    """(opening tag, closing tag) of the template's generation prompt section: the last top-level
+    ``{% if add_generation_prompt %}`` after tag ``after``, else the last ``if`` that tests ``add_generation_prompt``
+    anywhere outside ``branches`` (Apriel writes it in the message loop, after the last message)."""
+    depth, top, anywhere = 0, None, None
+    for index, tag in enumerate(tags):
+        if tag.keyword == "if" and "add_generation_prompt" in tag.words:
+            if depth == 0 and index > after:
+                top = index
+            elif not any(a <= index <= b for a, b in branches):
+                anywhere = index
+        if tag.keyword in _OPENERS or _is_block_set(tag):
+            depth += 1
+        elif tag.keyword.startswith("end") and depth:
+            depth -= 1
+    chosen = top if top is not None else anywhere
+    if chosen is None:
+        raise WrapError("no {% if add_generation_prompt %} section to read the generation prompt from")
+    return chosen, _body_end(tags, chosen)
 
 
 def _emit(stops: Sequence[str]) -> str:
@@ -151,16 +192,29 @@ def _emit(stops: Sequence[str]) -> str:
     return "\n" + "\n".join(lines) + "\n"
 
 
+def _emit_if_assistant(stops: Sequence[str], variable: str) -> str:
+    """:func:`_emit` for an assistant message of a loop over the messages, its output as it was for the others."""
+    return (
+        f"\n{{%- if {variable}.role == 'assistant' -%}}{_emit(stops)}{{%- else -%}}\n{{{{- {TURN} -}}}}\n"
+        "{%- endif -%}\n"
+    )
+
+
 def _literal(text: str) -> str:
     """A Jinja string literal for ``text``."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n").replace("\r", "\\r") + "'"
 
 
-def _right(tag: Tag) -> str:
-    """A closing for a tag placed right after ``tag`` that strips what ``tag`` strips after it and nothing more: the
-    lexer's closing token already holds the newline ``trim_blocks`` removed, so a plain ``%}`` would remove one more
-    (``+%}`` keeps it)."""
-    return "-%}" if tag.closing.startswith("-") else "+%}"
+def _after(tag: Tag) -> str:
+    """The closing of a tag placed right after ``tag``, and what follows it, so that the text after stays as ``tag``
+    left it: stripped when ``tag`` strips (``-%}``); when ``tag`` ate the newline after it (``trim_blocks``: the
+    lexer's closing token holds it), a newline of our own for our tag to eat, so that the next line still starts a
+    line (``lstrip_blocks`` strips its indentation before a tag there); otherwise nothing more is eaten."""
+    if tag.closing.startswith("-"):
+        return "-%}"
+    if tag.closing.startswith("+"):
+        return "+%}"
+    return "%}\n" if tag.closing.endswith("\n") else "%}"
 
 
 def _left(tag: Tag) -> str:
@@ -179,21 +233,23 @@ def wrap(source: str, stops: Sequence[str]) -> str:
     tags = tags_of(template)
     edits = [_neutral(tag) for tag in tags if tag.keyword in ("generation", "endgeneration")]
     branches = _assistant_branches(tags)
-    if not branches:
-        raise WrapError("no branch of the message loop writes assistant messages alone")
-    opened, closed = _prompt_section(tags, max(b for _, b in branches))
+    loops = [] if branches else _message_loops(tags)
+    if not branches and not loops:
+        raise WrapError("no loop over the messages writes them (nor a branch of one writes assistant messages alone)")
+    opened, closed = _prompt_section(tags, max(b for _, b, _ in branches or loops), [(a, b) for a, b, _ in branches])
     prompt_body = source[tags[opened].end : tags[closed].start]
     for tag in (tags[opened], tags[closed]):
         if tag.keyword in ("generation", "endgeneration"):
             raise WrapError("the generation prompt section holds a generation tag")
     prompt = (
-        f"{{% set {PROMPT} %}}{_left(tags[opened])} if true {_right(tags[opened])}{wrap_free(prompt_body)}"
-        f"{_left(tags[closed])} endif {_right(tags[closed])}{{% endset %}}"
+        f"{{% set {PROMPT} %}}{_left(tags[opened])} if true {_after(tags[opened])}{wrap_free(prompt_body)}"
+        f"{_left(tags[closed])} endif %}}{{% endset %}}"
     )
-    for start, end in branches:
+    for start, end, variable in branches or loops:
         head, tail = tags[start], tags[end]
-        edits.append(Edit(head.end, head.end, f"{prompt}{{% set {TURN} {_right(head)}", "training"))
-        edits.append(Edit(tail.start, tail.start, f"{_left(tail)} endset %}}{_emit(stops)}", "training"))
+        written = _emit(stops) if variable is None else _emit_if_assistant(stops, variable)
+        edits.append(Edit(head.end, head.end, f"{prompt}{{% set {TURN} {_after(head)}", "training"))
+        edits.append(Edit(tail.start, tail.start, f"{_left(tail)} endset %}}{written}", "training"))
     return template.apply(sorted(edits, key=lambda edit: (edit.start, edit.end)))
 
 
