@@ -14,7 +14,7 @@ from tests.helpers import load
 from tito_audit.audit.service import AuditOptions, audit
 from tito_audit.formatters.fix_report import page_of, to_markdown
 from tito_audit.model.loaded import LoadedModel
-from tito_audit.repair.training_form import TrainingForm, training_form
+from tito_audit.repair.training_form import TrainingForm, training_form, verify
 from tito_audit.repair.training_wrap import WrapError, wrap
 from tito_audit.repair.way_out import FIX, SETTING, find_way_out
 
@@ -113,9 +113,16 @@ def test_a_stop_token_the_template_writes_in_the_next_message_cannot_be_trained(
     assert not form.offered and "stop-token-untrained" in form.reason
 
 
-def test_a_form_that_renders_differently_is_not_offered(tiny_model_dir, write_template):
-    _, form = _form(tiny_model_dir, write_template, "set_in_branch", SET_IN_BRANCH)
-    assert not form.offered and form.reason.startswith("it does not render as the serving form does")
+def test_a_form_that_renders_differently_is_not_offered_and_the_whole_message_is_tried(tiny_model_dir, write_template):
+    """SET_IN_BRANCH sets ``closing`` in its assistant branch and reads it after: the branch captured, the newline is
+    lost (refused, with where); the loop's body captured, the variable stays in the capture and the form holds."""
+    model = load(tiny_model_dir, write_template("set_in_branch", SET_IN_BRANCH))
+    report = audit(model, OPTIONS)
+    branch = verify(model, SET_IN_BRANCH, report, OPTIONS, audit, whole_messages=False)
+    assert not branch.offered and branch.reason.startswith("it does not render as the serving form does (c")
+    form = training_form(model, SET_IN_BRANCH, report, OPTIONS, audit)
+    assert form.offered, form.reason
+    assert form.source is not None and _trained(model, form.source, ROLLOUT) == ["<|im_end|>", "It is sunny.<|im_end|>"]
 
 
 @pytest.mark.parametrize(

@@ -83,10 +83,28 @@ def training_form(
     loaded: LoadedModel, serving: str, serving_report: AuditReport, options: AuditOptions, run_audit: AuditRunner
 ) -> TrainingForm:
     """The verified training form of ``serving`` (the template a way out recommends, audited as ``serving_report``
-    with ``options``); fixes' and settings' way outs alike."""
+    with ``options``); fixes' and settings' way outs alike. The assistant branches are wrapped first; when that form
+    is not verified, the body of the loop over the messages is (an end token written after the role branches)."""
+    first = verify(loaded, serving, serving_report, options, run_audit, whole_messages=False)
+    if first.offered:
+        return first
+    second = verify(loaded, serving, serving_report, options, run_audit, whole_messages=True)
+    return second if second.offered else first
+
+
+def verify(
+    loaded: LoadedModel,
+    serving: str,
+    serving_report: AuditReport,
+    options: AuditOptions,
+    run_audit: AuditRunner,
+    whole_messages: bool,
+) -> TrainingForm:
+    """The form :func:`~tito_audit.repair.training_wrap.wrap` makes (``whole_messages``: from the loop's body), with
+    its evidence, or why it is not offered (see the module docstring)."""
     stops = sorted({s.text for v in serving_report.variants for s in v.stop_tokens})
     try:
-        source = wrap(serving, stops)
+        source = wrap(serving, stops, whole_messages)
     except (WrapError, TemplateError) as exc:
         return TrainingForm(reason=f"the template cannot be wrapped: {exc}")
     form = TrainingForm(source=source, variants=len(serving_report.variants), original=loaded.template_source or "")
@@ -103,7 +121,9 @@ def training_form(
     if changed:
         form.reason = f"its audit gives another verdict under {', '.join(changed)}"
     elif not totals.judged:
-        form.reason = f"its mask check judged no turn ({totals.not_as_sampled} turns not written as sampled)"
+        why = f"{totals.not_as_sampled} turns not written as sampled" if totals.not_as_sampled else ""
+        why = why or (f"{totals.refused} mask renders refused" if totals.refused else "no assistant turn audited")
+        form.reason = f"its mask check judged no turn ({why})"
     elif totals.labels:
         found = ", ".join(f"{label} in {count} of {totals.judged} turns" for label, count in totals.labels.items())
         form.reason = f"its mask check still finds {found}"

@@ -113,8 +113,9 @@ def _assistant_branches(tags: Sequence[Tag]) -> list[tuple[int, int, None]]:
     return found
 
 
-def _message_loops(tags: Sequence[Tag]) -> list[tuple[int, int, str]]:
-    """(``for`` tag, its ``endfor``, the loop variable) of each top-level loop over the messages, for templates that
+def _message_loops(tags: Sequence[Tag], source: str) -> list[tuple[int, int, str]]:
+    """(``for`` tag, its ``endfor``, the loop variable) of each top-level loop over the messages that writes output
+    (``{{ … }}`` in its body; a loop that only computes is left alone), for templates that
     write every role in shared branches (Llama 3: ``'<|start_header_id|>' + message['role'] + …``): the loop's body
     is captured and an assistant message's output split (:func:`_emit_if_assistant`)."""
     found: list[tuple[int, int, str]] = []
@@ -123,8 +124,9 @@ def _message_loops(tags: Sequence[Tag]) -> list[tuple[int, int, str]]:
         words = tag.words
         if depth == 0 and tag.keyword == "for" and "in" in words and words.index("in") == 2:
             over = "".join(words[3:])
-            if "messages" in over or "msgs" in over:
-                found.append((index, _loop_end(tags, index), words[1]))
+            end = _loop_end(tags, index) if "messages" in over or "msgs" in over else None
+            if end is not None and "{{" in source[tag.end : tags[end].start]:  # a loop that writes something
+                found.append((index, end, words[1]))
         if tag.keyword in _OPENERS or _is_block_set(tag):
             depth += 1
         elif tag.keyword.startswith("end") and depth:
@@ -221,10 +223,11 @@ def _left(tag: Tag) -> str:
     return "{%-" if tag.opening.endswith("-") else "{%"
 
 
-def wrap(source: str, stops: Sequence[str]) -> str:
-    """The training form of ``source`` (see the module docstring); raises :class:`WrapError` when the template has
-    no assistant branch of its own in the message loop or no generation prompt section, or already uses the names the
-    form adds."""
+def wrap(source: str, stops: Sequence[str], whole_messages: bool = False) -> str:
+    """The training form of ``source`` (see the module docstring); ``whole_messages``: capture the body of the loop
+    over the messages even where an assistant branch exists (a template that writes an assistant turn's end token
+    after its role branches, as Kimi K2 does). Raises :class:`WrapError` when the template has neither, or no
+    generation prompt section, or already uses the names the form adds."""
     if not stops:
         raise WrapError("no stop token is known: the end of what the model samples cannot be marked")
     if any(name in source for name in (TURN, PROMPT, STATE)):
@@ -232,8 +235,8 @@ def wrap(source: str, stops: Sequence[str]) -> str:
     template = TemplateSource.parse(source)
     tags = tags_of(template)
     edits = [_neutral(tag) for tag in tags if tag.keyword in ("generation", "endgeneration")]
-    branches = _assistant_branches(tags)
-    loops = [] if branches else _message_loops(tags)
+    branches = [] if whole_messages else _assistant_branches(tags)
+    loops = [] if branches else _message_loops(tags, source)
     if not branches and not loops:
         raise WrapError("no loop over the messages writes them (nor a branch of one writes assistant messages alone)")
     opened, closed = _prompt_section(tags, max(b for _, b, _ in branches or loops), [(a, b) for a, b, _ in branches])
