@@ -428,6 +428,16 @@ ONLY_TOGETHER = build(
 well does history write the block without the newlines the prompt wrote (broken only in the combination);
 ``add_vision_id`` only numbers pictures, which tool rollouts never send."""
 
+NO_TYPE_LISTS = build(
+    preamble="{%- for tool in tools or [] -%}{%- for name, p in tool.function.parameters.properties | items -%}"
+    "{%- if p.type is defined and p.type is not string -%}{{ raise_exception('type lists are not supported') }}"
+    "{%- endif -%}{%- endfor -%}{%- endfor -%}"
+)
+"""Refuses a tool schema with a ``type`` list (Hermes 3 recurses without end on one)."""
+
+FLAT_TOOLS_ONLY = build(preamble="{%- for tool in tools or [] -%}{{ '// ' + tool.name }}" + NL + "{%- endfor -%}")
+"""Reads each tool without its ``function`` wrapper (``tool.name``), as Apertus does: raises on OpenAI-shaped tools."""
+
 
 # -- training masks: templates with {% generation %} blocks (SPEC "The checks", 5) ----------------------------------
 

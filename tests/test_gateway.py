@@ -210,14 +210,23 @@ def test_sessions_endpoints_and_bad_requests(served):
         {"role": "user", "content": "?"},
     ]
     unknown = httpx.post(f"{url}/v1/chat/completions", json={"messages": resumed}, headers={"X-Session-Id": "nope"})
-    assert unknown.status_code == 404 and "unknown" in unknown.json()["error"]["message"]
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "unknown_session"
+    assert "assistant turns" in unknown.json()["error"]["message"]
     malformed = httpx.post(f"{url}/v1/chat/completions", content=b'{"messages": [', headers={"X-Session-Id": "m"})
     assert malformed.status_code == 400 and malformed.json()["error"]["code"] == "invalid_json"
     oversized = httpx.post(f"{url}/v1/chat/completions", json={"messages": [{"role": "user", "content": "x" * 70_000}]})
     assert oversized.status_code == 413
     bad_role = httpx.post(f"{url}/v1/chat/completions", json={"messages": [{"role": "robot", "content": "x"}]})
     assert bad_role.status_code == 400 and "messages[0].role" in bad_role.json()["error"]["message"]
-    for error in (missing, unknown, malformed, oversized, bad_role):
+    odd_tool = {"type": "function", "function": {"name": "odd", "parameters": {"type": "object", "not": {}}}}
+    undrawable = httpx.post(
+        f"{url}/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "x"}], "tools": [odd_tool], "tool_choice": "required"},
+        headers={"X-Session-Id": "odd"},
+    )
+    assert undrawable.status_code == 400 and undrawable.json()["error"]["code"] == "tool_schema"
+    assert "odd" in undrawable.json()["error"]["message"] and "not" in undrawable.json()["error"]["message"]
+    for error in (missing, unknown, malformed, oversized, bad_role, undrawable):
         assert "\n" not in error.json()["error"]["message"]
     assert httpx.get(f"{url}/healthz").status_code == 200  # still up
 

@@ -1,18 +1,16 @@
 """The gateway in front of a token-in engine that fails: a stub speaking vLLM's and SGLang's shapes that can answer,
-fail with 5xx, stall, answer ids outside the vocabulary or nonsense, or die mid-request. The client gets an
-OpenAI-style error naming the cause (502/504), the session stays as it was, and the server stays up."""
+fail with 5xx, stall, answer ids outside the vocabulary, no ids at all, nonsense or JSON nested 100,000 deep, or die
+mid-request. The client gets an OpenAI-style error naming the cause (502/504), the session stays as it was, and the
+server stays up."""
 
 from __future__ import annotations
 
-import contextlib
-import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from tests.conftest import SHARED_TOKENIZERS, requires_shared
+from tests.gateway_stub import StubEngine
 
 pytest.importorskip("starlette", reason="the gateway extra is not installed (pip install -e '.[gateway]')")
 httpx = pytest.importorskip("httpx")
@@ -20,59 +18,6 @@ httpx = pytest.importorskip("httpx")
 pytestmark = [requires_shared, pytest.mark.shared]
 
 MODEL = "Qwen/Qwen2.5-7B-Instruct"
-
-
-class StubEngine:
-    """An engine on a loopback port whose next answers follow ``mode``; it records the bodies it got."""
-
-    def __init__(self, answer_ids: list[int]) -> None:
-        self.mode = "ok"
-        self.bodies: list[dict] = []
-        self.answer_ids = answer_ids
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                return None
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                stub.bodies.append({"path": self.path, **body})
-                mode = stub.mode
-                if mode == "kill":  # the engine dies with the request under way: no answer at all
-                    self.connection.shutdown(2)
-                    self.close_connection = True
-                    return
-                if mode == "slow":
-                    time.sleep(1.5)
-                if mode == "5xx":
-                    return self._send(503, b'{"error": "overloaded"}')
-                if mode == "garbage":
-                    return self._send(200, b"<html>not json")
-                ids = [10**9] if mode == "bad_ids" else stub.answer_ids
-                if self.path == "/generate":  # SGLang's shape, the matched stop token left out of output_ids
-                    output = ids if mode == "bad_ids" else ids[:-1]
-                    finish = {"type": "stop", "matched": ids[-1]}
-                    answer = {"text": "", "output_ids": output, "meta_info": {"finish_reason": finish}}
-                else:
-                    answer = {"choices": [{"index": 0, "text": "", "token_ids": ids, "finish_reason": "stop"}]}
-                self._send(200, json.dumps(answer).encode())
-
-            def _send(self, status: int, payload: bytes) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                with contextlib.suppress(BrokenPipeError):  # the gateway stopped waiting (the timeout test)
-                    self.wfile.write(payload)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 class PlainParser:
@@ -133,6 +78,8 @@ def test_engine_faults_leave_the_session_as_it_was(setup):
         ("slow", 504, "engine_timeout"),
         ("bad_ids", 502, "engine_bad_ids"),
         ("garbage", 502, "engine_bad_response"),
+        ("deep", 502, "engine_bad_response"),
+        ("empty", 502, "engine_empty"),
         ("kill", 502, "engine_unreachable"),
     ):
         stub.mode = mode

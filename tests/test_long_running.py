@@ -3,6 +3,7 @@ renders (the probes that find its stop tokens) are under the same time limit as 
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from tests import templates
 from tito_audit import TitoSession
 from tito_audit.errors import TemplateTimeoutError
-from tito_audit.model import render_guard, segments
+from tito_audit.model import render, render_guard, segments
 from tito_audit.model.render import RenderLimits
 from tito_audit.session import machinery
 
@@ -69,3 +70,45 @@ def _fresh_machinery():
     yield
     machinery._BUILT.clear()
     machinery._LOADED.clear()
+
+
+def _held(cache: dict) -> int:
+    """What the piece cache's entries take, measured object by object (ids past 256 are objects of their own)."""
+    return sum(
+        sys.getsizeof(piece)
+        + sys.getsizeof(ids)
+        + (sum(sys.getsizeof(i) for i in ids if i > 256) if type(ids) is tuple else 0)
+        for piece, ids in cache.items()
+    )
+
+
+def test_the_shared_caches_stay_within_their_bytes(tiny_model_dir, write_template, monkeypatch):
+    """Sessions each with a new message of 60,000 characters: the model's piece cache and its prepared messages stay
+    within their byte bounds (on main only their counts were bounded: 200,000 pieces of any size)."""
+    monkeypatch.setattr(segments, "MAX_CACHED_BYTES", 2 << 20, raising=False)
+    monkeypatch.setattr(render._FastJinja, "MAX_PREPARED_CHARS", 500_000, raising=False)
+    session = TitoSession.from_model(str(tiny_model_dir), template=write_template("good-bytes", templates.GOOD))
+    machinery_of = session._machinery
+    for turn in range(30):
+        text = f"turn {turn}: " + " ".join(f"w{turn}x{i}" for i in range(7_500))
+        prompt = session.spawn().start([{"role": "user", "content": text}])
+        assert prompt[-3:] == session.codec.encode("<|im_start|>assistant\n")[-3:]
+        assert _held(machinery_of.codec._segments._cache) <= 2 << 20, turn
+        prepared = machinery_of.renderer._fast._prepared
+        assert sum(len(message.get("content") or "") for message, _ in prepared.values()) <= 500_000, turn
+
+
+def test_forget_drops_what_the_caches_keep_for_a_session(tiny_model_dir, write_template):
+    session = TitoSession.from_model(str(tiny_model_dir), template=write_template("good-forget", templates.GOOD))
+    long_text = "forget me " * 3_000  # one piece of 30,000 characters
+    prompt = session.start([{"role": "user", "content": long_text}])
+    codec, renderer = session.codec, session._machinery.renderer
+    cache = codec._segments._cache
+    assert any(long_text in piece for piece in cache) and len(renderer._fast._prepared) >= 1
+    kept = [id(m) for m in session._messages]
+    session.forget()
+    assert not any(long_text in piece for piece in cache)
+    assert not set(kept) & set(renderer._fast._prepared)
+    answer = {"role": "assistant", "content": "ok"}
+    follow = session.extend(codec.encode("ok<|im_end|>"), answer, [{"role": "user", "content": "again"}])
+    assert follow[: len(prompt)] == prompt  # still usable: its next render prepares and tokenizes again

@@ -141,3 +141,18 @@ def test_each_harness_shape_has_its_cell_in_the_report(tiny_model_dir, write_tem
     }.items():
         assert {(shape, form) for form in forms} <= cells, (shape, cells)
     assert all(row.failed == 0 for row in variant.steps_by_shape)  # GOOD holds in every shape
+
+
+def test_a_template_refusing_the_tools_schemas_is_audited_with_the_nearest_schemas_it_takes(
+    tiny_model_dir, write_template
+):
+    """The refusal is reported with its reason and the schema change that rescued the conversation; the tool steps
+    are still audited with the template's own tool support."""
+    for name, change in (
+        ("NO_TYPE_LISTS", "type lists in tool schemas -> anyOf"),
+        ("FLAT_TOOLS_ONLY", "tool schemas without their function wrapper"),
+    ):
+        variant = default_variant(run_audit(tiny_model_dir, write_template(name.lower(), getattr(templates, name))))
+        rescued = [r for r in variant.refused if r.accepted_after and change in r.accepted_after]
+        assert rescued, (name, [(r.reason, r.accepted_after) for r in variant.refused])
+        assert variant.verdict == "ready" and any(row.category == "tool" for row in variant.checks["rollout"].rows)

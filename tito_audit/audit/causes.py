@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from tito_audit.audit.realize import MessageRef
@@ -23,6 +23,9 @@ EMPTY_THINK = re.compile(
 _WS = re.compile(r"\s+")
 _LOOKAHEAD = 160
 _MAX_CONTROL = 64
+_NEARBY = 48
+"""How far after a divergence a message's text may begin (past the markup that opens it, gpt-oss's
+``<|channel|>analysis<|message|>``) and still be the text the divergence is about."""
 
 
 @dataclass(frozen=True)
@@ -35,25 +38,37 @@ class TextContext:
     stop_texts: Iterable[str]
     control_pattern: re.Pattern[str] | None = None
     """``controls`` as one alternation (longest first), when the caller has it compiled."""
+    normalize: Callable[[str], str] | None = None
+    """The tokenizer's normalizer, when it has one: rollout texts are compared normalized (Gemma writes spaces as
+    ``▁``), so a message's text is looked for in both forms."""
+
+    def forms(self, texts: Iterable[str]) -> list[str]:
+        """``texts``, each also in its normalized form where that differs."""
+        out: list[str] = []
+        for text in texts:
+            out.append(text)
+            if self.normalize is not None and (normalized := self.normalize(text)) != text:
+                out.append(normalized)
+        return out
 
 
-def _reasoning_strings(messages: Sequence[Message]) -> list[str]:
+def _reasoning_strings(context: TextContext) -> list[str]:
     out = []
-    for message in messages:
+    for message in context.messages:
         value = message.get("reasoning_content")
         if isinstance(value, str) and value.strip():
             out.append(value.strip())
-    return out
+    return context.forms(out)
 
 
-def _tool_call_names(messages: Sequence[Message]) -> list[str]:
+def _tool_call_names(context: TextContext) -> list[str]:
     names = []
-    for message in messages:
+    for message in context.messages:
         for call in message.get("tool_calls") or []:
             name = (call.get("function") or {}).get("name")
             if isinstance(name, str):
                 names.append(name)
-    return names
+    return context.forms(names)
 
 
 def _control_at(text: str, index: int, controls: Iterable[str], pattern: re.Pattern[str] | None = None) -> str | None:
@@ -123,7 +138,7 @@ def classify_text_divergence(
     stops = set(context.stop_texts)
     rest_earlier = earlier[index:]
 
-    for reasoning in _reasoning_strings(context.messages):
+    for reasoning in _reasoning_strings(context):
         found = earlier.find(reasoning, max(0, index - len(reasoning)))
         near_later = later[max(0, found - _LOOKAHEAD) : found + len(reasoning) + _LOOKAHEAD]
         if 0 <= found <= index + _LOOKAHEAD and reasoning not in near_later:
@@ -136,7 +151,7 @@ def classify_text_divergence(
     if owner is not None and owner.role != ASSISTANT:
         # a tool, user or system message: rewritten in its text, or closed differently once followed
         if len(labels) == len(known):
-            moved = _moved_in(earlier, later, index, context.messages, next_message=owner.index + 1)
+            moved = _moved_in(earlier, later, index, context, next_message=owner.index + 1)
             labels.append("content-rewritten" if moved else _non_assistant_label(index, owner))
         return labels
 
@@ -159,7 +174,7 @@ def classify_text_divergence(
     return labels
 
 
-def _moved_in(earlier: str, later: str, index: int, messages: Sequence[Message], next_message: int) -> bool:
+def _moved_in(earlier: str, later: str, index: int, context: TextContext, next_message: int) -> bool:
     """Whether ``later`` has, right at ``index``, the text of a message that ``earlier`` does not have there
     (a later system message merged into the system prompt, a system prompt moved to the last user turn).
 
@@ -168,14 +183,16 @@ def _moved_in(earlier: str, later: str, index: int, messages: Sequence[Message],
     differently once it was followed (Hermes 3 joins consecutive tool results in one block), not that text
     moved in.
     """
+    messages = context.messages
     following = _message_text(messages[next_message]) if next_message < len(messages) else None
-    for text in _message_texts(messages):
-        if text == following:
+    followings = set(context.forms([following])) if following else set()
+    for text in context.forms(_message_texts(messages)):
+        if text in followings:
             continue
         window = index + len(text) + 40
-        region = later[index : window + len(following or "")]
-        if following:
-            region = region.replace(following, "\0")
+        region = later[index : window + max((len(f) for f in followings), default=0)]
+        for follower in followings:
+            region = region.replace(follower, "\0")
         if text in region[: len(text) + 40] and earlier.find(text, index, window) < 0:
             return True
     return False
@@ -201,12 +218,15 @@ def _message_texts(messages: Sequence[Message]) -> list[str]:
 
 def _fallback(earlier: str, later: str, index: int, context: TextContext) -> str:
     """Rewritten message text or tool-call serialization, told apart by where the divergence lies."""
-    for text in _message_texts(context.messages):
+    for text in context.forms(_message_texts(context.messages)):
         found = earlier.find(text, max(0, index - len(text)))
         if 0 <= found <= index + 2:
             return "content-rewritten"  # the divergence lies in a message's text (changed, moved or dropped)
+        if 0 <= found <= index + _NEARBY and later.find(text, max(0, index - _NEARBY), found + _NEARBY) < 0:
+            return "content-rewritten"  # a message's text just after the divergence is gone from there
+
     near = earlier[max(0, index - 300) : index + 40]
-    in_tool_call = any(name in near for name in _tool_call_names(context.messages))
+    in_tool_call = any(name in near for name in _tool_call_names(context))
     if in_tool_call and _json_equivalent(earlier[max(0, index - 200) :], later[max(0, index - 200) :]):
         return "tool-call-reformatted"
     window_earlier = _squash(earlier[index : index + _LOOKAHEAD])[:60]

@@ -49,12 +49,20 @@ def parser_input(
             handed = pattern.sub("", handed)
     return ParseInput(
         text=handed,
-        tools=tools,
+        tools=openai_tools(tools),
         prompt=prompt,
         reasoning_open=context.alignments[j].prompt_state == OPEN,
         earlier_calls=earlier_calls,
         call_id_seed=f"{context.conversation.id}:{j}",
     )
+
+
+def openai_tools(tools: list[dict] | None) -> list[dict] | None:
+    """``tools`` in the OpenAI request shape the engine's parser reads (a conversation reshaped for a template that
+    wants them without their ``function`` wrapper still came from a request in that shape)."""
+    if not tools:
+        return tools
+    return [tool if "function" in tool else {"type": "function", "function": tool} for tool in tools]
 
 
 def parse_with(parser: CompletionParser, given: ParseInput) -> Message:

@@ -198,11 +198,16 @@ def _inserted_at(text: str, later: str, index: int, probe: int = 24, reach: int 
 
 
 def _content_end(message: Message, rendered: str) -> int | None:
-    """Where ``message``'s own text ends in ``rendered`` (a render whose last message it is), if it is found."""
+    """Where ``message``'s own text ends in ``rendered`` (a render whose last message it is), if it is found: its
+    whole text when the template wrote it so (trailing whitespace is the message's own), else its stripped text."""
     content = message.get("content")
-    text = content.strip() if isinstance(content, str) else ""
-    found = rendered.rfind(text) if text else -1
-    return found + len(text) if found >= 0 else None
+    if not isinstance(content, str) or not content.strip():
+        return None
+    for text in (content, content.strip()):
+        found = rendered.rfind(text)
+        if found >= 0:
+            return found + len(text)
+    return None
 
 
 def locate_completion(prompt: str, full: str, prompt_start: int) -> tuple[int | None, int | None]:

@@ -9,8 +9,6 @@ The path of one conversation: :class:`~tito_audit.audit.acceptance.Acceptor` (re
 
 from __future__ import annotations
 
-from functools import cached_property
-
 from tito_audit.audit.acceptance import Acceptor, Renders
 from tito_audit.audit.aggregate import (
     VariantTotals,
@@ -41,6 +39,7 @@ from tito_audit.conversations.shapes import NOT_NATIVE_TOOLS
 from tito_audit.conversations.tools import tool_schemas
 from tito_audit.model.loaded import LoadedModel
 from tito_audit.model.render import Renderer, RenderError, frozen_clock
+from tito_audit.model.threads import cached_property
 from tito_audit.model.tokens import TokenCodec
 from tito_audit.model.variants import Variant
 from tito_audit.parse.output_layouts import OutputLayout, output_layout

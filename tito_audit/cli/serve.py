@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 from typing import Annotated
 
@@ -9,9 +10,19 @@ import typer
 from rich.markup import escape
 
 from tito_audit.cli.app import app
-from tito_audit.cli.options import KwargOpt, ModelArg, ModelSource, StopTokenOpt, parse_kwargs, with_option_groups
+from tito_audit.cli.options import (
+    KwargOpt,
+    MaxCharsOpt,
+    MaxSecondsOpt,
+    ModelArg,
+    ModelSource,
+    StopTokenOpt,
+    parse_kwargs,
+    with_option_groups,
+)
 from tito_audit.cli.outcomes import err
-from tito_audit.errors import AuditError
+from tito_audit.errors import AuditError, BadInputError
+from tito_audit.model.render_guard import RenderLimits
 
 INSTALL = "pip install -e '.[gateway]' -c constraints.txt"
 
@@ -50,6 +61,27 @@ MaxTokensOpt = Annotated[
     int, typer.Option("--max-tokens", min=1, help="max_tokens for requests that name none (engines default low).")
 ]
 FakeSeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the fake engine.")]
+SessionBytesOpt = Annotated[
+    str,
+    typer.Option(
+        "--max-session-bytes", help="Most memory one session may hold, estimated (413 past it): 256MiB, 1GiB, bytes."
+    ),
+]
+TotalBytesOpt = Annotated[
+    str,
+    typer.Option("--max-total-bytes", help="Most memory all sessions together may hold, estimated (507 past it)."),
+]
+UNITS = {"": 1, "b": 1} | {f"{p}{s}": 1 << (10 * (i + 1)) for i, p in enumerate("kmg") for s in ("", "b", "ib")}
+SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*", re.IGNORECASE)
+
+
+def size_in_bytes(value: str, option: str) -> int:
+    """``256MiB``, ``8GiB``, ``1.5G`` or a number of bytes (K, M, G are powers of 1024, as KiB, MiB, GiB)."""
+    match = SIZE.fullmatch(value)
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in UNITS or float(match.group(1)) * UNITS[unit] < 1 << 20:
+        raise BadInputError(f"{option} expects a size of at least 1MiB like 256MiB or 8GiB, not {value!r}")
+    return int(float(match.group(1)) * UNITS[unit])
 
 
 @app.command("serve")
@@ -71,12 +103,20 @@ def serve_command(
     max_request_bytes: MaxBytesOpt = 8 * 1024 * 1024,
     engine_model: EngineModelOpt = None,
     max_tokens: MaxTokensOpt = 2048,
+    max_render_chars: MaxCharsOpt = RenderLimits.max_chars,
+    max_render_seconds: MaxSecondsOpt = RenderLimits.max_seconds,
+    max_session_bytes: SessionBytesOpt = "256MiB",
+    max_total_bytes: TotalBytesOpt = "8GiB",
     seed: FakeSeedOpt = 0,
     kwarg: KwargOpt = [],  # noqa: B006
     stop_token: StopTokenOpt = [],  # noqa: B006
 ) -> None:
     """Serve MODEL as an OpenAI-compatible chat endpoint that keeps each session's sampled tokens (exit 2 if it cannot
-    start)."""
+    start).
+
+    Sessions live in this process's memory only: they are lost when the server stops (GET /sessions/ID first).
+
+    Bounds: --max-sessions, --max-session-bytes, --max-total-bytes, --max-render-chars, --max-render-seconds."""
     try:
         import httpx  # noqa: F401
         import starlette  # noqa: F401
@@ -107,6 +147,10 @@ def serve_command(
         seed=seed,
         engine_model=engine_model,
         max_tokens=max_tokens,
+        max_render_chars=max_render_chars,
+        max_render_seconds=max_render_seconds,
+        max_session_bytes=size_in_bytes(max_session_bytes, "--max-session-bytes"),
+        max_total_bytes=size_in_bytes(max_total_bytes, "--max-total-bytes"),
         template_kwargs=parse_kwargs(kwarg),
         stop_tokens=tuple(stop_token),
         mirrors=tuple(source.mirror),

@@ -302,10 +302,12 @@ def generate_conversation(
         elif shape["appended"] == SYSTEM and rng.random() < 0.7:
             build.add({"role": SYSTEM, "content": decorate("Note: the tool budget is 3 calls.", rng, 0.3)})
     _settle_shape(shape, build, profile)
+    called = {c["function"]["name"] for m in build.messages for c in m.get("tool_calls") or []}
+    declared = profile.tools.declared(called, random.Random(f"declared:{seed}:{index}"))
     return Conversation(
         id=f"c{index:04d}",
         messages=build.messages,
-        tools=profile.tools.schemas() if shape["tools"] == "present" else None,
+        tools=declared if shape["tools"] == "present" else None,
         shape=shape,
         must_appear=build.must_appear,
         reasoning_dropped_by_harness=build.dropped_reasoning,

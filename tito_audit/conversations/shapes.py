@@ -1,9 +1,10 @@
 """Refused shapes: when a template rejects a conversation, retry it in the nearest shape it accepts.
 
 A template refuses a conversation when rendering raises, or when the text drops a tool call or a tool
-result. We then apply the smallest set of shape changes (below, in order of preference) after which it
-renders faithfully. The refusal is always reported; the retried conversation is audited in its new
-shape, and a conversation no change rescues is counted as refused, never as passed.
+result (or when it cannot render the tools' schemas: Hermes 3 recurses without end on a ``type`` list, Apertus
+reads the tools without their ``function`` wrapper). We then apply the smallest set of shape changes (below, in
+order of preference) after which it renders faithfully. The refusal is always reported; the retried conversation is
+audited in its new shape, and a conversation no change rescues is counted as refused, never as passed.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from tito_audit.conversations.conversation import ASSISTANT, SYSTEM, TOOL, USER, Conversation, Message
 
@@ -195,10 +197,84 @@ def _chat_only(conversation: Conversation) -> Conversation:
     return out
 
 
+def _schemas_rewritten(schema: Any, rewrite: Callable[[dict], dict]) -> Any:
+    """``schema`` with ``rewrite`` applied to every subschema object (a new object where anything changed)."""
+    if isinstance(schema, list):
+        items = [_schemas_rewritten(item, rewrite) for item in schema]
+        return schema if all(a is b for a, b in zip(items, schema, strict=True)) else items
+    if not isinstance(schema, dict):
+        return schema
+    inner = {key: _schemas_rewritten(value, rewrite) for key, value in schema.items()}
+    changed = any(inner[key] is not schema[key] for key in schema)
+    return rewrite(inner if changed else schema)
+
+
+def _type_list_as_any_of(schema: dict) -> dict:
+    kinds = schema.get("type")
+    if not isinstance(kinds, list):
+        return schema
+    rest = {k: v for k, v in schema.items() if k != "type"}
+    return {**rest, "anyOf": [{"type": kind} for kind in kinds]}
+
+
+def _first_branch(schema: dict) -> dict:
+    """A union (type list, ``anyOf``, ``oneOf``) as its first non-null type."""
+    kinds = schema.get("type")
+    if isinstance(kinds, list) and kinds:
+        return {**schema, "type": next((k for k in kinds if k != "null"), kinds[0])}
+    for keyword in ("anyOf", "oneOf"):
+        branches = schema.get(keyword)
+        if isinstance(branches, list) and branches:
+            rest = {k: v for k, v in schema.items() if k != keyword}
+            first = next((b for b in branches if isinstance(b, dict) and b.get("type") != "null"), branches[0])
+            return {**rest, **(first if isinstance(first, dict) else {})}
+    return schema
+
+
+def _tools_rewritten(rewrite: Callable[[dict], dict]) -> Callable[[Conversation], Conversation]:
+    def change(conversation: Conversation) -> Conversation:
+        out = _sharing(conversation, list(conversation.messages))
+        out.tools = _schemas_rewritten(conversation.tools, rewrite)
+        return out
+
+    return change
+
+
+def _tools_hold(test: Callable[[dict], bool]) -> Callable[[Conversation], bool]:
+    def applies(conversation: Conversation) -> bool:
+        found = []
+        _schemas_rewritten(conversation.tools, lambda schema: found.append(test(schema)) or schema)
+        return any(found)
+
+    return applies
+
+
+def _flat_tools(conversation: Conversation) -> Conversation:
+    out = _sharing(conversation, list(conversation.messages))
+    out.tools = [tool.get("function", tool) if isinstance(tool, dict) else tool for tool in conversation.tools or []]
+    return out
+
+
 CALL_IDS = "tool-call ids -> 9 alphanumeric characters"
+FLAT_TOOLS = "tool schemas without their function wrapper"
+TYPE_LISTS = "type lists in tool schemas -> anyOf"
+UNIONS = "unions in tool schemas -> their first non-null type"
 
 SHAPE_CHANGES: tuple[ShapeChange, ...] = (
     ShapeChange(CALL_IDS, _ids_not_nine_alphanumerics, _ids_to_nine_alphanumerics),
+    ShapeChange(
+        FLAT_TOOLS,
+        lambda c: any(isinstance(t, dict) and isinstance(t.get("function"), dict) for t in c.tools or []),
+        _flat_tools,
+    ),
+    ShapeChange(
+        TYPE_LISTS, _tools_hold(lambda s: isinstance(s.get("type"), list)), _tools_rewritten(_type_list_as_any_of)
+    ),
+    ShapeChange(
+        UNIONS,
+        _tools_hold(lambda s: isinstance(s.get("type"), list) or "anyOf" in s or "oneOf" in s),
+        _tools_rewritten(_first_branch),
+    ),
     ShapeChange(
         "assistant content None -> empty string",
         lambda c: any(m.get("role") == ASSISTANT and m.get("content") is None for m in c.messages),
@@ -280,18 +356,32 @@ def candidate_change_sets(
     the :data:`MAX_CHANGES_TRIED` tried (a template that knows no tools is reshaped, not refused)."""
     applicable = [change for change in SHAPE_CHANGES if change.applies(conversation)]
     by_name = {change.name: change for change in applicable}
-    ordered: list[tuple[ShapeChange, ...]] = []
+    seen: set[tuple[str, ...]] = set()
+    natives: list[tuple[ShapeChange, ...]] = []
+    others: list[tuple[ShapeChange, ...]] = []
+
+    def offer(changes: tuple[ShapeChange, ...]) -> None:
+        key = tuple(change.name for change in changes)
+        if key in seen:
+            return
+        seen.add(key)
+        if natives_first and gives_up_tools(changes):
+            if len(others) < RESERVED_FOR_NOT_NATIVE:
+                others.append(changes)
+        elif len(natives) < MAX_CHANGES_TRIED:
+            natives.append(changes)
+
     for names in preferred:
         if all(name in by_name for name in names):
-            ordered.append(tuple(by_name[name] for name in names))
+            offer(tuple(by_name[name] for name in names))
+    # the sets by size, made only as far as they are tried (there are 2**n of them)
     for size in range(1, len(applicable) + 1):
         for combination in itertools.combinations(applicable, size):
-            if combination not in ordered:
-                ordered.append(combination)
+            if len(natives) >= MAX_CHANGES_TRIED and (not natives_first or len(others) >= RESERVED_FOR_NOT_NATIVE):
+                break
+            offer(combination)
     if not natives_first:
-        return ordered[:MAX_CHANGES_TRIED]
-    natives = [changes for changes in ordered if not gives_up_tools(changes)]
-    others = [changes for changes in ordered if gives_up_tools(changes)][:RESERVED_FOR_NOT_NATIVE]
+        return natives[:MAX_CHANGES_TRIED]
     return natives[: MAX_CHANGES_TRIED - len(others)] + others
 
 

@@ -1,10 +1,11 @@
 """The tools generated conversations call: the built-in set, or the user's own (``--tools FILE``, the OpenAI ``tools``
 JSON a user gives their engine).
 
-The built-in set covers every form of argument the SPEC asks for in the default conversation count (strings, integers,
-numbers, booleans, nulls, enums, type lists, ``anyOf``/``oneOf`` nullable fields, arrays of scalars and of objects,
-nested objects, optional properties, and a tool without parameters); each tool says which observations its results
-look like, so a tool result reads like the environment that tool belongs to.
+Every property has a description, as real tool schemas do (some templates write them and refuse a property without
+one). The built-in set covers every form of argument the SPEC asks for in the default conversation count (strings,
+integers, numbers, booleans, nulls, enums, type lists, ``anyOf``/``oneOf`` nullable fields, arrays of scalars and of
+objects, nested objects, optional properties, and a tool without parameters); each tool says which observations its
+results look like, so a tool result reads like the environment that tool belongs to.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ BUILT_IN_TOOLS: dict[str, dict] = {
             "type": "object",
             "properties": {
                 "city": {"type": "string", "description": "City name"},
-                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-                "days": {"type": "integer", "minimum": 1, "maximum": 14},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "description": "Temperature unit"},
+                "days": {"type": "integer", "minimum": 1, "maximum": 14, "description": "Days of forecast"},
             },
             "required": ["city"],
         },
@@ -35,18 +36,21 @@ BUILT_IN_TOOLS: dict[str, dict] = {
         "parameters": {
             "type": "object",
             "properties": {
-                "query": {"type": "string"},
+                "query": {"type": "string", "description": "Search words"},
                 "filters": {
                     "type": "object",
                     "description": "Attribute filters",
                     "properties": {
-                        "max_price": {"type": "number"},
-                        "tags": {"type": "array", "items": {"type": "string"}},
-                        "in_stock": {"type": "boolean"},
+                        "max_price": {"type": "number", "description": "Highest price"},
+                        "tags": {"type": "array", "items": {"type": "string"}, "description": "Tags to match"},
+                        "in_stock": {"type": "boolean", "description": "Only items in stock"},
                     },
                 },
-                "limit": {"type": "integer"},
-                "sort": {"anyOf": [{"type": "string", "enum": ["price", "rating"]}, {"type": "null"}]},
+                "limit": {"type": "integer", "description": "Results per page"},
+                "sort": {
+                    "anyOf": [{"type": "string", "enum": ["price", "rating"]}, {"type": "null"}],
+                    "description": "Sort order",
+                },
             },
             "required": ["query"],
         },
@@ -56,9 +60,9 @@ BUILT_IN_TOOLS: dict[str, dict] = {
         "parameters": {
             "type": "object",
             "properties": {
-                "command": {"type": "string"},
-                "timeout": {"type": "number"},
-                "background": {"type": "boolean"},
+                "command": {"type": "string", "description": "Shell command"},
+                "timeout": {"type": "number", "description": "Seconds before it is stopped"},
+                "background": {"type": "boolean", "description": "Run without waiting"},
             },
             "required": ["command"],
         },
@@ -67,7 +71,9 @@ BUILT_IN_TOOLS: dict[str, dict] = {
         "description": "Move the player in the grid world.",
         "parameters": {
             "type": "object",
-            "properties": {"direction": {"type": "string", "enum": ["up", "down", "left", "right"]}},
+            "properties": {
+                "direction": {"type": "string", "enum": ["up", "down", "left", "right"], "description": "Where to go"}
+            },
             "required": ["direction"],
         },
     },
@@ -76,13 +82,13 @@ BUILT_IN_TOOLS: dict[str, dict] = {
         "parameters": {
             "type": "object",
             "properties": {
-                "ticket_id": {"type": "integer"},
-                "status": {"type": "string", "enum": ["open", "pending", "closed"]},
-                "assignee": {"type": ["string", "null"]},
-                "urgent": {"type": "boolean"},
-                "labels": {"type": "array", "items": {"type": "string"}},
-                "due": {"oneOf": [{"type": "string", "format": "date"}, {"type": "null"}]},
-                "hours_spent": {"type": "number"},
+                "ticket_id": {"type": "integer", "description": "Ticket number"},
+                "status": {"type": "string", "enum": ["open", "pending", "closed"], "description": "New status"},
+                "assignee": {"type": ["string", "null"], "description": "Agent, or null for nobody"},
+                "urgent": {"type": "boolean", "description": "Whether it is urgent"},
+                "labels": {"type": "array", "items": {"type": "string"}, "description": "Labels to set"},
+                "due": {"oneOf": [{"type": "string", "format": "date"}, {"type": "null"}], "description": "Due date"},
+                "hours_spent": {"type": "number", "description": "Hours worked"},
             },
             "required": ["ticket_id", "urgent", "assignee"],
         },
@@ -94,19 +100,20 @@ BUILT_IN_TOOLS: dict[str, dict] = {
             "properties": {
                 "items": {
                     "type": "array",
+                    "description": "Articles to add",
                     "items": {
                         "type": "object",
                         "properties": {
-                            "sku": {"type": "string"},
-                            "quantity": {"type": "integer", "minimum": 1},
-                            "gift": {"type": "boolean"},
-                            "price": {"type": "number"},
+                            "sku": {"type": "string", "description": "Article number"},
+                            "quantity": {"type": "integer", "minimum": 1, "description": "How many"},
+                            "gift": {"type": "boolean", "description": "Gift wrapped"},
+                            "price": {"type": "number", "description": "Unit price"},
                         },
                         "required": ["sku", "quantity"],
                     },
                     "minItems": 1,
                 },
-                "coupon": {"type": ["string", "null"]},
+                "coupon": {"type": ["string", "null"], "description": "Coupon code, or null"},
             },
             "required": ["items"],
         },
@@ -149,6 +156,16 @@ class ToolSet:
     def schemas(self) -> list[dict]:
         """The ``tools`` list a request declares (a new list each time: callers may change it)."""
         return [dict(tool) for tool in self.tools]
+
+    def declared(self, called: set[str], rng: random.Random) -> list[dict]:
+        """What one conversation's requests declare: the user's tools all of them, as their environment does; of the
+        built-in set, the tools the conversation calls and one or two others (a render writes every declared tool
+        into the prompt, and the built-in set is there to cover argument forms, not to make prompts long)."""
+        if self.source != BUILT_IN:
+            return self.schemas()
+        others = [name for name in self.names if name not in called]
+        extra = set(rng.sample(others, min(len(others), rng.choice((1, 2)))))
+        return [dict(tool) for tool in self.tools if tool["function"]["name"] in called | extra]
 
     def observation(self, name: str, rng: random.Random) -> str:
         """What a result of tool ``name`` looks like: its environment's observation (any, for a user's tool)."""

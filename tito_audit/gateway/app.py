@@ -23,6 +23,7 @@ from starlette.routing import Route
 from tito_audit.gateway.engines import EngineError
 from tito_audit.gateway.protocol import RequestError, error_body
 from tito_audit.gateway.service import Gateway
+from tito_audit.session.inputs import MAX_DEPTH, too_deep
 
 log = logging.getLogger("tito_audit.gateway")
 
@@ -66,9 +67,15 @@ def create_app(gateway: Gateway) -> Starlette:
             if len(body) > limit:
                 raise RequestError(413, "request_too_large", f"the request body is larger than {limit} bytes")
         try:
-            return json.loads(body)
+            decoded = json.loads(body)
+            deep = too_deep(decoded)
         except ValueError as exc:
             raise RequestError(400, "invalid_json", f"the request body is not valid JSON ({exc})") from None
+        except RecursionError:  # nested past what the decoder reads
+            deep = True
+        if deep:  # refused before anything that recurses (copies, comparisons, renders) meets it
+            raise RequestError(400, "nested_too_deeply", f"the request body is nested deeper than {MAX_DEPTH} levels")
+        return decoded
 
     async def chat(request: Request) -> Response:
         body = await read_json(request)
@@ -91,7 +98,8 @@ def create_app(gateway: Gateway) -> Starlette:
     async def delete_session(request: Request) -> Response:
         session_id = request.path_params["session_id"]
         if not gateway.store.delete(session_id):
-            raise RequestError(404, "unknown_session", f"no session {session_id!r} (never opened, expired or deleted)")
+            raise gateway.store.missing(session_id)
+        await asyncio.to_thread(gateway.give_back)  # the memory is back when DELETE answers
         return JSONResponse({"deleted": session_id})
 
     async def health(request: Request) -> Response:
@@ -124,8 +132,13 @@ def create_app(gateway: Gateway) -> Starlette:
 
 
 async def _sweep(gateway: Gateway) -> None:
-    """Drop idle sessions even when no request comes (memory stays bounded while agents are gone)."""
+    """Drop idle sessions even when no request comes, and give back the memory of the sessions that ended (expired,
+    evicted) since the last sweep: memory stays bounded while agents are gone."""
     period = max(1.0, min(gateway.store.idle_seconds / 2, 30.0))
     while True:
         await asyncio.sleep(period)
         gateway.store.get("")  # expires the idle ones
+        try:
+            await asyncio.to_thread(gateway.give_back)
+        except Exception as exc:  # the sweeper goes on; the memory is given back at the next sweep
+            log.warning("gateway: giving back the memory of ended sessions failed: %s", " ".join(str(exc).split()))

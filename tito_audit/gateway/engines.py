@@ -116,6 +116,10 @@ class HttpEngine:
             data = response.json()
         except ValueError:
             raise EngineError(502, "engine_bad_response", "the engine's answer is not JSON") from None
+        except RecursionError:
+            raise EngineError(
+                502, "engine_bad_response", "the engine's answer is JSON nested too deeply to read"
+            ) from None
         reader = read_vllm if self.api == "vllm" else read_sglang
         try:
             output = reader(data)

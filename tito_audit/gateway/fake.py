@@ -2,11 +2,13 @@
 
 For turn ``t`` of session ``s`` it draws, seeded by ``(seed, s, t)``, an assistant turn of a generated conversation
 (:func:`tito_audit.conversations.generate.generate_conversation`: its content and reasoning, stress texts
-included), with tool calls re-aimed at the request's tools (arguments made from each tool's JSON schema) or a final
-answer, as ``tool_choice`` allows. The completion is what the audit's simulated rollout takes for a turn
-(:mod:`tito_audit.audit.checks.trace`): the template's rendering of the conversation with that turn, after its
-generation prompt, encoded, cut right after the first stop token; about half the turns are then given a
-non-canonical split (a token replaced by the pieces it is made of), as a sampling engine can produce.
+included), with tool calls re-aimed at the request's tools (arguments drawn from each tool's JSON Schema by
+:mod:`tito_audit.conversations.schema_draw`, as the audit draws them; a schema it cannot draw from is the request's
+fault: 400 naming the tool and the keyword) or a final answer, as ``tool_choice`` allows. The completion is what the
+audit's simulated rollout takes for a turn (:mod:`tito_audit.audit.checks.trace`): the template's rendering of the
+conversation with that turn, after its generation prompt, encoded, cut right after the first stop token; about half
+the turns are then given a non-canonical split (a token replaced by the pieces it is made of), as a sampling engine
+can produce.
 
 The message the turn was rendered from comes back with the ids: the ``template`` parser (the perfect inverse) answers
 with it, which is sound only for this engine.
@@ -20,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from tito_audit.conversations.generate import generate_conversation
+from tito_audit.conversations.schema_draw import SchemaDrawError, draw_arguments
 from tito_audit.gateway.engines import EngineError, EngineOutput, EngineRequest
 from tito_audit.model.render import RenderError
 from tito_audit.session.machinery import Machinery
@@ -96,7 +99,10 @@ class FakeEngine:
 
     def _call(self, rng: random.Random, tool: dict) -> dict[str, Any]:
         function = tool["function"]
-        arguments = schema_value(function.get("parameters") or {"type": "object"}, rng, depth=0)
+        try:
+            arguments = draw_arguments(tool, rng)
+        except SchemaDrawError as exc:  # the request's tool schema, not the engine, is at fault
+            raise EngineError(400, "tool_schema", f"tools: {exc}") from None
         call_id = "call_" + "".join(rng.choice("0123456789abcdef") for _ in range(24))
         return {"id": call_id, "type": "function", "function": {"name": function["name"], "arguments": arguments}}
 
@@ -127,36 +133,3 @@ def _allowed_tools(tools: list[dict] | None, choice: Any) -> list[dict]:
         name = choice["function"]["name"]
         return [t for t in tools if t["function"]["name"] == name] or list(tools)
     return list(tools)
-
-
-WORDS = ("Paris", "running shoes", "pytest -q", "café", "東京", 'a "quoted" word', "line\nbreak")
-
-
-def schema_value(schema: Any, rng: random.Random, depth: int) -> Any:
-    """A value of the JSON schema ``schema`` (objects with their required properties and some optional ones)."""
-    if not isinstance(schema, dict):
-        return rng.choice(WORDS)
-    if schema.get("enum"):
-        return rng.choice(list(schema["enum"]))
-    kind = schema.get("type", "object" if "properties" in schema else "string")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "string")
-    if kind == "object":
-        if depth > 3:
-            return {}
-        properties = schema.get("properties") or {}
-        required = set(schema.get("required") or [])
-        return {
-            name: schema_value(sub, rng, depth + 1)
-            for name, sub in properties.items()
-            if name in required or rng.random() < 0.5
-        }
-    if kind == "array":
-        return [schema_value(schema.get("items") or {}, rng, depth + 1) for _ in range(rng.randint(0, 2))]
-    if kind == "integer":
-        return rng.randint(0, 100)
-    if kind == "number":
-        return rng.choice([0.5, 2, 99.5])
-    if kind == "boolean":
-        return rng.random() < 0.5
-    return rng.choice(WORDS)

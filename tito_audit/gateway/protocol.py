@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tito_audit.gateway.engines import PASSED_THROUGH, dumps
+from tito_audit.session.inputs import MAX_DEPTH, too_deep
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 KEPT = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning_content")
@@ -127,8 +128,15 @@ def _call(value: Any, where: str) -> dict:
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
+            deep = too_deep(arguments)
         except ValueError:
             raise RequestError(400, "invalid_request", f"{where}.function.arguments is not valid JSON") from None
+        except RecursionError:
+            deep = True
+        if deep:
+            raise RequestError(
+                400, "nested_too_deeply", f"{where}.function.arguments is nested deeper than {MAX_DEPTH} levels"
+            )
     call = {"type": "function", "function": {"name": function["name"], "arguments": arguments}}
     if isinstance(value.get("id"), str):
         call = {"id": value["id"], **call}
@@ -248,5 +256,7 @@ class Answer:
 
 
 def error_body(status: int, code: str, message: str) -> dict[str, Any]:
-    kind = "invalid_request_error" if status < 500 else "engine_error"
+    """The OpenAI error JSON; ``type`` says whose fault: the request's (4xx), the engine's (502, 504) or the
+    gateway's own (503 too many sessions busy, 507 out of its memory budget, 500)."""
+    kind = "invalid_request_error" if status < 500 else "engine_error" if status in (502, 504) else "server_error"
     return {"error": {"message": message, "type": kind, "code": code, "param": None}, "status": status}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -14,9 +15,18 @@ from typing import Any
 from tito_audit.errors import BadInputError
 from tito_audit.gateway.engines import ENGINE_APIS, EngineRequest, make_engine
 from tito_audit.gateway.fake import FakeEngine
+from tito_audit.gateway.memory import (
+    DEFAULT_SESSION_BYTES,
+    DEFAULT_TOTAL_BYTES,
+    TOKEN_BYTES,
+    TRIM_FROM,
+    return_free_memory,
+)
 from tito_audit.gateway.protocol import Answer, RequestError, read_request
 from tito_audit.gateway.store import SessionStore
 from tito_audit.gateway.turns import break_record, prepare, settle, turn_record
+from tito_audit.model.context import context_of
+from tito_audit.model.render import RenderLimits
 from tito_audit.parse import sglang
 from tito_audit.parse.choice import choose_parser
 from tito_audit.parse.parser import CompletionParser
@@ -50,6 +60,14 @@ class GatewayConfig:
     """The model name the engine serves (vLLM checks it); default: the model's id."""
     max_tokens: int = 2048
     """``max_tokens`` sent when a request names none (vLLM's completions default to 16, SGLang's to 128)."""
+    max_render_chars: int = RenderLimits.max_chars
+    """A render longer than this is refused (413 ``render_too_long``)."""
+    max_render_seconds: float = RenderLimits.max_seconds
+    """A render that takes longer is stopped and refused (422 ``render_timeout``)."""
+    max_session_bytes: int = DEFAULT_SESSION_BYTES
+    """A request that would bring its session past this (estimated) is refused (413 ``session_too_large``)."""
+    max_total_bytes: int = DEFAULT_TOTAL_BYTES
+    """A request that would bring all sessions together past this is refused (507 ``insufficient_storage``)."""
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     stop_tokens: Sequence[str] = ()
     mirrors: Sequence[str | Path] = ()
@@ -62,7 +80,8 @@ class GatewayConfig:
 
 
 class Gateway:
-    """One model, one engine, one parser, many sessions."""
+    """One model, one engine, one parser, many sessions. ``machinery`` (tests, a process that shares one) is used as
+    built, render limits included; otherwise it is built from ``config``."""
 
     def __init__(self, config: GatewayConfig, machinery: Machinery | None = None, engine: Any = None) -> None:
         if config.on_break not in POLICIES:
@@ -84,13 +103,22 @@ class Gateway:
                 config.template,
                 config.template_name,
             )
-            machinery = machinery_for(config.model, source, config.template_kwargs, tuple(config.stop_tokens))
+            limits = RenderLimits(config.max_render_chars, config.max_render_seconds, refuse_after_timeout=False)
+            machinery = machinery_for(config.model, source, config.template_kwargs, tuple(config.stop_tokens), limits)
         self.machinery = machinery
         self.model_id = machinery.loaded.resolved.model_id
         fake = config.engine == "fake"
         self.parser, self.parser_name = self._parser(config.parser, fake)
+        self.context = context_of(machinery.loaded)
+        if config.max_tokens > self.context.tokens:
+            raise BadInputError(f"--max-tokens {config.max_tokens} is past {self._context_said()}")
+        self._trim_lock = threading.Lock()
+        self._ended_bytes = 0
+        """Bytes of ended sessions given back to the allocator since the last trim (see :meth:`give_back`)."""
         try:
-            self.store = SessionStore(config.max_sessions, config.session_idle)
+            self.store = SessionStore(
+                config.max_sessions, config.session_idle, config.max_session_bytes, config.max_total_bytes
+            )
             self.engine = engine or make_engine(
                 config.engine,
                 config.engine_api,
@@ -136,14 +164,20 @@ class Gateway:
                 f"the session id (X-Session-Id or user) must be printable, without '/', at most {MAX_SESSION_ID} "
                 "characters",
             )
-        entry = self.store.open(session_id)
+        sampling = {"max_tokens": self.config.max_tokens, **request.sampling}
+        max_tokens = sampling["max_tokens"]
+        if max_tokens > self.context.tokens:
+            raise RequestError(400, "invalid_request", f"max_tokens {max_tokens} is past {self._context_said()}")
+        store = self.store
+        entry = store.open(session_id)
         async with entry.lock:
             opening = entry.session is None
             try:
                 step = await asyncio.to_thread(prepare, entry, request, self.make_session)
+                store.reserve(entry, step.trial.held_bytes + TOKEN_BYTES * max_tokens)
                 engine_request = EngineRequest(
                     prompt_ids=step.prompt,
-                    sampling={"max_tokens": self.config.max_tokens, **request.sampling},
+                    sampling=sampling,
                     stop_ids=self.stop_ids,
                     model=self.config.engine_model or self.model_id,
                     messages=step.trial.messages,
@@ -156,9 +190,11 @@ class Gateway:
                 output = await self.engine.generate(engine_request)
                 engine_seconds = time.perf_counter() - asked
                 record, pending = await asyncio.to_thread(settle, entry, step, output, self.parser is not None)
+                store.settle(entry, step.trial.held_bytes + TOKEN_BYTES * len(pending.ids))
             except BaseException:
+                store.settle(entry, None)
                 if opening and entry.session is None:
-                    self.store.discard(entry)
+                    store.discard(entry)
                 raise
         total = time.perf_counter() - started
         for details in record["breaks"]:
@@ -191,7 +227,7 @@ class Gateway:
         append it; the session itself stays open), each turn's spans, the breaks."""
         entry = self.store.get(session_id)
         if entry is None or entry.session is None:
-            raise RequestError(404, "unknown_session", f"no session {session_id!r} (never opened, expired or deleted)")
+            raise self.store.missing(session_id)
         view = entry.session.fork()  # a committed session is never changed again: no lock needed
         pending = entry.pending
         if pending is not None:
@@ -210,6 +246,29 @@ class Gateway:
             "messages": view.messages,
         }
 
+    def give_back(self) -> int:
+        """Give back the memory of the sessions that ended since the last call (in a worker thread: forgetting takes
+        the model's lock): what the model's caches keep for them is dropped, and once sessions of
+        :data:`~tito_audit.gateway.memory.TRIM_FROM` bytes have ended, the allocator returns its free memory to the
+        system. Returns the bytes (estimated) of the sessions given back."""
+        released = 0
+        for entry in self.store.take_ended():
+            if entry.session is not None:
+                entry.session.forget()
+                released += entry.size
+            if not entry.busy:  # a request under way (deleted meanwhile) still reads it; once over, it is unreferenced
+                entry.session, entry.pending, entry.history = None, None, []
+        with self._trim_lock:
+            self._ended_bytes += released
+            if self._ended_bytes < TRIM_FROM:
+                return released
+            self._ended_bytes = 0
+        return_free_memory()
+        return released
+
+    def _context_said(self) -> str:
+        return f"the model's context of {self.context.tokens} tokens ({self.context.source})"
+
     def health(self) -> dict[str, Any]:
         store = self.store
         return {
@@ -219,6 +278,9 @@ class Gateway:
             "parser": self.parser_name,
             "sessions": len(store),
             "max_sessions": store.max_sessions,
+            "session_bytes": store.total_bytes,
+            "max_session_bytes": store.max_session_bytes,
+            "max_total_bytes": store.max_total_bytes,
             "expired": store.expired,
             "evicted": store.evicted,
         }

@@ -1,9 +1,13 @@
-"""The gateway's sessions: one :class:`~tito_audit.session.TitoSession` per session id, bounded in number and idle
-time so that memory stays bounded however many agents come and go.
+"""The gateway's sessions: one :class:`~tito_audit.session.TitoSession` per session id, bounded in number, idle
+time and bytes so that memory stays bounded however many agents come and go.
 
 A session idle for longer than the idle limit is dropped. When the table is full, a new session first drops the
 expired ones, then the least recently used session that is not answering a request; when every session is busy the
-new one is refused (503). All of it runs on the server's event loop; the lock makes the table safe from threads too.
+new one is refused (503). A request reserves its session's size after the step (:mod:`.memory`) and is refused when
+the session would pass ``--max-session-bytes`` (413) or the sessions together ``--max-total-bytes`` (507); no other
+session is dropped to make room. A dropped session is remembered (why it went, for the 404 of a later request) and
+queued for :meth:`SessionStore.take_ended`, which gives its memory back. All of it runs on the server's event loop;
+the lock makes the table safe from threads too.
 """
 
 from __future__ import annotations
@@ -15,8 +19,13 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from tito_audit.gateway.memory import DEFAULT_SESSION_BYTES, DEFAULT_TOTAL_BYTES, mib
 from tito_audit.gateway.protocol import RequestError
 from tito_audit.session import TitoSession
+
+REMEMBERED = 4096
+"""Ended session ids whose end the store still explains in their 404; an older one is :data:`UNKNOWN`."""
+UNKNOWN = f"never opened, or ended long ago: the gateway says why for the last {REMEMBERED} sessions that ended"
 
 
 @dataclass
@@ -46,6 +55,12 @@ class GatewaySession:
         self.lock = asyncio.Lock()
         self.used = time.monotonic()
         self.requests = 0
+        self.size = 0
+        """The session's estimated bytes (:attr:`TitoSession.held_bytes` with the last answer's ids)."""
+        self.reserved = 0
+        """The size the request under way may bring the session to (0 when none is)."""
+        self.gone: str | None = None
+        """Why an earlier session of this id ended (``it was evicted: ...``), when one did and the store remembers."""
 
     @property
     def busy(self) -> bool:
@@ -53,20 +68,38 @@ class GatewaySession:
 
 
 class SessionStore:
-    def __init__(self, max_sessions: int, idle_seconds: float) -> None:
+    def __init__(
+        self,
+        max_sessions: int,
+        idle_seconds: float,
+        max_session_bytes: int = DEFAULT_SESSION_BYTES,
+        max_total_bytes: int = DEFAULT_TOTAL_BYTES,
+    ) -> None:
         if max_sessions < 1:
             raise ValueError("--max-sessions must be at least 1")
         if idle_seconds <= 0:
             raise ValueError("--session-idle must be a positive number of seconds")
+        if not 0 < max_session_bytes <= max_total_bytes:
+            raise ValueError("--max-session-bytes must be positive and at most --max-total-bytes")
         self.max_sessions = max_sessions
         self.idle_seconds = idle_seconds
+        self.max_session_bytes = max_session_bytes
+        self.max_total_bytes = max_total_bytes
         self._items: OrderedDict[str, GatewaySession] = OrderedDict()
+        self._gone: OrderedDict[str, str] = OrderedDict()
+        self._ended: list[GatewaySession] = []
         self._lock = threading.Lock()
         self.expired = 0
         self.evicted = 0
 
     def __len__(self) -> int:
         return len(self._items)
+
+    @property
+    def total_bytes(self) -> int:
+        """What the sessions hold and the requests under way may bring them to, estimated."""
+        with self._lock:
+            return self._total()
 
     def get(self, session_id: str) -> GatewaySession | None:
         with self._lock:
@@ -86,6 +119,7 @@ class SessionStore:
                 if len(self._items) >= self.max_sessions:
                     self._evict_one()
                 entry = self._items[session_id] = GatewaySession(session_id)
+                entry.gone = self._gone.pop(session_id, None)
             entry.used = time.monotonic()
             self._items.move_to_end(session_id)
             return entry
@@ -95,21 +129,82 @@ class SessionStore:
         with self._lock:
             if self._items.get(entry.id) is entry:
                 del self._items[entry.id]
+                if entry.gone is not None:
+                    self._remember(entry.id, entry.gone)
 
     def delete(self, session_id: str) -> bool:
         with self._lock:
-            return self._items.pop(session_id, None) is not None
+            if session_id not in self._items:
+                return False
+            self._drop(session_id, "it was deleted (DELETE /sessions/ID)")
+            return True
+
+    def missing(self, session_id: str) -> RequestError:
+        """The 404 for a session id the store does not hold, saying why when it knows."""
+        with self._lock:
+            why = self._gone.get(session_id)
+        return RequestError(404, "unknown_session", f"no session {session_id!r}: {why or UNKNOWN}")
+
+    def reserve(self, entry: GatewaySession, size: int) -> None:
+        """Let the request under way bring ``entry`` to ``size`` bytes, or refuse it (413, 507) naming the limit."""
+        with self._lock:
+            if size > self.max_session_bytes:
+                raise RequestError(
+                    413,
+                    "session_too_large",
+                    f"session {entry.id!r} would hold about {mib(size)} after this request, past --max-session-bytes "
+                    f"({mib(self.max_session_bytes)}): end it and start a new session",
+                )
+            others = sum(max(e.size, e.reserved) for e in self._items.values() if e is not entry)
+            if others + size > self.max_total_bytes:
+                raise RequestError(
+                    507,
+                    "insufficient_storage",
+                    f"the sessions would hold about {mib(others + size)} in all, past --max-total-bytes "
+                    f"({mib(self.max_total_bytes)}): retry once sessions have ended (DELETE /sessions/ID) or expired",
+                )
+            entry.reserved = size
+
+    def settle(self, entry: GatewaySession, size: int | None) -> None:
+        """The request under way ended: ``entry`` now holds ``size`` bytes (None: it failed, nothing changed)."""
+        with self._lock:
+            if size is not None:
+                entry.size = size
+            entry.reserved = 0
+
+    def take_ended(self) -> list[GatewaySession]:
+        """The sessions dropped since the last call (their memory is to be given back)."""
+        with self._lock:
+            ended, self._ended = self._ended, []
+            return ended
+
+    def _total(self) -> int:
+        return sum(max(e.size, e.reserved) for e in self._items.values())
+
+    def _drop(self, key: str, why: str) -> None:
+        self._ended.append(self._items.pop(key))
+        self._remember(key, why)
+
+    def _remember(self, key: str, why: str) -> None:
+        self._gone[key] = why
+        self._gone.move_to_end(key)
+        while len(self._gone) > REMEMBERED:
+            self._gone.popitem(last=False)
 
     def _expire(self) -> None:
         limit = time.monotonic() - self.idle_seconds
         for key in [k for k, e in self._items.items() if e.used < limit and not e.busy]:
-            del self._items[key]
+            self._drop(key, f"it expired, idle for longer than {self.idle_seconds:g} s (--session-idle)")
             self.expired += 1
 
     def _evict_one(self) -> None:
         for key, entry in self._items.items():  # least recently used first
             if not entry.busy:
-                del self._items[key]
+                self._drop(
+                    key,
+                    f"it was evicted: the gateway keeps at most {self.max_sessions} sessions (--max-sessions) and it "
+                    "was the least recently used one when a new session opened",
+                )
                 self.evicted += 1
                 return
         raise RequestError(

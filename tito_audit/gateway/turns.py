@@ -29,9 +29,9 @@ from tito_audit.gateway.protocol import (
     take_message,
     wire_message,
 )
-from tito_audit.gateway.store import GatewaySession, Pending
+from tito_audit.gateway.store import UNKNOWN, GatewaySession, Pending
 from tito_audit.model.token_ids import token_ids
-from tito_audit.session import TitoBreak, TitoSession
+from tito_audit.session import RenderRefused, TitoBreak, TitoSession
 
 
 @dataclass
@@ -54,8 +54,8 @@ def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any) -> S
                 raise RequestError(
                     404,
                     "unknown_session",
-                    f"session {entry.id!r} is unknown (never opened, expired or deleted) and the messages hold "
-                    "assistant turns whose sampled ids it does not have; start the conversation again",
+                    f"no session {entry.id!r} ({entry.gone or UNKNOWN}) and the messages hold assistant turns "
+                    "whose sampled ids the gateway does not have; start the conversation again",
                 )
             trial = make_session(request.tools)
             entry.tools = request.tools
@@ -90,12 +90,25 @@ def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any) -> S
             )
         prompt = trial.extend(pending.ids, pending.message, new)
         return Step(trial, prompt, sent, len(session.breaks), False)
+    except RenderRefused as exc:
+        raise refusal(exc) from None
     except TitoBreak as exc:
         raise RequestError(
             422, "tito_break", "the template cannot follow the buffer (on_break=raise): " + _one_line(exc)
         ) from None
     except (BadInputError, ValueError) as exc:
         raise RequestError(400, "invalid_request", _one_line(exc)) from None
+
+
+def refusal(exc: RenderRefused) -> RequestError:
+    """A render the template did not give (whatever the break policy): 413 when its output would pass
+    ``--max-render-chars``, 422 when it ran past ``--max-render-seconds`` or the template raised."""
+    reason = _one_line(exc.reason)
+    if exc.limit == "max_chars":
+        return RequestError(413, "render_too_long", f"the template's render of these messages is refused: {reason}")
+    if exc.limit == "max_seconds":
+        return RequestError(422, "render_timeout", f"the template's render of these messages is refused: {reason}")
+    return RequestError(422, "template_refused", f"the template refused to render these messages: {reason}")
 
 
 def settle(entry: GatewaySession, step: Step, output: EngineOutput, parse_with_session: bool) -> tuple[dict, Pending]:
@@ -105,8 +118,15 @@ def settle(entry: GatewaySession, step: Step, output: EngineOutput, parse_with_s
         ids = token_ids(output.ids, "the engine's completion", trial.codec.id_limit)
     except BadInputError as exc:
         raise EngineError(502, "engine_bad_ids", str(exc)) from None
+    if not ids:  # an engine always returns what it sampled, a stop token at least: nothing is no turn to commit
+        raise EngineError(502, "engine_empty", "the engine returned no token ids (not even a stop token)")
     if parse_with_session:
-        message = trial.parse(ids)
+        try:
+            message = trial.parse(ids)
+        except (BadInputError, RecursionError) as exc:  # what the model wrote parses to data nested too deeply
+            raise EngineError(
+                502, "engine_bad_response", f"the completion cannot be parsed: {_one_line(exc)}"
+            ) from None
     elif output.message is not None:
         message = output.message
     else:
@@ -166,5 +186,5 @@ def turn_record(turn: Any) -> dict[str, Any]:
     }
 
 
-def _one_line(exc: BaseException) -> str:
+def _one_line(exc: BaseException | str) -> str:
     return " ".join(str(exc).split())[:400]

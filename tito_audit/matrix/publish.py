@@ -129,12 +129,13 @@ def publish(identities: list[Identity], outcomes: dict[str, Outcome], options: M
             rows.append(previous.row_timing(identity.failure or base_row(identity.model_id, "")))
             continue
         outcome = outcomes[identity.key.digest]
+        key = {"results_key": identity.key.digest}  # everything that decided the row: its files, settings and code
         if isinstance(outcome, dict):
-            row = previous.row_timing(_failure_row(identity, outcome))
+            row = previous.row_timing(_failure_row(identity, outcome) | key)
         elif identity.key.digest in representatives:  # the representative's timing, already settled
             row = _same_pair_row(identity, representatives[identity.key.digest])
         else:
-            row = previous.row_timing(_representative_row(identity, outcome, options, previous))
+            row = previous.row_timing(_representative_row(identity, outcome, options, previous) | key)
             representatives[identity.key.digest] = row
         rows.append(row)
     prune_pages(rows, options.out_dir)

@@ -51,6 +51,7 @@ COLUMNS = (
     "backend",
     "tokenizer_sha256",
     "template_sha256",
+    "results_key",
     "seed",
     "count",
     "tool_version",

@@ -46,13 +46,22 @@ def digest_of(data: Any) -> str:
     return hashlib.sha256(canonical_json(data).encode("utf-8")).hexdigest()
 
 
+RESULT_PACKAGES = ("model", "conversations", "parse", "audit", "repair", "formatters", "matrix", "data")
+"""The packages whose code decides an audit's result and its published pages; the others (the gateway, the session,
+the gate, the command line) never reach a matrix row."""
+
+
 @functools.cache
 def tool_fingerprint() -> str:
-    """``<version>+<12 hex digits>``: the package version and a digest of its source and data files, so that a
-    change to the tool's code invalidates results even when nobody bumped the version."""
+    """``<version>+<12 hex digits>``: the package version and a digest of the source and data files that decide a
+    result (:data:`RESULT_PACKAGES` and the package's top-level modules), so that a change to that code invalidates
+    results even when nobody bumped the version."""
     root = Path(tito_audit.__file__).parent
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root).parts
+        if len(relative) > 1 and relative[0] not in RESULT_PACKAGES:
+            continue
         if path.suffix in (".py", ".json", ".jinja") and "__pycache__" not in path.parts:
             digest.update(path.relative_to(root).as_posix().encode("utf-8") + b"\0")
             digest.update(path.read_bytes() + b"\0")

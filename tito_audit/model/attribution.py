@@ -16,6 +16,10 @@ from typing import Any
 
 from jinja2 import nodes
 
+from tito_audit.model.threads import imported
+
+TEMPLATE_UTILS = "transformers.utils.chat_template_utils"
+
 OPEN, SEPARATOR, CLOSE = "\ue000", "\ue001", "\ue002"
 EMIT = "tito_emit_line"
 
@@ -75,10 +79,8 @@ class TemplateAttributor:
     """Renders a template with source-line attribution of every output character."""
 
     def __init__(self, source: str) -> None:
-        from transformers.utils.chat_template_utils import _compile_jinja_template
-
         self.source = source
-        self.environment = _compile_jinja_template(source).environment
+        self.environment = imported(TEMPLATE_UTILS)._compile_jinja_template(source).environment
         ast = self.environment.parse(source)
         self._reads = _reads_by_line(ast)
         self._conditions: dict[int, list[int]] = {}
@@ -133,7 +135,8 @@ class TemplateAttributor:
         """The source lines whose output held ``needle``, in the order they were written (a macro's line before the
         line printing the macro's result). The output itself is left as it is, so a template that trims or compares
         its own output (where :meth:`render`'s markers would change its path) renders as usual."""
-        from transformers.utils.chat_template_utils import _alias_reasoning_fields, _plain_template_data
+        utils = imported(TEMPLATE_UTILS)
+        _alias_reasoning_fields, _plain_template_data = utils._alias_reasoning_fields, utils._plain_template_data
 
         found: list[int] = []
 
@@ -167,7 +170,8 @@ class TemplateAttributor:
         expected: str | None = None,
     ) -> AttributedRender | None:
         """The render with owners per character; None when it cannot be attributed faithfully."""
-        from transformers.utils.chat_template_utils import _alias_reasoning_fields, _plain_template_data
+        utils = imported(TEMPLATE_UTILS)
+        _alias_reasoning_fields, _plain_template_data = utils._alias_reasoning_fields, utils._plain_template_data
 
         def emit(line: int, value: Any) -> str:
             return f"{OPEN}{line}{SEPARATOR}{value}{CLOSE}"

@@ -32,9 +32,11 @@ from tito_audit.model.render_guard import (  # noqa: F401  (the clocks and limit
     guard,
 )
 from tito_audit.model.template_errors import one_line
+from tito_audit.model.threads import imported
 from tito_audit.model.tokens import TokenCodec
 
 Message = dict[str, Any]
+TEMPLATE_UTILS = "transformers.utils.chat_template_utils"
 
 
 class RenderError(Exception):
@@ -61,12 +63,10 @@ def guarded_template(template_source: str, max_chars: int = RenderLimits.max_cha
     """transformers' compiled template for ``template_source`` (compiled once per process), with the render
     guard installed (:mod:`tito_audit.model.render_guard`). A constant expression too big to compute is refused
     (:class:`RenderTooLong`) before transformers compiles the template (which would compute it)."""
-    from transformers.utils.chat_template_utils import _compile_jinja_template
-
     refusal = _constant_refusal(template_source, max_chars)
     if refusal is not None:
         raise RenderTooLong(refusal)
-    compiled = _compile_jinja_template(template_source)
+    compiled = imported(TEMPLATE_UTILS)._compile_jinja_template(template_source)
     guard(compiled, template_source)
     return compiled
 
@@ -74,10 +74,8 @@ def guarded_template(template_source: str, max_chars: int = RenderLimits.max_cha
 @functools.lru_cache(maxsize=256)
 def _constant_refusal(template_source: str, max_chars: int) -> str | None:
     """Why the constants of ``template_source`` are refused, or None (parsed once per template and bound)."""
-    from transformers.utils.chat_template_utils import _compile_jinja_template
-
     try:
-        check_constants(_compile_jinja_template("").environment, template_source, max_chars)
+        check_constants(imported(TEMPLATE_UTILS)._compile_jinja_template("").environment, template_source, max_chars)
     except RenderTooLong as exc:
         return str(exc)
     return None
@@ -100,6 +98,20 @@ def frozen_clock(template_source: str | None, when: datetime) -> Iterator[None]:
         yield
 
 
+def text_chars(value: Any) -> int:
+    """The characters of text in ``value`` (strings inside dicts and lists included), counted without recursion."""
+    total, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return total
+
+
 class _FastJinja:
     """The compiled template called directly, as ``render_jinja_template`` calls it, minus the per-call
     conversion of the whole conversation (done once per conversation instead of once per prefix)."""
@@ -109,6 +121,9 @@ class _FastJinja:
 
     MAX_PREPARED = 4096
     """Prepared messages kept (with the messages themselves, so that an id is never reused while kept)."""
+    MAX_PREPARED_CHARS = 16_000_000
+    """The characters of text the kept messages may hold in all (a few messages of megabytes would otherwise keep
+    gigabytes alive); past either bound the preparations start again."""
 
     def __init__(self, compiled: Any, plain: Any, alias: Any, kwargs: dict[str, Any]) -> None:
         self.compiled = compiled
@@ -117,18 +132,19 @@ class _FastJinja:
         self.kwargs = kwargs
         self.calls = 0
         self._prepared: dict[int, tuple[Message, Any]] = {}
+        self._prepared_chars = 0
         self._prepared_tools: tuple[list[dict], Any] | None = None
 
     @classmethod
     def create(cls, model: LoadedModel, kwargs: Mapping[str, Any], max_chars: int) -> _FastJinja | None:
         try:
-            from transformers.utils.chat_template_utils import _alias_reasoning_fields, _plain_template_data
-
+            utils = imported(TEMPLATE_UTILS)
+            plain, alias = utils._plain_template_data, utils._alias_reasoning_fields
             compiled = guarded_template(model.template_source, max_chars)
         except Exception:  # another transformers version, or a template that does not compile
             return None
-        template_kwargs = _plain_template_data({**model.tokenizer.special_tokens_map, **kwargs})
-        return cls(compiled, _plain_template_data, _alias_reasoning_fields, template_kwargs)
+        template_kwargs = plain({**model.tokenizer.special_tokens_map, **kwargs})
+        return cls(compiled, plain, alias, template_kwargs)
 
     def prepare(self, messages: Sequence[Message], tools: list[dict] | None) -> tuple[list, Any]:
         """The template's view of ``messages`` and ``tools``: ``None`` values left out, plain JSON types, reasoning
@@ -145,13 +161,29 @@ class _FastJinja:
                 prepared.append(None)
                 missing.append(index)
         if missing:  # one call for all that are missing (most conversations are new)
-            if len(self._prepared) + len(missing) > self.MAX_PREPARED:
+            chars = sum(text_chars(messages[i]) for i in missing)
+            if (
+                len(self._prepared) + len(missing) > self.MAX_PREPARED
+                or self._prepared_chars + chars > self.MAX_PREPARED_CHARS
+            ):
                 self._prepared.clear()
+                self._prepared_chars = 0
             fresh = self.alias(self.plain([{k: v for k, v in messages[i].items() if v is not None} for i in missing]))
             for index, value in zip(missing, fresh, strict=True):
                 prepared[index] = value
                 self._prepared[id(messages[index])] = (messages[index], value)
+            self._prepared_chars += chars
         return prepared, self._prepare_tools(tools)
+
+    def forget(self, messages: Sequence[Message], tools: list[dict] | None) -> None:
+        """Drop the preparations of ``messages`` and ``tools`` (a session that ends gives its memory back)."""
+        for message in messages:
+            kept = self._prepared.get(id(message))
+            if kept is not None and kept[0] is message:
+                del self._prepared[id(message)]
+                self._prepared_chars -= text_chars(message)
+        if self._prepared_tools is not None and self._prepared_tools[0] is tools:
+            self._prepared_tools = None
 
     def _prepare_tools(self, tools: list[dict] | None) -> Any:
         if tools is None:
@@ -201,6 +233,11 @@ class Renderer:
     @property
     def uses_jinja(self) -> bool:
         return self.model.backend == JINJA
+
+    def forget(self, messages: Sequence[Message], tools: list[dict] | None) -> None:
+        """Drop what the renderer keeps for ``messages`` and ``tools`` (see :meth:`_FastJinja.forget`)."""
+        if self._fast is not None:
+            self._fast.forget(messages, tools)
 
     def text(self, messages: Sequence[Message], tools: list[dict] | None, gp: bool) -> str:
         """render(M, gp); raises :class:`RenderError` when the template refuses."""

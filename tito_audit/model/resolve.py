@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tito_audit.errors import ResolutionError
+from tito_audit.model.threads import first_import
 from tito_audit.outputs import new_folder
 
 CACHE_ENV = "TITO_AUDIT_CACHE"
@@ -299,8 +300,9 @@ def _download_from_hub(
 ) -> Path | None:
     """Download tokenizer/template files into ``target`` atomically; None (with a reason in ``tried``) on failure."""
     try:
-        from huggingface_hub import snapshot_download
-        from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+        with first_import():
+            from huggingface_hub import snapshot_download
+            from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
     except ImportError:  # pragma: no cover - huggingface_hub ships with transformers
         tried[-1] = "hub (huggingface_hub not installed)"
         return None
@@ -368,7 +370,8 @@ def hub_timeout() -> float:
 
 def hub_commit(model: str, revision: str | None, token: str | None, timeout: float) -> str | None:
     """The commit ``revision`` of ``model`` names on the Hub (connect and read bounded by ``timeout``)."""
-    from huggingface_hub import HfApi
+    with first_import():
+        from huggingface_hub import HfApi
 
     return HfApi(token=token).repo_info(model, revision=revision, timeout=timeout).sha
 
@@ -383,6 +386,7 @@ def _timed_out(exc: BaseException | None) -> bool:
 
 
 def _endpoint() -> str:
-    from huggingface_hub import constants
+    with first_import():
+        from huggingface_hub import constants
 
     return constants.ENDPOINT

@@ -18,6 +18,8 @@ itself off for good at the first difference, so its output is always what the to
 from __future__ import annotations
 
 import re
+import sys
+from array import array
 from collections.abc import Callable, Sequence
 
 WHITE_SPACE = frozenset("\t\n\v\f\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000") | frozenset(
@@ -27,6 +29,16 @@ WHITE_SPACE = frozenset("\t\n\v\f\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000
 MAX_CACHED_PIECES = 200_000
 """Pieces kept between batches; past it the cache starts again (a batch keeps what it looked up, so a piece
 evicted in the middle of a batch is never read back from the cache)."""
+MAX_CACHED_BYTES = 64 << 20
+"""The memory the kept pieces may take (their text and ids); past it the cache starts again. A piece that would take
+more than a quarter of it is not kept (it is tokenized again when asked for)."""
+PACKED_FROM = 1024
+"""A piece of this many ids or more is kept packed (4 bytes an id, :class:`array.array`) rather than as a tuple (36
+bytes an id: the slot and the int object, ids past 256 not being shared): a 1.9 M-character message takes 4 MB
+instead of 19. Shorter pieces, the many that audits look up, stay tuples, the fastest to append."""
+FORGOTTEN_FROM = 16_384
+""":meth:`SegmentedEncoder.forget` drops the pieces of a text this long or longer (shorter ones, a system prompt,
+the role headers, are shared by many texts and cost little)."""
 
 
 class SegmentedEncoder:
@@ -46,7 +58,8 @@ class SegmentedEncoder:
         self._pattern = re.compile("(" + "|".join(re.escape(t) for t in texts) + ")") if texts else None
         self._strips = {text: sides for text, sides in (strips or {}).items() if text in added and any(sides)}
         self._encode_batch = encode_batch
-        self._cache: dict[str, tuple[int, ...]] = {}
+        self._cache: dict[str, Ids] = {}
+        self._cached_bytes = 0
         self._batches = 0
         self._verify_first = verify_first
         self._verify_every = verify_every
@@ -59,7 +72,7 @@ class SegmentedEncoder:
         # the pieces of this batch are looked up once, before any eviction: what was cached a moment ago and what
         # is encoded now are both in ``found``, whatever the bound evicts from the cache afterwards
         cache = self._cache
-        found: dict[str, tuple[int, ...]] = {}
+        found: dict[str, Ids] = {}
         missing: set[str] = set()
         for piece in {piece for pieces in split for piece in pieces[0::2]}:
             kept = cache.get(piece)
@@ -69,10 +82,17 @@ class SegmentedEncoder:
                 missing.add(piece)
         if missing:
             fresh = sorted(missing)
-            if len(cache) + len(fresh) > MAX_CACHED_PIECES:
+            encoded = [_kept(ids) for ids in self._encode_batch(fresh)]
+            sizes = [_cost(piece, ids) for piece, ids in zip(fresh, encoded, strict=True)]
+            kept = sum(size for size in sizes if size <= MAX_CACHED_BYTES // 4)
+            if len(cache) + len(fresh) > MAX_CACHED_PIECES or self._cached_bytes + kept > MAX_CACHED_BYTES:
                 cache.clear()  # the pieces this batch needs are in ``found``; the newest are kept below
-            for piece, ids in zip(fresh, self._encode_batch(fresh), strict=True):
-                found[piece] = cache[piece] = tuple(ids)
+                self._cached_bytes = 0
+            for piece, ids, size in zip(fresh, encoded, sizes, strict=True):
+                found[piece] = ids
+                if size <= MAX_CACHED_BYTES // 4:
+                    cache[piece] = ids
+                    self._cached_bytes += size
         found[""] = ()
         token_ids = self._ids
         out = []
@@ -90,6 +110,16 @@ class SegmentedEncoder:
                 self.enabled = False
                 return self._encode_batch(list(texts))
         return out
+
+    def forget(self, text: str) -> None:
+        """Drop the long pieces of ``text`` from the cache (a session that ends gives its memory back)."""
+        if self._pattern is None:
+            return
+        for piece in self._split(text)[0::2]:
+            if len(piece) >= FORGOTTEN_FROM:
+                ids = self._cache.pop(piece, None)
+                if ids is not None:
+                    self._cached_bytes -= _cost(piece, ids)
 
     def _split(self, text: str) -> list[str]:
         """``text`` as ``[piece, token, piece, token, ..., piece]`` (as ``re.split`` with a group gives it), the
@@ -112,3 +142,15 @@ class SegmentedEncoder:
             taken = stop
         out.append(text[taken:])
         return out
+
+
+Ids = tuple[int, ...] | array
+"""A piece's ids as kept: a tuple, or packed (see :data:`PACKED_FROM`)."""
+
+
+def _kept(ids: list[int]) -> Ids:
+    return array("I", ids) if len(ids) >= PACKED_FROM else tuple(ids)
+
+
+def _cost(piece: str, ids: Ids) -> int:
+    return sys.getsizeof(piece) + sys.getsizeof(ids) + (28 * len(ids) if isinstance(ids, tuple) else 0)

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from tito_audit.model.threads import first_import
+
 VOCABULARY_FILES = ("tokenizer.json", "vocab.json", "tokenizer.model", "tekken.json", "vocab.txt")
 SPECIAL_LITERAL = re.compile(
     r"<\|[^|\s<>]{1,48}\|>|<｜[^｜\s]{1,48}｜>|\[/?[A-Z][A-Z_]{1,30}\]|<SPECIAL_\d{1,6}>|<\|[a-z_]{1,30}>|<[a-z_]{1,30}\|>"
@@ -127,8 +129,9 @@ def build_standin_tokenizer(
     """A byte-level tokenizer knowing the folder's special tokens (and ``known`` ones: the model's stop tokens
     from the registry), the config's id -> token text map, and the placeholders used for special tokens nobody
     names."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
+    with first_import():
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+        from transformers import PreTrainedTokenizerFast
 
     templates = read_templates(folder)
     facts = special_tokens_of(folder, templates, defaults or {})

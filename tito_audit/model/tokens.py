@@ -9,10 +9,10 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
-from functools import cached_property
 from typing import Any
 
 from tito_audit.model.segments import SegmentedEncoder
+from tito_audit.model.threads import cached_property
 
 REPLACEMENT_CHAR = "\ufffd"
 
@@ -45,6 +45,11 @@ class TokenCodec:
         if self._rust is not None:
             return self._segments.encode_many(texts)
         return [list(self.tokenizer.encode(t, add_special_tokens=False)) for t in texts]
+
+    def forget(self, text: str) -> None:
+        """Drop the long pieces of ``text`` from the tokenization cache (see :meth:`SegmentedEncoder.forget`)."""
+        if self._segmented is not None:
+            self._segmented.forget(text)
 
     def _full_encode(self, texts: list[str]) -> list[list[int]]:
         return self._rust_encode(texts, split_special=bool(getattr(self.tokenizer, "split_special_tokens", False)))

@@ -20,6 +20,8 @@ import jinja2
 from jinja2 import meta, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from tito_audit.model.threads import imported
+
 STANDARD_INPUTS = frozenset(
     {
         "messages",
@@ -69,9 +71,7 @@ class Variant:
 def jinja_environment() -> jinja2.Environment:
     """The sandboxed environment transformers renders chat templates with (same extensions and filters)."""
     try:
-        from transformers.utils.chat_template_utils import _compile_jinja_template
-
-        return _compile_jinja_template("").environment
+        return imported("transformers.utils.chat_template_utils")._compile_jinja_template("").environment
     except Exception:  # pragma: no cover - older transformers without this helper
         return ImmutableSandboxedEnvironment(
             trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]

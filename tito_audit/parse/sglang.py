@@ -28,6 +28,7 @@ from typing import Any
 
 from tito_audit.conversations.conversation import ASSISTANT, Message
 from tito_audit.errors import BadInputError
+from tito_audit.model.threads import first_import
 from tito_audit.parse.parser import ParseInput, ParserUnavailable
 
 INSTALL = 'pip install -e ".[sglang]" && pip install --no-deps llm-router-utils==0.8.1'
@@ -39,9 +40,10 @@ def _modules() -> tuple[Any, Any, Any]:
     """SGLang's parser classes (imported once, on first use: they take about two seconds)."""
     try:
         logging.getLogger("llm_router_utils").setLevel(logging.CRITICAL)
-        from llm_router_utils.sglang.srt.entrypoints.openai.protocol import Tool
-        from llm_router_utils.sglang.srt.function_call.function_call_parser import FunctionCallParser
-        from llm_router_utils.sglang.srt.parser.reasoning_parser import ReasoningParser
+        with first_import():  # they import transformers' modules too (see tito_audit.model.threads)
+            from llm_router_utils.sglang.srt.entrypoints.openai.protocol import Tool
+            from llm_router_utils.sglang.srt.function_call.function_call_parser import FunctionCallParser
+            from llm_router_utils.sglang.srt.parser.reasoning_parser import ReasoningParser
     except ImportError as exc:
         raise ParserUnavailable(
             f"--parser: SGLang's parsers are not installed ({exc.name or exc}); install them with: {INSTALL}"

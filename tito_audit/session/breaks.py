@@ -16,6 +16,7 @@ from tito_audit.audit.diff import common_prefix_length
 from tito_audit.audit.join import Join
 from tito_audit.audit.results import Failure, TokenWindow
 from tito_audit.conversations.conversation import Conversation, Message, step_kind
+from tito_audit.model.render import RenderError, RenderTimeout, RenderTooLong
 
 TEXT = "text"
 SEAM = "seam"
@@ -185,3 +186,26 @@ def refused(step: int, turn: int, roles: list[str], reason: str) -> SessionBreak
     return SessionBreak(
         step=step, turn=turn, aspect=REFUSED, causes=["template-error"], roles=roles, detail=reason, handled="raised"
     )
+
+
+class RenderRefused(TitoBreak):
+    """The template gave no render to follow, under every policy: it raised (``limit`` is None), or its render ran
+    past a limit of the session's (``limit``: ``max_chars`` for the output's length, ``max_seconds`` for the time).
+    A server answers it as its own error, whatever its break policy."""
+
+    def __init__(self, details: SessionBreak, limit: str | None = None, reason: str = "") -> None:
+        super().__init__(details)
+        self.limit = limit
+        self.reason = reason or details.detail
+        """One line: the limit's own message (``output longer than N characters (raise it with ...)``), or what
+        the template raised."""
+
+
+def render_refused(step: int, turn: int, roles: list[str], exc: RenderError) -> RenderRefused:
+    """The break a refused render is (the limit it passed read from the render's own exception)."""
+    cause = exc.__cause__
+    limit = (
+        "max_chars" if isinstance(cause, RenderTooLong) else "max_seconds" if isinstance(cause, RenderTimeout) else None
+    )
+    reason = " ".join(str(cause).split()) if limit is not None else str(exc)
+    return RenderRefused(refused(step, turn, roles, str(exc)), limit, reason)

@@ -169,9 +169,10 @@ def machinery_for(
     source: ModelSourceSettings,
     template_kwargs: Mapping[str, Any] | None,
     extra_stop_tokens: Sequence[str],
+    limits: RenderLimits | None = None,
 ) -> Machinery:
-    """Load (once per process) and build (once per template setting) the machinery for ``model``; a template file
-    given by path is loaded again when it changed on disk."""
+    """Load (once per process) and build (once per template setting and render limits) the machinery for ``model``;
+    a template file given by path is loaded again when it changed on disk."""
     template = source.template_file
     stamp = None
     if template is not None and template.is_file():
@@ -183,6 +184,7 @@ def machinery_for(
         load_key,
         json.dumps(dict(template_kwargs or {}), sort_keys=True, default=str),
         tuple(extra_stop_tokens),
+        limits,
     )
 
     def load() -> LoadedModel:
@@ -199,6 +201,6 @@ def machinery_for(
 
     def build() -> Machinery:
         loaded = _cached(_LOADED, load_key, load)
-        return build_machinery(loaded, template_kwargs, extra_stop_tokens=extra_stop_tokens)
+        return build_machinery(loaded, template_kwargs, extra_stop_tokens=extra_stop_tokens, limits=limits)
 
     return _cached(_BUILT, build_key, build)

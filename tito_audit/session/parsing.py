@@ -9,13 +9,13 @@ digits): the tool results a trainer appends answer those ids.
 from __future__ import annotations
 
 import uuid
-from functools import cached_property
 from typing import Any
 
 from tito_audit.audit.reasoning_block import variant_reasoning
 from tito_audit.conversations.conversation import Message
 from tito_audit.conversations.reasoning_forms import OPEN
 from tito_audit.model.render import DEFAULT_CLOCK
+from tito_audit.model.threads import cached_property
 from tito_audit.parse.choice import choose_parser
 from tito_audit.parse.parser import TEMPLATE, CompletionParser, ParseInput
 from tito_audit.session.machinery import Machinery

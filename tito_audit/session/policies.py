@@ -9,7 +9,7 @@ from tito_audit.audit.checks.bridge import stand_in_bridge
 from tito_audit.audit.diff import common_prefix_length
 from tito_audit.conversations.conversation import Message
 from tito_audit.model.render import RenderError
-from tito_audit.session.breaks import SessionBreak, TitoBreak, refused
+from tito_audit.session.breaks import SessionBreak, render_refused
 from tito_audit.session.machinery import Machinery
 from tito_audit.session.turns import PendingTurn
 
@@ -72,7 +72,7 @@ def history_free_bridge(
     try:
         suffix, _ = stand_in_bridge(machinery.setup, appended, tools)
     except RenderError as exc:
-        raise TitoBreak(refused(step, len(appended), [str(m.get("role")) for m in appended], str(exc))) from None
+        raise render_refused(step, len(appended), [str(m.get("role")) for m in appended], exc) from None
     return suffix
 
 

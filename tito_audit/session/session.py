@@ -30,6 +30,7 @@ bridge check holds for the template (``history-dependent-suffix`` says when it d
 from __future__ import annotations
 
 import copy
+import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -41,8 +42,8 @@ from tito_audit.model.loaded import LoadedModel
 from tito_audit.model.render import RenderedPrefix, RenderError
 from tito_audit.model.token_ids import token_ids
 from tito_audit.model.tokens import TokenCodec
-from tito_audit.session.breaks import SessionBreak, TitoBreak, TitoBreakWarning, diagnose, refused
-from tito_audit.session.inputs import as_assistant_message, check_text, message_copy
+from tito_audit.session.breaks import SessionBreak, TitoBreak, TitoBreakWarning, diagnose, render_refused
+from tito_audit.session.inputs import as_assistant_message, check_depth, check_text, message_copy
 from tito_audit.session.machinery import Machinery, ModelSourceSettings, build_machinery, machinery_for
 from tito_audit.session.parsing import ParserArgument, SessionParser, resolve_parser, split_extend_arguments
 from tito_audit.session.policies import (
@@ -220,10 +221,26 @@ class TitoSession(BufferSteps):
         """The stop tokens with where each came from (:class:`~tito_audit.audit.results.StopToken`)."""
         return list(self._machinery.stop_tokens)
 
+    @property
+    def held_bytes(self) -> int:
+        """The memory the session holds, estimated: 64 bytes per token of its buffer (the buffer, the loss mask and
+        the template's view of it keep each id, the turns the completions again) plus twice its text (the messages
+        and the rendered view). A server bounds its sessions with it (``tito-audit serve --max-session-bytes``)."""
+        return 64 * len(self._buffer) + 2 * sys.getsizeof(self._view_text)
+
+    def forget(self) -> None:
+        """Drop what the model's shared caches keep for this session: its messages' template preparation and the
+        tokenization of its long texts. A server calls it when a session ends, so that the memory comes back then
+        rather than when the caches fill; the session stays usable (its next render prepares them again)."""
+        machinery = self._machinery
+        with machinery.lock:
+            machinery.renderer.forget(self._messages, self._tools)
+            machinery.codec.forget(self._view_text)
+
     def template_ids(self, messages: Sequence[Message], add_generation_prompt: bool) -> list[int]:
         """The template's own ids of ``messages`` (what a trainer that re-renders gets), with the session's clock,
         tools and template settings."""
-        history = [message_copy(m, "messages") for m in messages]
+        history = [message_copy(m, f"messages[{i}]") for i, m in enumerate(messages)]
         check_text(history, None, "messages[{index}]")
         key = (len(history), add_generation_prompt)
         machinery = self._machinery
@@ -238,7 +255,7 @@ class TitoSession(BufferSteps):
         """
         if self._state != "new":
             raise RuntimeError("start() was already called on this session; open a new one with spawn()")
-        history = [message_copy(m, "messages") for m in messages]
+        history = [message_copy(m, f"messages[{i}]") for i, m in enumerate(messages)]
         if not history:
             raise ValueError("start() needs at least one message")
         check_text(history, None, "messages[{index}]")
@@ -263,6 +280,7 @@ class TitoSession(BufferSteps):
         stop = self.codec.decode([completion[-1]]) if completion and completion[-1] in self.stop_ids else None
         with self._machinery.lock, self._machinery.rendering(self.clock):
             message = self._parser.parse(self._decode_in_context(completion), stop, self._view_text, self._steps + 1)
+        check_depth(message, "the parsed completion")
         self._parsed = (key, message)
         return clone_data(message)
 
@@ -285,7 +303,7 @@ class TitoSession(BufferSteps):
         given, tool_messages = split_extend_arguments(assistant_message, tool_messages)
         completion = self._completion(completion_ids)
         assistant = as_assistant_message(given if given is not None else self._parsed_for(completion))
-        appended = [message_copy(m, "tool_messages") for m in tool_messages or ()]
+        appended = [message_copy(m, f"tool_messages[{i}]") for i, m in enumerate(tool_messages or ())]
         if not appended:
             raise ValueError("extend() appends at least one message after the assistant turn; use finish() to end")
         check_text([assistant], None, "assistant_message")
@@ -390,4 +408,4 @@ class TitoSession(BufferSteps):
             with machinery.lock, machinery.rendering(self.clock):
                 return machinery.renderer.prefixes(list(messages), self._tools, [key])[key]
         except RenderError as exc:
-            raise TitoBreak(refused(step, len(messages), roles, str(exc))) from None
+            raise render_refused(step, len(messages), roles, exc) from None

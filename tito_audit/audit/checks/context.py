@@ -11,12 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 
 from tito_audit.audit.causes import TextContext
 from tito_audit.audit.realize import TurnAlignment
 from tito_audit.conversations.conversation import Conversation
 from tito_audit.model.render import RenderedPrefix, Renderer, RenderError
+from tito_audit.model.threads import cached_property
 from tito_audit.model.tokens import TokenCodec
 
 Key = tuple[int, bool]
@@ -89,7 +89,10 @@ class RolloutContext:
     @cached_property
     def text(self) -> TextContext:
         setup = self.setup
-        return TextContext(self.conversation.messages, setup.controls, setup.stop_texts, setup.control_pattern)
+        normalize = setup.codec.normalize if setup.codec.has_normalizer else None
+        return TextContext(
+            self.conversation.messages, setup.controls, setup.stop_texts, setup.control_pattern, normalize
+        )
 
     def history(self, k: int) -> RenderedPrefix | None:
         """``render(M[:k], gp=False)``, rendered on first use (None when the template refuses it)."""

@@ -145,9 +145,11 @@ def changed_regions(before: str, after: str) -> list[Edit]:
 
 
 def causes_of(report: AuditReport) -> set[str]:
-    """The causes a fix may address: rollout causes and findings, over every variant."""
+    """The causes a fix may address: rollout causes and the findings a fix addresses (a dated template), over every
+    variant (a finding beside the verdict that no fix edits, non-JSON argument literals, is not one)."""
+    fixable = {cause for rule in REGISTRY for cause in rule.causes}
     return {c for v in report.variants for c in v.checks["rollout"].cause_counts} | {
-        f.cause for v in report.variants for f in v.findings
+        f.cause for v in report.variants for f in v.findings if f.cause in fixable
     }
 
 
