@@ -437,3 +437,76 @@ NO_TYPE_LISTS = build(
 
 FLAT_TOOLS_ONLY = build(preamble="{%- for tool in tools or [] -%}{{ '// ' + tool.name }}" + NL + "{%- endfor -%}")
 """Reads each tool without its ``function`` wrapper (``tool.name``), as Apertus does: raises on OpenAI-shaped tools."""
+
+
+# -- training masks: templates with {% generation %} blocks (SPEC "The checks", 5) ----------------------------------
+
+GEN_OPEN, GEN_CLOSE = "{% generation %}", "{% endgeneration %}"
+
+
+def masked(before: str, inside: str, after: str, gen: str = GEN) -> str:
+    """The skeleton whose assistant branch writes ``before``, then ``inside`` in a generation block, then ``after``."""
+    assistant = "{%- if m.role == 'assistant' -%}" + before + GEN_OPEN + inside + GEN_CLOSE + after
+    return (
+        "{%- for m in messages -%}"
+        + assistant
+        + "{%- elif m.role == 'tool' -%}"
+        + TOOL
+        + "{%- else -%}<|im_start|>{{ m.role }}"
+        + NL
+        + "{{ m.content }}<|im_end|>"
+        + NL
+        + "{%- endif -%}{%- endfor -%}"
+        + gen
+    )
+
+
+HEADER = "<|im_start|>assistant" + NL
+SAMPLED = REASONING + CONTENT + CALLS
+
+MASK_GOOD = masked(HEADER, SAMPLED + "<|im_end|>", NL)
+"""The block holds what the model writes after the prompt's header, through ``<|im_end|>``: every turn trained as
+sampled, nothing else."""
+
+MASK_HEADER_INSIDE = masked("", HEADER + SAMPLED + "<|im_end|>", NL)
+"""The block opens before the role header (SmolLM3's layout): the header ``<|im_start|>assistant\\n``, written by the
+generation prompt, is trained (``injected-trained``); the sampled text and ``<|im_end|>`` are marked."""
+
+MASK_STOP_OUTSIDE = masked(HEADER, SAMPLED, "<|im_end|>" + NL)
+"""The block closes before ``<|im_end|>``: the model is never trained to stop (``stop-token-untrained``)."""
+
+MASK_CALLS_OUTSIDE = masked(HEADER, REASONING + CONTENT, CALLS + "<|im_end|>" + NL)
+"""Tool calls written after the block: their tokens and the stop token are untrained (``sampled-untrained``,
+``stop-token-untrained``) on tool-call turns; answers without calls lose only the stop token."""
+
+MASK_TAIL_INSIDE = masked(HEADER, SAMPLED + "<|im_end|>" + NL, "")
+"""The newline after ``<|im_end|>`` is inside the block: a token the model never sampled is trained
+(``injected-trained``, after the stop token)."""
+
+MASK_EMPTY_THINK_INSIDE = masked(
+    HEADER,
+    "{%- if m.reasoning_content -%}<think>{{ m.reasoning_content }}</think>{%- else -%}<think></think>{%- endif -%}"
+    + CONTENT
+    + CALLS
+    + "<|im_end|>",
+    NL,
+    gen="{%- if add_generation_prompt -%}<|im_start|>assistant" + NL + "<think></think>{%- endif -%}",
+)
+"""The prompt writes an empty ``<think></think>`` and history writes it in every turn without reasoning, inside the
+block: the template's own empty block is trained (``injected-trained``, in the generation prompt)."""
+
+MASK_GLM_LIKE = (
+    "{%- for m in messages -%}<|im_start|>{{ m.role }}"
+    + NL
+    + "{%- if m.role == 'assistant' -%}"
+    + GEN_OPEN
+    + CONTENT
+    + CALLS
+    + GEN_CLOSE
+    + "{%- else -%}{{ m.content }}{%- endif -%}{%- endfor -%}"
+    + "{%- if add_generation_prompt -%}<|im_start|>assistant"
+    + NL
+    + "{%- endif -%}"
+)
+"""GLM-like (NO_END_OF_TURN) with a block: no turn is closed; the engine stops on ``<|im_start|>``, the first token of
+the next message, which no block marks (``stop-token-untrained``)."""

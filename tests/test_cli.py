@@ -49,7 +49,7 @@ def test_ready_template_exits_0_and_writes_reports(tiny_model_dir, write_templat
     assert document["settings"]["seed"] == 0 and document["settings"]["count"] == 12
     assert document["model"]["template_sha256"] and document["model"]["file_sha256"]["tokenizer.json"]
     assert {"transformers", "tokenizers", "jinja2"} <= set(document["library_versions"])
-    assert set(document["variants"][0]["checks"]) == {"roundtrip", "append", "rollout", "bridge"}
+    assert set(document["variants"][0]["checks"]) == {"roundtrip", "append", "rollout", "bridge", "mask"}
     assert out_md.read_text().startswith("# tito-audit:")
 
 

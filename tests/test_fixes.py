@@ -133,12 +133,15 @@ def test_patch_cli_writes_a_verified_fix_and_says_when_a_setting_suffices(tiny_m
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no-change proof holds" in result.stdout and "reasoning-kept" in result.stdout
     assert "reasoning_content" in out.read_text() and (tmp_path / "fixed.jinja.diff").is_file()
+    # its training form beside it: the same text, generation blocks around what the model samples
+    assert "{%- generation -%}" in (tmp_path / "fixed.training.jinja").read_text() and "training form:" in result.stdout
     switch = write_template("switch", templates.PRESERVE_THINKING_SWITCH)
     other = tmp_path / "other.jinja"
     result = run_cli("patch", str(tiny_model_dir), "--template", str(switch), "-n", "24", "-o", str(other))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "a setting suffices" in result.stdout and "preserve_thinking=true" in result.stdout
     assert not other.exists()
+    assert "{%- generation -%}" in (tmp_path / "other.training.jinja").read_text()  # the model's own, with blocks
 
 
 def test_empty_block_kept_edits_only_truth_tests_of_the_reasoning_field():

@@ -131,16 +131,26 @@ def test_broken_rows_get_a_verified_way_out_page(matrix):
     assert rows["acme/oneline"]["way_out"].startswith("fix (1 line)")
     assert not (out / "fixes" / "acme--oneline.diff").exists()
     assert "The diff is not published" in (out / "fixes" / "acme--oneline.md").read_text()
+    # the way out in its training form: its own file, generation blocks around what the model samples, verified
+    assert "## Training form" in page and "assistant_only_loss=True" in page and "byte-identically" in page
+    training = (out / "fixes" / "acme--broken.training.diff").read_text()
+    assert "+++ b/chat_template.training.jinja" in training and "{%- generation -%}" in training
+    assert rows["acme/broken"]["mask"] == rows["acme/ready"]["mask"] == "n/a"  # neither template has blocks
 
 
 def test_pages_of_models_no_longer_in_the_matrix_are_removed(mirror, tmp_path):
-    for folder, suffixes in (("fixes", (".md", ".diff")), ("models", (".md", ".json", ".html"))):
+    for folder, suffixes in (("fixes", (".md", ".diff", ".training.diff")), ("models", (".md", ".json", ".html"))):
         (tmp_path / folder).mkdir()
         for suffix in suffixes:
             (tmp_path / folder / f"gone--model{suffix}").write_text("old", encoding="utf-8")
     rows = run_matrix(["acme/broken"], MatrixOptions(out_dir=tmp_path, mirrors=[mirror], allow_hub=False, count=8)).rows
     assert rows[0]["fix_report"] == "fixes/acme--broken.md"
-    assert sorted(p.name for p in (tmp_path / "fixes").iterdir()) == ["acme--broken.diff", "acme--broken.md"]
+    # the way out's training form comes with it (its diff from the model's own template); a gone model's goes
+    assert sorted(p.name for p in (tmp_path / "fixes").iterdir()) == [
+        "acme--broken.diff",
+        "acme--broken.md",
+        "acme--broken.training.diff",
+    ]
     assert sorted(p.name for p in (tmp_path / "models").iterdir()) == [
         "acme--broken.html",
         "acme--broken.json",

@@ -36,8 +36,8 @@ SOURCES = [
     SHARED / "conversations" / "swe-agent" / "function_calling_simple.traj",
     SHARED / "conversations" / "swe-agent" / "marshmallow-1867__function_calling.traj",
 ]
-LIMIT = 6
-"""Trajectories per source (the matrix uses 20 tau-bench ones; six keep this test to about a minute)."""
+LIMIT = 4
+"""Trajectories per source (the matrix uses 20 tau-bench ones; four keep this test short on 2 cores)."""
 
 
 def model_ids() -> list[str]:

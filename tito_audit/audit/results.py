@@ -56,7 +56,7 @@ class Failure:
     """One failing case, with where it happened and why."""
 
     check: str
-    """The check that failed: ``roundtrip``, ``append``, ``rollout`` or ``bridge``."""
+    """The check that failed: ``roundtrip``, ``append``, ``rollout``, ``bridge`` or ``mask``."""
     aspect: str
     """What failed: ``text``, ``tokens``, ``seam``, ``drift``, ``drift-noncanonical``, ``canonical``, ..."""
     category: str
@@ -66,7 +66,7 @@ class Failure:
     """Message index: the appended message (append), the next assistant turn (rollout, bridge)."""
     roles: list[str]
     causes: list[str]
-    """Cause labels (SPEC's, plus ``closing-rewritten``; docs: What is audited)."""
+    """Cause labels (SPEC's, plus ``closing-rewritten``; the mask check's own three; docs: What is audited)."""
     char_index: int | None = None
     """Where the two texts first differ (character), and the first differing token."""
     token_index: int | None = None
@@ -282,7 +282,7 @@ class VariantResult:
     """``ready``, ``ready-tool-only``, ``broken`` or ``unsupported`` (with the perfect inverse)."""
     verdict_reason: str
     checks: dict[str, CheckResult]
-    """Per check (``roundtrip``, ``append``, ``rollout``, ``bridge``): its table."""
+    """Per check (``roundtrip``, ``append``, ``rollout``, ``bridge``, ``mask``): its table."""
     failures: list[Failure]
     """Failing cases (all of them, or ``--examples N`` per group; counts stay complete)."""
     refused: list[RefusedShape]

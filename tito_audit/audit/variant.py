@@ -20,6 +20,7 @@ from tito_audit.audit.aggregate import (
 )
 from tito_audit.audit.checks import run_checks
 from tito_audit.audit.checks.context import CheckSetup, RolloutContext
+from tito_audit.audit.checks.mask import variant_notes as mask_notes
 from tito_audit.audit.findings import FindingContext, run_findings
 from tito_audit.audit.generation import generation_profile
 from tito_audit.audit.options import AuditOptions, ConversationSource, ProgressCallback
@@ -227,6 +228,7 @@ class VariantAudit:
                 "(other kinds of the grid take the nearest of these)"
             )
         checks["rollout"].notes.extend(notes)
+        checks["mask"].notes.extend(mask_notes(self.model))
         if self.model.text_level_only:
             checks["roundtrip"].notes.append("not applicable: text-level audit (no vocabulary)")
             checks["rollout"].notes.append("text stability only: seam and drift need the real vocabulary")

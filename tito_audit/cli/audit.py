@@ -1,4 +1,4 @@
-"""``tito-audit audit MODEL``: simulated TITO rollouts, the four checks, a verdict per template variant."""
+"""``tito-audit audit MODEL``: simulated TITO rollouts, the five checks, a verdict per template variant."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def audit_command(
     examples: ExamplesOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Audit one model: simulated TITO rollouts, the four checks, a verdict per template variant."""
+    """Audit one model: simulated TITO rollouts, the five checks, a verdict per template variant."""
     from tito_audit.cli.wiring import (
         add_conversation_inputs,
         audit_options,

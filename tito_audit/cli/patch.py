@@ -17,6 +17,14 @@ from tito_audit.outputs import write_outputs
 
 OutputOpt = Annotated[Path, typer.Option("-o", "--output", help="Write the patched template here.")]
 DiffOpt = Annotated[Path | None, typer.Option("--diff", help="Write the unified diff here (default: OUTPUT.diff).")]
+TrainingOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--training",
+        help="Write the training form (generation blocks around what the model samples, for assistant-only loss) "
+        "here (default: OUTPUT with .training before its suffix).",
+    ),
+]
 QuickSampling = Annotated[Sampling, GroupDefaults(count=48)]
 
 
@@ -28,11 +36,12 @@ def patch_command(
     source: ModelSource,
     sampling: QuickSampling,
     diff_path: DiffOpt = None,
+    training_path: TrainingOpt = None,
 ) -> None:
     """Propose a prefix-stable template (a small, verified edit of the model's own) or the setting that makes
     one unnecessary."""
     from tito_audit.cli.wiring import audit_options, audit_with_progress, load
-    from tito_audit.formatters.patch import render_fix, render_no_fix, render_setting
+    from tito_audit.formatters.patch import render_fix, render_no_fix, render_setting, render_training
     from tito_audit.repair.way_out import FIX, SETTING, find_way_out
 
     loaded = load(model, source)
@@ -40,6 +49,10 @@ def patch_command(
         raise BadInputError(
             f"{loaded.resolved.model_id} renders through {loaded.backend}: there is no template to patch"
         )
+    training_file = training_path or output.with_name(f"{output.stem}.training{output.suffix or '.jinja'}")
+    diff_file = diff_path or output.with_name(output.name + ".diff")
+    if training_file.resolve() in (output.resolve(), diff_file.resolve()):
+        raise BadInputError(f"--training {training_file}: the same file as -o or --diff (the serving form)")
     console = Console()
     options = audit_options(sampling)
 
@@ -48,14 +61,20 @@ def patch_command(
 
     before = run_audit(loaded, options)
     way = find_way_out(loaded, before, options, run_audit)
+    training = way.training
+    trained: list[tuple[str, Path, str | bytes]] = []
+    if training is not None and training.offered and training.source is not None:
+        trained.append(("--training", training_file, training.source))
     if way.kind == SETTING and way.recommendation is not None and way.fix is None:
         render_setting(way, console)
+        write_outputs(trained)  # the model's own template serves; only its training form is written
+        render_training(training, [p for _, p, _ in trained], console)
         raise finish(True)
     if way.kind != FIX or way.fix is None or way.fix.patched_source is None:
         render_no_fix(way, console)
         raise finish(False)
-    diff_file = diff_path or output.with_name(output.name + ".diff")
     # both files or neither: a template without its diff (or a diff of a template not written) misleads
-    write_outputs([("-o", output, way.fix.patched_source), ("--diff", diff_file, way.fix.diff(output.name))])
+    write_outputs([("-o", output, way.fix.patched_source), ("--diff", diff_file, way.fix.diff(output.name)), *trained])
     render_fix(way.fix, [output, diff_file], console)
+    render_training(training, [p for _, p, _ in trained], console)
     raise finish(True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tito_audit.audit.results import AuditReport, Failure, TokenWindow, UnrealizableTurns, VariantResult
 
-CHECK_ORDER = ("rollout", "append", "bridge", "roundtrip")
+CHECK_ORDER = ("rollout", "append", "bridge", "roundtrip", "mask")
 _QUIET_CAUSES = frozenset({"noncanonical-split"})
 """Causes every BPE model shows; listed in counts, not worth an example each."""
 
@@ -101,6 +101,7 @@ SIDE_LABELS = {
     "rollout": ("token buffer (sampled + bridges)", "template's next prompt R"),
     "bridge": ("real bridge", "stand-in suffix"),
     "roundtrip": ("ids", "re-encoded / as encoded"),
+    "mask": ("to train: what the model sampled", "the template's mask trains"),
 }
 
 

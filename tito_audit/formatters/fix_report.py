@@ -7,10 +7,11 @@ patched template is never published, ``tito-audit patch MODEL`` writes it locall
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tito_audit.audit.results import AuditReport
+from tito_audit.formatters.training_section import TRAINING_FILE, training_section
 from tito_audit.outputs import write_if_changed
 from tito_audit.repair.fixes.search import FixOutcome
 from tito_audit.repair.fixes.source import TemplateSource
@@ -57,9 +58,11 @@ def edit_windows(fix: FixOutcome) -> list[str]:
 
 def publishable_diff(fix: FixOutcome) -> str | None:
     diff = fix.diff(TEMPLATE_FILE)
-    if not diff or any(len(line) > MAX_DIFF_LINE for line in diff.splitlines()):
-        return None
-    return diff
+    return diff if _short(diff) else None
+
+
+def _short(diff: str) -> bool:
+    return bool(diff) and all(len(line) <= MAX_DIFF_LINE for line in diff.splitlines())
 
 
 TEMPLATE_FILE = "chat_template.jinja"
@@ -80,6 +83,11 @@ class FixPage:
     """The fix section (an offered fix) or why none is offered."""
     diff: str | None
     """The unified diff, when it is short enough to publish."""
+    training_lines: list[str] = field(default_factory=list)
+    """The training form's section: which form goes where, how to train with it, or why none is offered."""
+    training_diff: str | None = None
+    """The unified diff from the model's own template to the training form, when it is short enough to publish."""
+    training_offered: bool = False
 
 
 def page_of(way: WayOut, report: AuditReport) -> FixPage:
@@ -94,16 +102,21 @@ def page_of(way: WayOut, report: AuditReport) -> FixPage:
             lines += [f"Fixes tried (their construct is in the template): {', '.join(fix.tried)}.", ""]
     else:
         lines = []
+    training = way.training
+    training_diff = training.diff(TEMPLATE_FILE, TRAINING_FILE) if training is not None and training.offered else ""
     return FixPage(
         summary=way.summary,
         setting=way.recommendation.line() if way.recommendation is not None else None,
         fix_offered=offered,
         fix_lines=lines,
         diff=publishable_diff(fix) if offered and fix is not None else None,
+        training_lines=training_section(training, patched=offered) if training is not None else [],
+        training_diff=training_diff if _short(training_diff) else None,
+        training_offered=training is not None and training.offered,
     )
 
 
-def to_markdown(report: AuditReport, page: FixPage, diff_name: str | None) -> str:
+def to_markdown(report: AuditReport, page: FixPage, diff_name: str | None, training_name: str | None = None) -> str:
     model = report.model
     level = "text level (stand-in tokenizer, no vocabulary)" if report.text_level_only else "full (real tokenizer)"
     lines = [
@@ -127,6 +140,15 @@ def to_markdown(report: AuditReport, page: FixPage, diff_name: str | None) -> st
         lines += [
             f"The diff is not published (the template has long lines); `tito-audit patch "
             f"{model.model_id} -o FILE` writes the patched template and its diff.",
+            "",
+        ]
+    lines += page.training_lines
+    if page.training_diff is not None and training_name is not None:
+        lines += [f"Training form diff (from the model's own template): [{training_name}]({training_name}).", ""]
+    elif page.training_offered:
+        lines += [
+            f"The training form's diff is not published (the template has long lines); `tito-audit patch "
+            f"{model.model_id} -o FILE` writes the training form (to FILE with `.training` before its suffix).",
             "",
         ]
     return "\n".join(lines).rstrip() + "\n"
@@ -163,7 +185,11 @@ def write(report: AuditReport, page: FixPage, folder: Path, stem: str) -> list[P
     if page.diff is not None:
         diff_name = f"{stem}.diff"
         written.append(write_if_changed(folder / diff_name, page.diff))
-    written.append(write_if_changed(folder / f"{stem}.md", to_markdown(report, page, diff_name)))
+    training_name = None
+    if page.training_diff is not None:
+        training_name = f"{stem}.training.diff"
+        written.append(write_if_changed(folder / training_name, page.training_diff))
+    written.append(write_if_changed(folder / f"{stem}.md", to_markdown(report, page, diff_name, training_name)))
     return written
 
 

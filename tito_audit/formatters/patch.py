@@ -10,7 +10,9 @@ from rich.table import Table
 from tito_audit.audit.results import READY
 from tito_audit.formatters.fix_report import edit_windows
 from tito_audit.formatters.terminal import verdict_text
+from tito_audit.formatters.training_section import USE
 from tito_audit.repair.fixes.search import UNFIXED, FixOutcome, causes_of
+from tito_audit.repair.training_form import TrainingForm
 from tito_audit.repair.way_out import WayOut
 
 
@@ -56,3 +58,19 @@ def render_fix(fix: FixOutcome, written: list[Path], console: Console) -> None:
     for where in fix.proof.differing:
         console.print(f"  differs: {where}", highlight=False)
     console.print("wrote " + " and ".join(str(p) for p in written))
+
+
+def render_training(training: TrainingForm | None, written: list[Path], console: Console) -> None:
+    """The training form: where it was written and how it was verified, or why there is none."""
+    if training is None:
+        return
+    if not training.offered or not written:
+        console.print(f"[yellow]no training form[/yellow]: {training.reason}", highlight=False)
+        return
+    console.print(f"[bold green]training form:[/bold green] {written[0]}: it {training.evidence()}", highlight=False)
+    console.print(
+        "  serve with the template without generation blocks (other Jinja engines, llama.cpp's among them, refuse "
+        f"{{% generation %}}); train with this one: {USE}",
+        highlight=False,
+        soft_wrap=True,
+    )

@@ -44,6 +44,7 @@ COLUMNS = (
     "main_causes",
     "refused",
     "way_out",
+    "mask",
     "page",
     "duration_seconds",
 )
@@ -111,6 +112,7 @@ def corpus_row(
         main_causes=audit_row["main_causes"],
         refused=_refusal(audit_row),
         way_out=outcome.way_out.summary if outcome.way_out is not None else outcome.way_out_note,
+        mask=audit_row["mask"],
         page=f"{PAGES}/{entry.name}.html",
         duration_seconds=audit_row["duration_seconds"],
     )

@@ -153,6 +153,7 @@ def prune_pages(rows: list[dict[str, Any]], out_dir: Path) -> None:
         if not path.is_dir():
             continue
         kept = {Path(row[column]).stem for row in rows if row.get(column) and not row.get("same_as")}
+        kept |= {f"{stem}.training" for stem in kept}  # a way out's training-form diff: <stem>.training.diff
         for item in path.iterdir():
             if item.suffix in suffixes and item.stem not in kept:
                 item.unlink()

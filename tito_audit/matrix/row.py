@@ -8,6 +8,7 @@ from typing import Any
 
 from tito_audit.audit.results import AuditReport, worst_verdict
 from tito_audit.conversations.conversation import STEP_KINDS
+from tito_audit.formatters.mask_lines import mask_cell
 from tito_audit.formatters.site.glossary import NOT_AUDITED
 from tito_audit.model.registry import family_of
 
@@ -39,6 +40,7 @@ COLUMNS = (
     "real_data_causes",
     "roundtrip_findings",
     "bridge",
+    "mask",
     "drift",
     "findings",
     "refused_shapes",
@@ -165,6 +167,7 @@ def row_from_report(report: AuditReport, report_link: str, duration: float) -> d
         main_causes=", ".join(cause for cause, _ in sorted(rollout_causes.items(), key=lambda kv: (-kv[1], kv[0]))),
         roundtrip_findings=", ".join(sorted(roundtrip)) if not report.text_level_only else "n/a (text level)",
         bridge=f"{bridge_cases - bridge_failed}/{bridge_cases} equal" if bridge_cases else "n/a",
+        mask=mask_cell(report),
         drift=(
             f"{drift_failed}/{drift_steps} steps; {mismatched}/{total} tokens"
             if drift_steps and not report.text_level_only

@@ -26,6 +26,7 @@ MARKDOWN_COLUMNS = (
     ("main causes", "main_causes"),
     ("JSON literals re-rendered", "written_values"),
     ("way out", "way_out"),
+    ("training mask", "mask"),
     ("roundtrip beyond non-canonical", "roundtrip_findings"),
     ("refused shapes", "refused_shapes"),
     ("report", "report"),
@@ -50,7 +51,9 @@ def to_markdown(rows: Sequence[dict[str, Any]], settings: dict[str, Any]) -> str
         "`text-level only` rows were audited from the chat template without the model's vocabulary. "
         "`JSON literals re-rendered`: beside the verdict, with the engine's parser, the tool steps whose next prompt "
         "no longer continues an argument value the model wrote as JSON where the template writes another literal "
-        "(`false` where it writes `False`), per value type, and the values the parser reads back as other values.",
+        "(`false` where it writes `False`), per value type, and the values the parser reads back as other values. "
+        "`training mask`: beside the verdict, for templates with `{% generation %}` blocks, the assistant turns whose "
+        "mask leaves out the stop token or sampled tokens or trains tokens the template wrote (`n/a`: no blocks).",
         "",
         header,
         "|" + "---|" * len(MARKDOWN_COLUMNS),

@@ -15,6 +15,7 @@ from tito_audit.audit.options import AuditOptions
 from tito_audit.audit.results import BROKEN, READY_TOOL_ONLY, AuditReport, Recommendation
 from tito_audit.model.loaded import LoadedModel
 from tito_audit.repair.fixes.search import AuditRunner, FixOutcome, search_fix
+from tito_audit.repair.training_form import TrainingForm, training_form
 
 SETTING = "setting"
 FIX = "fix"
@@ -30,6 +31,8 @@ class WayOut:
     ``none known: <why>``."""
     recommendation: Recommendation | None = None
     fix: FixOutcome | None = None
+    training: TrainingForm | None = None
+    """The way out's template with generation blocks, for trainers (None for ``none``)."""
 
 
 def needs_way_out(report: AuditReport) -> bool:
@@ -53,8 +56,32 @@ def fix_summary(fix: FixOutcome) -> str:
 
 
 def find_way_out(loaded: LoadedModel, report: AuditReport, options: AuditOptions, run_audit: AuditRunner) -> WayOut:
-    """The way out for ``report`` (audited from ``loaded`` with ``options``); fixes are audited with
-    ``run_audit`` and the same options."""
+    """The way out for ``report`` (audited from ``loaded`` with ``options``), with its training form; fixes and the
+    training form are audited with ``run_audit`` and the same options."""
+    way = _way_out(loaded, report, options, run_audit)
+    way.training = training_of(way, loaded, report, options, run_audit)
+    return way
+
+
+def training_of(
+    way: WayOut, loaded: LoadedModel, report: AuditReport, options: AuditOptions, run_audit: AuditRunner
+) -> TrainingForm | None:
+    """The training form of the template ``way`` recommends: the patched one for a fix, the model's own for a setting;
+    None when there is no way out (or no template). A verification that cannot run (the matrix's search budget) is
+    the reason none is offered."""
+    if way.kind == FIX and way.fix is not None and way.fix.patched_source is not None and way.fix.after is not None:
+        serving, audited = way.fix.patched_source, way.fix.after
+    elif way.kind == SETTING and loaded.template_source is not None:
+        serving, audited = loaded.template_source, report
+    else:
+        return None
+    try:
+        return training_form(loaded, serving, audited, options, run_audit)
+    except Exception as exc:  # the budget of the matrix's search, or an audit that failed: said, never hidden
+        return TrainingForm(reason=f"not verified: {type(exc).__name__}: {exc}")
+
+
+def _way_out(loaded: LoadedModel, report: AuditReport, options: AuditOptions, run_audit: AuditRunner) -> WayOut:
     recommendation = report.recommendation
     if recommendation is not None and recommendation.suffices:
         return WayOut(SETTING, setting_summary(recommendation), recommendation)

@@ -1,14 +1,14 @@
-"""The SPEC's four checks, one module each, run in order on one rollout context per conversation.
+"""The SPEC's checks, one module each, run in order on one rollout context per conversation.
 
 Each check is a module with a ``NAME`` and a ``check(context, outcome)`` function that reads the
 :class:`~tito_audit.audit.checks.context.RolloutContext` (renders, alignments, the simulated rollout) and adds
 tallies and located failures to the :class:`~tito_audit.audit.checks.outcome.Outcome`. Failures carry a key
 ``(phase, index, part, sub-part)`` so reports list them in rollout order: append failures by message
 ``(0, k, ...)``; for each assistant turn ``j`` the step before it ``(1, j, 0, ...)``, its bridge
-``(1, j, 1, ...)`` and its completion's roundtrip ``(1, j, 2, ...)``; whole buffers ``(2, ...)``; literal
-special tokens by message ``(3, k, ...)``.
+``(1, j, 1, ...)``, its completion's roundtrip ``(1, j, 2, ...)`` and its mask ``(1, j, 3, ...)``; whole buffers
+``(2, ...)``; literal special tokens by message ``(3, k, ...)``.
 
-Adding a check: a module beside these four and one line in :data:`REGISTRY`.
+Adding a check: a module beside these and one line in :data:`REGISTRY`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tito_audit.audit.checks import append, bridge, rollout, roundtrip
+from tito_audit.audit.checks import append, bridge, mask, rollout, roundtrip
 from tito_audit.audit.checks.context import RolloutContext
 from tito_audit.audit.checks.outcome import Outcome
 
@@ -32,6 +32,7 @@ REGISTRY: tuple[Check, ...] = (
     Check(append.NAME, append.check),
     Check(rollout.NAME, rollout.check),
     Check(bridge.NAME, bridge.check),
+    Check(mask.NAME, mask.check),
 )
 """The checks, in the SPEC's order (and the order of each variant's check tables)."""
 

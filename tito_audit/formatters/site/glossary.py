@@ -54,6 +54,12 @@ CAUSES = {
     "parse-lossy": "The engine's parser does not give back the message the template rendered (content whitespace, "
     "reasoning boundary, arguments re-serialized, a call lost, an id refused), and the next prompt rendered from "
     "its message no longer continues the buffer.",
+    "stop-token-untrained": "The template's training mask (its generation blocks) leaves out the stop token the model "
+    "sampled: a model trained on it is never trained to stop.",
+    "sampled-untrained": "The template's training mask leaves out tokens the model sampled (a tool call written "
+    "outside the generation block).",
+    "injected-trained": "The template's training mask holds tokens the model never sampled: the role header, the "
+    "generation prompt, an empty reasoning block the template writes, the text after the stop token.",
 }
 
 

@@ -26,6 +26,7 @@ from tito_audit.formatters.site.examples import Example, examples
 from tito_audit.formatters.site.glossary import VERDICTS, cause_chip, glossary, verdict_chip
 from tito_audit.formatters.site.highlight import diff_html, source_lines
 from tito_audit.formatters.site.html import document, esc
+from tito_audit.formatters.site.mask_line import mask_line
 from tito_audit.formatters.site.parser_line import parser_line
 from tito_audit.formatters.site.tokens import text_diff, token_diff
 
@@ -136,6 +137,7 @@ def _verdict(report: AuditReport, way_out: FixPage | None) -> str:
         f'<div id="verdict">{verdict_chip(report.verdict, big=True)}</div>'
         f'<p class="reason" id="reason">{esc(worst_reason(report))}</p>'
         + parser_line(report)
+        + mask_line(report)
         + (f'<div class="variants" aria-label="verdict per variant">{variants}</div>' if variants else "")
         + _way_out_line(report, way_out)
         + "</section>"
@@ -259,13 +261,13 @@ def _breaks(report: AuditReport, compact: bool = False) -> str:
         )
         parts.append(
             '<section id="beside"><h2>Beside the verdict</h2><p class="muted small">Message-level appends, round '
-            "trips and the bridge: reported, never folded into the verdict (first example of each; "
+            "trips, the bridge and the training mask: reported, never folded into the verdict (first example of each; "
             f"<code>tito-audit audit</code> draws them).</p><ul>{items}</ul></section>"
         )
     elif beside:
         intro = (
-            "Message-level appends (the render before and after one message is appended), round trips and the "
-            f"bridge: reported, never folded into the verdict. {LEGEND}"
+            "Message-level appends (the render before and after one message is appended), round trips, the "
+            f"bridge and the training mask: reported, never folded into the verdict. {LEGEND}"
         )
         cards = "".join(_example(e, specials, n) for n, e in beside)
         parts.append(
@@ -303,7 +305,7 @@ def _fix(report: AuditReport, way_out: FixPage | None, links: PageLinks) -> str:
     parts = [f'<section id="way-out" class="card"><h2>Way out: {esc(way_out.summary)}</h2>']
     if way_out.setting is not None:
         parts.append(f"<h3>Setting</h3><p>{esc(way_out.setting)}</p>")
-    parts.append(markdown_lite.to_html(way_out.fix_lines, heading_level=3))
+    parts.append(markdown_lite.to_html([*way_out.fix_lines, *way_out.training_lines], heading_level=3))
     if way_out.diff is not None:
         parts.append("<h3>The diff</h3>" + diff_html(way_out.diff))
     elif way_out.fix_offered:
