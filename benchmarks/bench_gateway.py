@@ -24,6 +24,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -318,6 +319,7 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=64)
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--deadline", type=float, default=600.0, help="Seconds after which the run stops.")
+    parser.add_argument("--store", action="store_true", help="Keep the sessions in a SQLite file (serve --store).")
     parser.add_argument("--dialect", choices=("chat", "responses", "messages"), default="chat")
     parser.add_argument("--stream", action="store_true", help="Stream every turn (as the engine samples).")
     parser.add_argument("--parser", default="template", help="The gateway's --parser (sglang streams incrementally).")
@@ -337,6 +339,9 @@ def main() -> int:
     port = free_port()
     command = [sys.executable, "-m", "tito_audit", "serve", args.model, "--engine", "fake", "--parser", args.parser]
     command += ["--on-rewrite", args.on_rewrite]
+    folder = tempfile.TemporaryDirectory(prefix="bench-gateway-")  # removed when the script ends
+    if args.store:
+        command += ["--store", str(Path(folder.name) / "sessions.db")]
     command += ["--port", str(port), "--no-hub", "--max-sessions", str(max(args.sessions, 1) * 2)]
     for mirror in args.mirror:
         command += ["--mirror", mirror]
@@ -378,6 +383,7 @@ def main() -> int:
     requests = len(stats["server"])
     mode = f"{args.dialect}{' streamed' if args.stream else ''}, parser {args.parser}, on-rewrite {args.on_rewrite}"
     mode += f" (rewrite at turn {args.rewrite_at})" if args.rewrite_at else ""
+    mode += ", sessions in a SQLite file (--store)" if args.store else ""
     print(f"gateway bench: {args.model}, {args.sessions} sessions x {args.turns} turns, fake engine, loopback, {mode}")
     print(
         f"  requests answered: {requests} of {args.sessions * args.turns} in {stats['seconds']:.1f} s "

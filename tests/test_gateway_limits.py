@@ -157,13 +157,13 @@ def test_a_session_past_its_byte_budget_is_413_and_all_sessions_past_theirs_507(
     with running(gateway) as url:
         assert post(url, {"messages": HI, "max_tokens": 64}, "small").status_code == 200
         before = httpx.get(f"{url}/sessions/small").json()
-        huge = [{"role": "user", "content": "more words " * 3000}]  # about 1.3 MiB with the tiny vocabulary
+        huge = [{"role": "user", "content": "more words " * 3000}]  # about 1.5 MiB with the tiny vocabulary
         message = error_of(post(url, {"messages": huge, "max_tokens": 64}, "huge"), 413, "session_too_large")
-        assert "session 'huge' would hold about 1.3 MiB" in message and "past --max-session-bytes (1.0 MiB)" in message
+        assert "session 'huge' would hold about 1.5 MiB" in message and "past --max-session-bytes (1.0 MiB)" in message
         follow = [*HI, httpx.get(f"{url}/sessions/small").json()["messages"][-1], {"role": "user", "content": "go"}]
         asked = error_of(post(url, {"messages": follow, "max_tokens": 20_000}, "small"), 413, "session_too_large")
         assert "'small'" in asked  # 20,000 tokens of completion reserved would pass it
-        filler = [{"role": "user", "content": "more words " * 1700}]  # about 0.76 MiB each: the third passes 2 MiB
+        filler = [{"role": "user", "content": "more words " * 1700}]  # about 0.86 MiB each: the third passes 2 MiB
         assert post(url, {"messages": filler, "max_tokens": 64}, "a").status_code == 200
         assert post(url, {"messages": filler, "max_tokens": 64}, "b").status_code == 200
         full = post(url, {"messages": filler, "max_tokens": 64}, "c")

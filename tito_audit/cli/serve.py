@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -27,7 +28,12 @@ from tito_audit.model.render_guard import RenderLimits
 INSTALL = "pip install -e '.[gateway]' -c constraints.txt"
 
 EngineOpt = Annotated[
-    str, typer.Option("--engine", help="The engine's base URL (http://HOST:PORT), or 'fake' (built in, no GPU).")
+    str,
+    typer.Option(
+        "--engine",
+        help="The engine's base URL (http://HOST:PORT), llamacpp:PATH (a GGUF sampled in this process on CPU: the "
+        "llamacpp extra) or 'fake' (built in, no GPU).",
+    ),
 ]
 EngineApiOpt = Annotated[
     str,
@@ -37,7 +43,8 @@ ParserOpt = Annotated[
     str,
     typer.Option(
         "--parser",
-        help="auto, sglang, hf, TOOL[,REASONING] or template (the fake engine's own message; --engine fake only).",
+        help="auto, sglang, hf, TOOL[,REASONING], text (the completion is the content: models without tool calls or "
+        "reasoning, as Gemma 3) or template (the fake engine's own message; --engine fake only).",
     ),
 ]
 HostOpt = Annotated[str, typer.Option("--host", help="Address to bind (loopback unless you say otherwise).")]
@@ -60,7 +67,9 @@ EngineModelOpt = Annotated[
 MaxTokensOpt = Annotated[
     int, typer.Option("--max-tokens", min=1, help="max_tokens for requests that name none (engines default low).")
 ]
-FakeSeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the fake engine.")]
+FakeSeedOpt = Annotated[
+    int, typer.Option("--seed", help="Seed of the fake engine (and of llamacpp's turns that name no seed).")
+]
 SessionBytesOpt = Annotated[
     str,
     typer.Option(
@@ -70,6 +79,14 @@ SessionBytesOpt = Annotated[
 TotalBytesOpt = Annotated[
     str,
     typer.Option("--max-total-bytes", help="Most memory all sessions together may hold, estimated (507 past it)."),
+]
+StoreOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--store",
+        help="Keep sessions in this SQLite file (WAL; each turn on disk before its answer): a restarted server "
+        "continues them. Default: memory only, lost when the server stops. One file per server process.",
+    ),
 ]
 OnRewriteOpt = Annotated[
     str,
@@ -116,6 +133,7 @@ def serve_command(
     max_session_bytes: SessionBytesOpt = "256MiB",
     max_total_bytes: TotalBytesOpt = "8GiB",
     seed: FakeSeedOpt = 0,
+    store: StoreOpt = None,
     on_rewrite: OnRewriteOpt = "refuse",
     match: MatchOpt = "strict",
     kwarg: KwargOpt = [],  # noqa: B006
@@ -124,7 +142,8 @@ def serve_command(
     """Serve MODEL as an OpenAI-compatible chat endpoint that keeps each session's sampled tokens (exit 2 if it cannot
     start).
 
-    Sessions live in this process's memory only: they are lost when the server stops (GET /sessions/ID first).
+    Sessions live in this process's memory unless --store names a file: without it they are lost when the server
+    stops (GET /sessions/ID first); with it a restarted server continues every stored session.
 
     Bounds: --max-sessions, --max-session-bytes, --max-total-bytes, --max-render-chars, --max-render-seconds."""
     try:
@@ -170,6 +189,7 @@ def serve_command(
         trust_remote_code=source.trust_remote_code,
         template=source.template,
         template_name=source.template_name,
+        store=store,
         on_rewrite=on_rewrite,
         match=match,
     )
@@ -181,7 +201,8 @@ def serve_command(
         err.print(f"warning: serving on {host} without --api-key: anyone who reaches it can use it", highlight=False)
     err.print(
         f"tito-audit gateway: {gateway.model_id} on http://{host}:{port}/v1 (engine {gateway.engine.name}, "
-        f"parser {gateway.parser_name}, on_break {on_break}, bridge {bridge}, on_rewrite {on_rewrite}, match {match})",
+        f"parser {gateway.parser_name}, on_break {on_break}, bridge {bridge}, on_rewrite {on_rewrite}, match {match}; "
+        + (f"sessions in {store}, {len(gateway.store)} restored)" if store is not None else "sessions in memory only)"),
         highlight=False,
         soft_wrap=True,
     )

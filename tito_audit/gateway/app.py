@@ -126,6 +126,7 @@ def create_app(gateway: Gateway) -> Starlette:
         finally:
             sweeper.cancel()
             await gateway.engine.close()
+            gateway.close_store()
 
     return Starlette(
         routes=[

@@ -33,7 +33,7 @@ from tito_audit.session import TitoSession
 
 ON_REWRITE = ("refuse", "branch")
 
-PER_POSITION = ("buffer", "loss_mask")
+PER_POSITION = ("buffer", "loss_mask", "logprobs")
 """The record's per-position fields, one value per token of a branch's buffer (a new one is one more name here, read
 from the branch's session as an attribute)."""
 
@@ -69,7 +69,7 @@ class Rewrites:
 
 
 Op = tuple[Any, ...]
-"""``("start", messages)`` or ``("extend", ids or None, assistant message, messages)``."""
+"""``("start", messages)`` or ``("extend", ids or None, assistant message, messages[, logprobs])``."""
 
 
 @dataclass(eq=False)
@@ -152,7 +152,7 @@ def _continue(
         sampled = number == 0 and node.pending is not None and key(assistant) == key(node.pending.echo)
         if sampled:
             assert node.pending is not None
-            ops.append(("extend", node.pending.ids, node.pending.message, after))
+            ops.append(("extend", node.pending.ids, node.pending.message, after, node.pending.logprobs))
         else:
             ops.append(("extend", None, assistant, after))
     tip = tree.tips.get(node.branch)
@@ -244,7 +244,7 @@ def _apply(session: TitoSession, ops: list[Op]) -> None:
             if op[0] == "start":
                 session.start(op[1])
             else:
-                session.extend(op[1], op[2], op[3])
+                session.extend(op[1], op[2], op[3], logprobs=op[4] if len(op) > 4 else None)
 
 
 def _tools_key(tools: list[dict] | None) -> str:
@@ -262,7 +262,7 @@ def branch_records(entry: GatewaySession) -> list[dict[str, Any]]:
     for number, (node, session) in sorted(tree.tips.items()):
         view = session.fork()
         if node.pending is not None:
-            view.finish(node.pending.ids, node.pending.message)
+            view.finish(node.pending.ids, node.pending.message, logprobs=node.pending.logprobs)
         views[number] = view
     out = []
     for number, view in views.items():

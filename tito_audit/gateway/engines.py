@@ -20,6 +20,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tito_audit.gateway import engine_logprobs
+
 ENGINE_APIS = ("vllm", "sglang")
 
 PASSED_THROUGH = (
@@ -60,6 +62,8 @@ class EngineRequest:
     tool_choice: Any = "auto"
     session_id: str = ""
     turn: int = 0
+    top_logprobs: int = 0
+    """Alternatives asked per sampled token (the sampled ids' own log-probabilities are always asked)."""
 
 
 @dataclass
@@ -69,6 +73,10 @@ class EngineOutput:
     """``stop`` or ``length`` as the engine said."""
     message: dict | None = None
     """The message the fake engine rendered its turn from (the ``template`` parser's answer); None for real ones."""
+    logprobs: list[float | None] | None = None
+    """The engine's log-probability of each id (None where it gave none); None when it gave none at all."""
+    top_logprobs: list[list[tuple[int, float]]] | None = None
+    """Per id, the alternatives ``(id, logprob)`` the engine gave (asked with ``top_logprobs``)."""
 
 
 class Engine(Protocol):
@@ -132,7 +140,10 @@ class HttpEngine:
             raise EngineError(
                 502, "engine_bad_response", f"the engine's answer has no token ids where {self.api} puts them ({exc})"
             ) from None
-        return with_matched_stop(output, request.stop_ids)
+        try:
+            return with_matched_stop(output, request.stop_ids)
+        except ValueError as exc:
+            raise EngineError(502, "engine_bad_response", f"the engine's logprobs do not fit its ids ({exc})") from None
 
 
 def vllm_body(request: EngineRequest) -> tuple[str, dict[str, Any]]:
@@ -142,6 +153,8 @@ def vllm_body(request: EngineRequest) -> tuple[str, dict[str, Any]]:
         "return_token_ids": True,
         "skip_special_tokens": False,
         "stop_token_ids": request.stop_ids,
+        "logprobs": request.top_logprobs,
+        "return_tokens_as_token_ids": True,
         **request.sampling,
     }
     return "/v1/completions", body
@@ -154,6 +167,7 @@ def sglang_body(request: EngineRequest) -> tuple[str, dict[str, Any]]:
     seed = sampling.pop("seed", None)
     sampling.update(stop_token_ids=request.stop_ids, skip_special_tokens=False)
     body: dict[str, Any] = {"input_ids": request.prompt_ids, "sampling_params": sampling}
+    body.update(return_logprob=True, top_logprobs_num=request.top_logprobs, logprob_start_len=-1)
     if seed is not None:
         body["sampling_params"]["sampling_seed"] = seed
     return "/generate", body
@@ -164,6 +178,7 @@ class _Read:
     ids: list[int]
     finish_reason: str
     matched: Any = None
+    logprobs: engine_logprobs.EngineLogprobs | None = None
 
 
 def read_vllm(data: dict[str, Any]) -> _Read:
@@ -171,7 +186,8 @@ def read_vllm(data: dict[str, Any]) -> _Read:
     ids = choice["token_ids"]
     if not isinstance(ids, list):
         raise ValueError("choices[0].token_ids is not a list")
-    return _Read(ids, str(choice.get("finish_reason") or "stop"), choice.get("stop_reason"))
+    finish = str(choice.get("finish_reason") or "stop")
+    return _Read(ids, finish, choice.get("stop_reason"), engine_logprobs.read_vllm(choice))
 
 
 def read_sglang(data: Any) -> _Read:
@@ -180,19 +196,22 @@ def read_sglang(data: Any) -> _Read:
     ids = data["output_ids"]
     if not isinstance(ids, list):
         raise ValueError("output_ids is not a list")
-    finish = (data.get("meta_info") or {}).get("finish_reason") or {}
+    meta = data.get("meta_info") or {}
+    finish = meta.get("finish_reason") or {}
     kind = finish.get("type", "stop") if isinstance(finish, dict) else str(finish)
     matched = finish.get("matched") if isinstance(finish, dict) else None
-    return _Read(ids, "length" if kind == "length" else "stop", matched)
+    return _Read(ids, "length" if kind == "length" else "stop", matched, engine_logprobs.read_sglang(meta))
 
 
 def with_matched_stop(read: _Read, stop_ids: list[int]) -> EngineOutput:
     ids = list(read.ids)
     matched = read.matched
     left_out = type(matched) is int and matched in stop_ids and (not ids or ids[-1] != matched)
-    if read.finish_reason == "stop" and left_out:
+    appended = read.finish_reason == "stop" and left_out
+    if appended:
         ids.append(matched)
-    return EngineOutput(ids, "length" if read.finish_reason == "length" else "stop")
+    values, top = engine_logprobs.aligned(ids, read.logprobs, appended)
+    return EngineOutput(ids, "length" if read.finish_reason == "length" else "stop", None, values, top)
 
 
 def one_line(exc: BaseException) -> str:
@@ -200,12 +219,13 @@ def one_line(exc: BaseException) -> str:
     return text[:200]
 
 
-def make_engine(engine: str, api: str, timeout: float, fake: Any = None) -> Any:
-    """The engine ``--engine`` names: ``fake`` (given ready, it needs the model) or an ``http(s)://`` URL."""
-    if engine == "fake":
-        return fake
+def make_engine(engine: str, api: str, timeout: float, ready: Any = None) -> Any:
+    """The engine ``--engine`` names: ``fake`` or ``llamacpp:PATH`` (given ``ready``: they need the model) or an
+    ``http(s)://`` URL."""
+    if engine == "fake" or engine.startswith("llamacpp:"):
+        return ready
     if not engine.startswith(("http://", "https://")):
-        raise ValueError(f"--engine must be an http(s):// URL or 'fake', not {engine!r}")
+        raise ValueError(f"--engine must be an http(s):// URL, llamacpp:PATH or 'fake', not {engine!r}")
     return HttpEngine(engine, api, timeout)
 
 

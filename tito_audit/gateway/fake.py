@@ -11,12 +11,14 @@ the turns are then given a non-canonical split (a token replaced by the pieces i
 can produce.
 
 The message the turn was rendered from comes back with the ids: the ``template`` parser (the perfect inverse) answers
-with it, which is sound only for this engine.
+with it, which is sound only for this engine. So do log-probabilities (:func:`drawn_logprobs`): deterministic per
+session, turn and id, drawn apart from the turn so that asking for them changes no sampled id.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 from collections.abc import AsyncIterator
 from datetime import datetime
@@ -91,7 +93,9 @@ class FakeEngine:
                 ids = codec.noncanonical(ids, rng) or ids
             if finish == "length":  # a cut turn: its message is its text (the perfect inverse of a cut turn)
                 message = {"role": "assistant", "content": codec.decode(ids)}
-        return EngineOutput(ids, finish, message)
+        key = f"{self.seed}:{request.session_id}:{request.turn}"
+        values, top = drawn_logprobs(key, ids, stops, request.top_logprobs, codec.id_limit)
+        return EngineOutput(ids, finish, message, values, top)
 
     def message(self, rng: random.Random, request: EngineRequest) -> dict[str, Any]:
         """The assistant turn: a generated one, its calls aimed at the request's tools."""
@@ -141,6 +145,28 @@ class FakeEngine:
                 "the fake engine cannot sample this turn: the template does not write it after its generation prompt",
             )
         return full[len(prompt) :]
+
+
+def drawn_logprobs(
+    key: str, ids: list[int], stops: frozenset[int], top: int, id_limit: int
+) -> tuple[list[float | None], list[list[tuple[int, float]]] | None]:
+    """Log-probabilities a model could have given ``ids``, drawn from ``key``: a stop token near 0, other ids about
+    -0.7 on average (at least -20); with ``top``, the ``top`` most likely of the sampled id and ids drawn beside it
+    (from a generator of their own: asking for them changes no log-probability), whose probabilities share what the
+    sampled id leaves (halving), so that they sum to at most 1."""
+    rng, others_rng = random.Random(f"fake-logprobs:{key}"), random.Random(f"fake-top-logprobs:{key}")
+    values: list[float | None] = []
+    alternatives: list[list[tuple[int, float]]] = []
+    for token in ids:
+        value = -rng.uniform(0.0, 0.05) if token in stops else max(-rng.expovariate(1.5), -20.0)
+        values.append(round(value, 6))
+        if top:
+            rest = max(1.0 - math.exp(value), 1e-12)
+            others = {others_rng.randrange(id_limit) for _ in range(top)} - {token}
+            pairs = [(token, values[-1])]
+            pairs += [(other, round(math.log(rest * 0.5 ** (n + 1)), 6)) for n, other in enumerate(sorted(others))]
+            alternatives.append(sorted(pairs, key=lambda pair: -pair[1])[:top])
+    return values, alternatives if top else None
 
 
 def _allowed_tools(tools: list[dict] | None, choice: Any) -> list[dict]:

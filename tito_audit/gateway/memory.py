@@ -1,8 +1,9 @@
 """The gateway's memory: what a request may reserve for its session, and giving memory back when sessions end.
 
-A session's size is :attr:`~tito_audit.session.TitoSession.held_bytes` (64 bytes per token of its buffer plus twice
-its text: 60 bytes per token were measured for a session of one 1.9 M-character message); a request reserves its
-session's size after the step plus :data:`TOKEN_BYTES` per token of the completion it asks for (``max_tokens``).
+A session's size is :attr:`~tito_audit.session.TitoSession.held_bytes` (72 bytes per token of its buffer, 24 more
+per log-probability kept, plus twice its text: 60 bytes per token were measured for a session of one 1.9 M-character
+message before log-probabilities were kept); a request reserves its session's size after the step plus
+:data:`TOKEN_BYTES` per token of the completion it asks for (``max_tokens``).
 The store refuses a reservation past ``--max-session-bytes`` (413) or past ``--max-total-bytes`` for all sessions
 together (507).
 
@@ -21,8 +22,9 @@ import sys
 from collections.abc import Callable
 
 MIB = 1 << 20
-TOKEN_BYTES = 64
-"""What a request reserves per token of the completion it asks for (as :attr:`TitoSession.held_bytes` counts)."""
+TOKEN_BYTES = 96
+"""What a request reserves per token of the completion it asks for (as :attr:`TitoSession.held_bytes` counts a sampled
+token: 72 bytes and its log-probability)."""
 DEFAULT_SESSION_BYTES = 256 * MIB
 """``--max-session-bytes``: a session of about 4 million tokens, past any model's context."""
 DEFAULT_TOTAL_BYTES = 8 * 1024 * MIB

@@ -204,6 +204,8 @@ class Answer:
     prompt_tokens: int
     completion_tokens: int
     tito: dict[str, Any]
+    logprobs: dict[str, Any] | None = None
+    """``choices[].logprobs`` (``{"content": [...]}``) when the request asked (``logprobs: true``)."""
     id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex}")
     created: int = field(default_factory=lambda: int(time.time()))
 
@@ -217,7 +219,7 @@ class Answer:
             "object": "chat.completion",
             "created": self.created,
             "model": self.model,
-            "choices": [{"index": 0, "message": self.message, "finish_reason": self.finish, "logprobs": None}],
+            "choices": [{"index": 0, "message": self.message, "finish_reason": self.finish, "logprobs": self.logprobs}],
             "usage": self.usage(),
             "tito": self.tito,
         }
@@ -227,7 +229,9 @@ class Answer:
         (id and name first, then its arguments in pieces), the finish reason (with the ``tito`` record), usage."""
 
         def chunk(delta: dict[str, Any], finish: str | None = None, **more: Any) -> dict[str, Any]:
-            choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+            # the log-probabilities ride on the last chunk whole (the text is cut in characters, not tokens)
+            logprobs = self.logprobs if finish is not None else None
+            choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": logprobs}
             body = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model}
             return {**body, "choices": [choice], **more}
 

@@ -14,8 +14,12 @@ from typing import Any
 
 from tito_audit.errors import BadInputError
 from tito_audit.gateway.branches import Rewrites, branch_records
-from tito_audit.gateway.engines import ENGINE_APIS, EngineRequest, make_engine
+from tito_audit.gateway.durable import DurableStore, open_store, settle_durably, store_identity
+from tito_audit.gateway.engines import ENGINE_APIS, EngineError, EngineRequest, make_engine
 from tito_audit.gateway.fake import FakeEngine
+from tito_audit.gateway.llamacpp import PREFIX as LLAMACPP
+from tito_audit.gateway.llamacpp import make_llamacpp
+from tito_audit.gateway.logprobs import Wanted, openai_logprobs, wanted
 from tito_audit.gateway.memory import (
     DEFAULT_SESSION_BYTES,
     DEFAULT_TOTAL_BYTES,
@@ -23,9 +27,10 @@ from tito_audit.gateway.memory import (
     TRIM_FROM,
     return_free_memory,
 )
+from tito_audit.gateway.plain import TEXT_PARSER, TextParser
 from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, read_request
 from tito_audit.gateway.store import SessionStore
-from tito_audit.gateway.turns import Step, break_record, prepare, settle, turn_record
+from tito_audit.gateway.turns import Step, break_record, prepare, turn_record
 from tito_audit.model.context import context_of
 from tito_audit.model.render import RenderLimits
 from tito_audit.parse import sglang
@@ -82,6 +87,8 @@ class GatewayConfig:
     """``refuse`` (409) or ``branch``: a request whose history differs from the session's opens a new branch."""
     match: str = "strict"
     """What counts as the same message: ``strict``, ``tool-call-format`` or ``role-content`` (:mod:`.matchers`)."""
+    store: str | Path | None = None
+    """A SQLite file that keeps the sessions across restarts (:mod:`.durable`); None: memory only."""
 
 
 class Gateway:
@@ -93,14 +100,19 @@ class Gateway:
             raise BadInputError(f"--on-break must be one of {', '.join(POLICIES)}, not {config.on_break!r}")
         if config.bridge not in BRIDGES:
             raise BadInputError(f"--bridge must be one of {', '.join(BRIDGES)}, not {config.bridge!r}")
-        if config.engine != "fake" and not config.engine.startswith(("http://", "https://")):
-            raise BadInputError(f"--engine must be an http(s):// URL or 'fake', not {config.engine!r}")
+        if config.engine != "fake" and not config.engine.startswith(("http://", "https://", "llamacpp:")):
+            raise BadInputError(f"--engine must be an http(s):// URL, llamacpp:PATH or 'fake', not {config.engine!r}")
         if config.engine_api not in ENGINE_APIS:
             raise BadInputError(f"--engine-api must be one of {', '.join(ENGINE_APIS)}, not {config.engine_api!r}")
         try:
             self.rewrites = Rewrites(config.on_rewrite, config.match)
         except ValueError as exc:
             raise BadInputError(str(exc)) from None
+        if config.store is not None and self.rewrites.branch:
+            raise BadInputError(
+                "--store keeps sessions that only append (--on-rewrite refuse): a session's branches "
+                "(--on-rewrite branch) are kept in memory only"
+            )
         self.config = config
         if machinery is None:
             source = ModelSourceSettings.of(
@@ -128,6 +140,8 @@ class Gateway:
             self.store = SessionStore(
                 config.max_sessions, config.session_idle, config.max_session_bytes, config.max_total_bytes
             )
+            if engine is None and config.engine.startswith(LLAMACPP):
+                engine = make_llamacpp(config.engine, machinery.codec, config.seed)
             self.engine = engine or make_engine(
                 config.engine,
                 config.engine_api,
@@ -137,10 +151,16 @@ class Gateway:
         except ValueError as exc:
             raise BadInputError(str(exc)) from None
         self.stop_ids = sorted(machinery.stop_ids)
+        self.durable: DurableStore | None = None
+        if config.store is not None:
+            identity = store_identity(machinery, config.template_kwargs)
+            self.durable = open_store(config.store, identity, self.store, self.make_session, TOKEN_BYTES)
 
     def _parser(self, value: str | CompletionParser, fake: bool) -> tuple[CompletionParser | None, str]:
         if not isinstance(value, str):
             return value, str(getattr(value, "name", type(value).__name__))
+        if value == TEXT_PARSER:
+            return TextParser(), f"{TEXT_PARSER} (the completion's text is the content)"
         choice = choose_parser(value, self.model_id, self.machinery.loaded.tokenizer)
         if choice.parser is not None:
             return choice.parser, choice.name
@@ -163,7 +183,8 @@ class Gateway:
 
     async def chat(self, body: Any, header_id: str | None) -> Answer:
         """``POST /v1/chat/completions``: one turn of one session."""
-        return await self.turn(read_request(body), header_id)
+        request = read_request(body)
+        return await self.turn(request, header_id, wanted(body))
 
     def session_id(self, request: ChatRequest, header_id: str | None) -> str:
         """The request's session: ``X-Session-Id``, else the request's ``user``, else a new one."""
@@ -185,7 +206,9 @@ class Gateway:
             raise RequestError(400, "invalid_request", f"max_tokens {max_tokens} is past {self._context_said()}")
         return sampling
 
-    def engine_request(self, request: ChatRequest, step: Step, session_id: str, sampling: dict) -> EngineRequest:
+    def engine_request(
+        self, request: ChatRequest, step: Step, session_id: str, sampling: dict, top_logprobs: int = 0
+    ) -> EngineRequest:
         return EngineRequest(
             prompt_ids=step.prompt,
             sampling=sampling,
@@ -196,10 +219,12 @@ class Gateway:
             tool_choice=request.tool_choice,
             session_id=session_id,
             turn=len(step.trial.turns),
+            top_logprobs=top_logprobs,
         )
 
-    async def turn(self, request: ChatRequest, header_id: str | None) -> Answer:
-        """One turn of one session, answered whole."""
+    async def turn(self, request: ChatRequest, header_id: str | None, want: Wanted | None = None) -> Answer:
+        """One turn of one session, answered whole (with the log-probabilities ``want`` asks for)."""
+        want = want or Wanted()
         started = time.perf_counter()
         session_id = self.session_id(request, header_id)
         sampling = self.sampling(request)
@@ -211,17 +236,29 @@ class Gateway:
             try:
                 step = await asyncio.to_thread(prepare, entry, request, self.make_session, self.rewrites)
                 store.reserve(entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * max_tokens)
-                engine_request = self.engine_request(request, step, session_id, sampling)
+                engine_request = self.engine_request(request, step, session_id, sampling, want.top)
                 asked = time.perf_counter()
                 output = await self.engine.generate(engine_request)
                 engine_seconds = time.perf_counter() - asked
-                record, pending = await asyncio.to_thread(settle, entry, step, output, self.parser is not None)
+                if want.answer and output.logprobs is None:
+                    raise EngineError(
+                        502, "engine_bad_response", "the engine answered no logprobs (the request asked for them)"
+                    )
+                record, pending = await asyncio.to_thread(
+                    settle_durably, self.durable, entry, step, output, self.parser is not None
+                )
                 store.settle(entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * len(pending.ids))
             except BaseException:
                 store.settle(entry, None)
                 if opening and entry.session is None:
                     store.discard(entry)
                 raise
+        logprobs = None
+        if want.answer:
+            codec, values = self.machinery.codec, pending.logprobs or []
+            logprobs = await asyncio.to_thread(
+                openai_logprobs, codec, step.prompt, pending.ids, values, pending.top_logprobs, want.top
+            )
         self.finish_record(record, engine_seconds, time.perf_counter() - started)
         return Answer(
             model=request.model or self.model_id,
@@ -230,6 +267,7 @@ class Gateway:
             prompt_tokens=len(step.prompt),
             completion_tokens=len(pending.ids),
             tito=record,
+            logprobs=logprobs,
         )
 
     def finish_record(self, record: dict[str, Any], engine_seconds: float, total: float) -> None:
@@ -260,7 +298,7 @@ class Gateway:
         view = entry.session.fork()  # a committed session is never changed again: no lock needed
         pending = entry.pending
         if pending is not None:
-            view.finish(pending.ids, pending.message)
+            view.finish(pending.ids, pending.message, logprobs=pending.logprobs)
         return {
             "session": session_id,
             "model": self.model_id,
@@ -270,6 +308,7 @@ class Gateway:
             "requests": entry.requests,
             "buffer": view.buffer,
             "loss_mask": view.loss_mask,
+            "logprobs": view.logprobs,
             "turns": [turn_record(t) for t in view.turns],
             "breaks": [break_record(b) for b in view.breaks],
             "messages": view.messages,
@@ -294,6 +333,8 @@ class Gateway:
                 released += entry.size
             for session in entry.tree.sessions() if entry.tree is not None else []:
                 session.forget()
+            if self.durable is not None:
+                self.durable.delete(entry.id, entry.stored)
             if not entry.busy:  # a request under way (deleted meanwhile) still reads it; once over, it is unreferenced
                 entry.session, entry.pending, entry.history = None, None, []
                 entry.tree, entry.dialect = None, {}
@@ -322,7 +363,13 @@ class Gateway:
             "max_total_bytes": store.max_total_bytes,
             "expired": store.expired,
             "evicted": store.evicted,
+            "store": str(self.durable.path) if self.durable is not None else "memory",
         }
+
+    def close_store(self) -> None:
+        """Close the ``--store`` file (the server stops); the sessions stay in it."""
+        if self.durable is not None:
+            self.durable.close()
 
 
 def _now() -> Any:

@@ -40,6 +40,10 @@ class Pending:
     finish: str
     echo: dict[str, Any]
     """The wire message taken back as a request message (what the client's echo must compare equal to)."""
+    logprobs: list[float | None] | None = None
+    """The engine's log-probability of each id (kept in the session with them)."""
+    top_logprobs: list[list[tuple[int, float]]] | None = None
+    """The alternatives the engine gave per id, when the request asked (answered, not kept)."""
 
 
 class GatewaySession:
@@ -61,6 +65,8 @@ class GatewaySession:
         """The size the request under way may bring the session to (0 when none is)."""
         self.gone: str | None = None
         """Why an earlier session of this id ended (``it was evicted: ...``), when one did and the store remembers."""
+        self.stored: str | None = None
+        """The generation of its rows in ``--store`` (None: not written yet, or no store)."""
         self.tree: Any = None
         """Under ``--on-rewrite branch``, every branch of the session (:class:`~tito_audit.gateway.branches.Tree`)."""
         self.dialect: dict[str, Any] = {}

@@ -23,10 +23,11 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from tito_audit.gateway import engine_stream
+from tito_audit.gateway.durable import commit_durably
 from tito_audit.gateway.engines import EngineError
 from tito_audit.gateway.memory import TOKEN_BYTES
 from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, wire_message
-from tito_audit.gateway.turns import checked, commit, pending_of, prepare, record_of
+from tito_audit.gateway.turns import checked, pending_of, prepare, record_of, with_logprobs
 from tito_audit.session.streaming import CompletionStream, Delta
 
 log = logging.getLogger("tito_audit.gateway")
@@ -119,7 +120,7 @@ class TurnStream:
             output = piece.output
             ids, message = await asyncio.to_thread(checked, step, output, gateway.parser is not None)
             rest, got = await asyncio.to_thread(completion.finish, wire_message(message))
-            pending = pending_of(ids, message, got, output.finish_reason)
+            pending = with_logprobs(pending_of(ids, message, got, output.finish_reason), output)
         except (EngineError, RequestError) as exc:
             yield Failed(exc.status, exc.code, str(exc))
             return
@@ -140,7 +141,7 @@ class TurnStream:
             tito=record,
         )
         yield Finished(answer)
-        commit(self.entry, step, pending)  # the dialect's last event went out: the turn is acknowledged
+        commit_durably(gateway.durable, self.entry, step, pending)  # the dialect's last event went out
         self.committed = True
         gateway.store.settle(self.entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * len(pending.ids))
 

@@ -34,6 +34,7 @@ from tito_audit.gateway.protocol import (
 from tito_audit.gateway.store import UNKNOWN, GatewaySession, Pending
 from tito_audit.model.token_ids import token_ids
 from tito_audit.session import RenderRefused, TitoBreak, TitoSession
+from tito_audit.session.logprobs import sampled_logprobs
 
 
 @dataclass
@@ -101,7 +102,7 @@ def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any, rewr
             raise RequestError(
                 400, "invalid_request", "nothing follows the assistant turn: send the tool results or a user message"
             )
-        prompt = trial.extend(pending.ids, pending.message, new)
+        prompt = trial.extend(pending.ids, pending.message, new, logprobs=pending.logprobs)
         return Step(trial, prompt, sent, len(session.breaks), False, tools=entry.tools)
     except RenderRefused as exc:
         raise refusal(exc) from None
@@ -127,8 +128,19 @@ def refusal(exc: RenderRefused) -> RequestError:
 def settle(entry: GatewaySession, step: Step, output: EngineOutput, parse_with_session: bool) -> tuple[dict, Pending]:
     """Check and parse the engine's ids, then commit ``step`` to ``entry``; returns (tito record, pending)."""
     ids, message = checked(step, output, parse_with_session)
-    pending = pending_of(ids, message, wire_message(message), output.finish_reason)
+    pending = with_logprobs(pending_of(ids, message, wire_message(message), output.finish_reason), output)
     return commit(entry, step, pending), pending
+
+
+def with_logprobs(pending: Pending, output: EngineOutput) -> Pending:
+    """``pending`` with the engine's log-probabilities of its ids (checked: one number at most 0 per id, or 502) and
+    the alternatives it gave."""
+    try:
+        pending.logprobs = sampled_logprobs(output.logprobs, pending.ids, "the engine's logprobs")
+    except BadInputError as exc:
+        raise EngineError(502, "engine_bad_response", str(exc)) from None
+    pending.top_logprobs = output.top_logprobs
+    return pending
 
 
 def checked(step: Step, output: EngineOutput, parse_with_session: bool) -> tuple[list[int], dict]:

@@ -10,6 +10,7 @@ from tito_audit.audit.diff import common_prefix_length
 from tito_audit.conversations.conversation import Message
 from tito_audit.model.render import RenderError
 from tito_audit.session.breaks import SessionBreak, render_refused
+from tito_audit.session.logprobs import carried
 from tito_audit.session.machinery import Machinery
 from tito_audit.session.turns import PendingTurn
 
@@ -86,20 +87,28 @@ def rerendered_mask(
     >>> rerendered_mask([5, 6, 7, 8], [0, 1, 1, 0], [(1, 3)], [5, 9, 6, 7])
     ([0, 0, 1, 1], [(2, 4)])
     """
+    kept, placed = relocations(buffer, spans, ids)
+    return carried(mask, kept, placed, len(ids), 0), [(found, found + end - begin) for begin, end, found in placed]
+
+
+def relocations(
+    buffer: list[int], spans: list[tuple[int, int]], ids: list[int]
+) -> tuple[int, list[tuple[int, int, int]]]:
+    """Where a re-render leaves the buffer's sampled spans: the length of the common prefix of ``buffer`` and ``ids``,
+    and ``(begin, end, found)`` for each span within it (``found == begin``) or found unchanged after it, in order;
+    a span found nowhere is left out. The loss mask and the log-probabilities are carried the same way."""
     kept = common_prefix_length(buffer, ids)
-    new_mask = mask[:kept] + [0] * (len(ids) - kept)
-    moved: list[tuple[int, int]] = []
+    placed: list[tuple[int, int, int]] = []
     position = kept
     for begin, end in spans:
         if end <= kept:
-            moved.append((begin, end))
+            placed.append((begin, end, begin))
             continue
         found = _find(ids, buffer[begin:end], position)
         if found is not None:
-            new_mask[found : found + end - begin] = [1] * (end - begin)
-            moved.append((found, found + end - begin))
+            placed.append((begin, end, found))
             position = found + end - begin
-    return new_mask, moved
+    return kept, placed
 
 
 def _find(haystack: list[int], needle: list[int], start: int) -> int | None:

@@ -39,19 +39,13 @@ from typing import Any
 
 from tito_audit.conversations.conversation import Message, clone_data
 from tito_audit.model.loaded import LoadedModel
-from tito_audit.model.render import RenderedPrefix, RenderError
-from tito_audit.model.token_ids import token_ids
 from tito_audit.model.tokens import TokenCodec
-from tito_audit.session.breaks import SessionBreak, TitoBreak, TitoBreakWarning, diagnose, render_refused
+from tito_audit.session.breaks import SessionBreak, TitoBreak, TitoBreakWarning, diagnose
 from tito_audit.session.inputs import as_assistant_message, check_depth, check_text, message_copy
+from tito_audit.session.logprobs import Logprobs, sampled_logprobs
 from tito_audit.session.machinery import Machinery, ModelSourceSettings, build_machinery, machinery_for
 from tito_audit.session.parsing import ParserArgument, SessionParser, resolve_parser, split_extend_arguments
-from tito_audit.session.policies import (
-    BRIDGES,
-    POLICIES,
-    Bridge,
-    OnBreak,
-)
+from tito_audit.session.policies import BRIDGES, POLICIES, Bridge, OnBreak
 from tito_audit.session.steps import BufferSteps
 from tito_audit.session.turns import PendingTurn, SessionTurn
 
@@ -85,6 +79,7 @@ class TitoSession(BufferSteps):
         self._messages: list[Message] = []
         self._buffer: list[int] = []
         self._mask: list[int] = []
+        self._logprobs: Logprobs = []
         self._view_ids: list[int] = []
         """The template's view of the buffer: equal to the buffer until a ``warn`` break keeps text the template
         would have rewritten; joins are decided on this view."""
@@ -199,6 +194,12 @@ class TitoSession(BufferSteps):
         return list(self._mask)
 
     @property
+    def logprobs(self) -> Logprobs:
+        """One entry per buffer position: the engine's log-probability where an id was sampled and given with one
+        (``extend(..., logprobs=)``), None elsewhere; on a re-render they follow the loss mask."""
+        return list(self._logprobs)
+
+    @property
     def messages(self) -> list[Message]:
         return clone_data(self._messages)
 
@@ -223,10 +224,12 @@ class TitoSession(BufferSteps):
 
     @property
     def held_bytes(self) -> int:
-        """The memory the session holds, estimated: 64 bytes per token of its buffer (the buffer, the loss mask and
-        the template's view of it keep each id, the turns the completions again) plus twice its text (the messages
-        and the rendered view). A server bounds its sessions with it (``tito-audit serve --max-session-bytes``)."""
-        return 64 * len(self._buffer) + 2 * sys.getsizeof(self._view_text)
+        """The memory the session holds, estimated: 72 bytes per token of its buffer (the buffer, the loss mask and
+        the template's view of it keep each id, the turns the completions again, the log-probabilities a slot) plus
+        24 per log-probability kept and twice its text (the messages and the rendered view). A server bounds its
+        sessions with it (``tito-audit serve --max-session-bytes``)."""
+        floats = len(self._logprobs) - self._logprobs.count(None)
+        return 72 * len(self._buffer) + 24 * floats + 2 * sys.getsizeof(self._view_text)
 
     def forget(self) -> None:
         """Drop what the model's shared caches keep for this session: its messages' template preparation and the
@@ -261,7 +264,7 @@ class TitoSession(BufferSteps):
         check_text(history, None, "messages[{index}]")
         prompt = self._render(history, step=0, roles=[str(m.get("role")) for m in history])
         self._messages = history
-        self._buffer, self._mask = list(prompt.ids), [0] * len(prompt.ids)
+        self._buffer, self._mask, self._logprobs = list(prompt.ids), [0] * len(prompt.ids), [None] * len(prompt.ids)
         self._view_ids, self._view_text = list(prompt.ids), prompt.text
         self._state = "open"
         return list(self._buffer)
@@ -289,6 +292,8 @@ class TitoSession(BufferSteps):
         completion_ids: Sequence[int] | None,
         assistant_message: Message | Sequence[Message] | None = None,
         tool_messages: Sequence[Message] | None = None,
+        *,
+        logprobs: Sequence[float | None] | None = None,
     ) -> list[int]:
         """Append the sampled ids, the assistant message and the messages after it; return the next prompt's ids.
 
@@ -297,11 +302,13 @@ class TitoSession(BufferSteps):
         come from the template, outside the loss). ``assistant_message``: what your parser made of them
         (``content``, ``reasoning_content``, ``tool_calls``); with a session parser, leave it out:
         ``extend(completion_ids, tool_messages)`` appends :meth:`parse`'s message. ``tool_messages``: the messages
-        to append before the next generation (tool results, a user or system turn); at least one.
+        to append before the next generation (tool results, a user or system turn); at least one. ``logprobs``: the
+        engine's log-probability of each sampled id (kept in :attr:`logprobs`).
         """
         self._require_open()
         given, tool_messages = split_extend_arguments(assistant_message, tool_messages)
         completion = self._completion(completion_ids)
+        sampled = sampled_logprobs(logprobs, completion)
         assistant = as_assistant_message(given if given is not None else self._parsed_for(completion))
         appended = [message_copy(m, f"tool_messages[{i}]") for i, m in enumerate(tool_messages or ())]
         if not appended:
@@ -313,22 +320,22 @@ class TitoSession(BufferSteps):
         # process), and every render of the step, diagnosis included, sees the session's clock
         with machinery.lock, machinery.rendering(self.clock):
             if self.bridge == "history-free":
-                self._history_free(completion, assistant, appended)
+                self._history_free(completion, assistant, appended, sampled)
                 return list(self._buffer)
-            broke = self._advance(completion, assistant, appended)
+            broke = self._advance(completion, assistant, appended, sampled)
         if broke is not None and self.on_break == "warn":
             warnings.warn(TitoBreakWarning(broke.describe()), stacklevel=2)
         return list(self._buffer)
 
     def _advance(
-        self, completion: list[int] | None, assistant: Message, appended: list[Message]
+        self, completion: list[int] | None, assistant: Message, appended: list[Message], logprobs: Logprobs | None
     ) -> SessionBreak | None:
         """One step of :meth:`extend`: append, render, join, and on a break apply the policy."""
         step = self._steps + 1
         messages = [*self._messages, assistant, *appended]
         roles = [str(m.get("role")) for m in appended]
         buffer, mask, view_ids, view_text = self._buffer, self._mask, self._view_ids, self._view_text
-        pending = PendingTurn(len(self._messages), completion, len(buffer), self.stop_ids, assistant)
+        pending = PendingTurn(len(self._messages), completion, len(buffer), self.stop_ids, assistant, logprobs)
         if completion is not None:
             piece = self._decode_in_context(completion)
             buffer, mask = buffer + completion, mask + [1] * len(completion)
@@ -362,18 +369,26 @@ class TitoSession(BufferSteps):
         self._breaks.append(details)
         return details
 
-    def finish(self, completion_ids: Sequence[int] | None, assistant_message: Message | None = None) -> list[int]:
+    def finish(
+        self,
+        completion_ids: Sequence[int] | None,
+        assistant_message: Message | None = None,
+        *,
+        logprobs: Sequence[float | None] | None = None,
+    ) -> list[int]:
         """Append the last completion (nothing follows it, so there is no step to check) and close the session;
         return the whole buffer. With a session parser, ``assistant_message`` may be left out (:meth:`parse`'s)."""
         self._require_open()
         completion = self._completion(completion_ids)
+        sampled = sampled_logprobs(logprobs, completion)
         given = assistant_message if assistant_message is not None else self._parsed_for(completion)
         assistant = as_assistant_message(given)
         check_text([assistant], None, "assistant_message")
-        pending = PendingTurn(len(self._messages), completion, len(self._buffer), self.stop_ids, assistant)
+        pending = PendingTurn(len(self._messages), completion, len(self._buffer), self.stop_ids, assistant, sampled)
         if completion is not None:
             self._buffer += completion
             self._mask += [1] * len(completion)
+            self._logprobs += pending.sampled_logprobs
             self._view_ids += completion
             self._sampled_spans.append(pending.span)
         self._turns.append(pending.done((len(self._buffer), len(self._buffer))))
@@ -387,25 +402,3 @@ class TitoSession(BufferSteps):
         if self._parser is None:
             raise ValueError("assistant_message is required: this session has no parser (create it with parser=)")
         return self.parse(completion)
-
-    # -- inside -------------------------------------------------------------------------------------------------
-    def _completion(self, value: Sequence[int] | None) -> list[int] | None:
-        """The sampled ids as plain ints (lists, numpy arrays, torch tensors, array.array), each a token of the
-        vocabulary; anything else is bad input naming the position (never a TitoBreak, never in the buffer)."""
-        if value is None:
-            return None
-        return token_ids(value, "completion_ids", self._machinery.codec.id_limit)
-
-    def _require_open(self) -> None:
-        if self._state == "new":
-            raise RuntimeError("call start(messages) first")
-        if self._state == "finished":
-            raise RuntimeError("this session is finished; open a new one with spawn()")
-
-    def _render(self, messages: list[Message], *, step: int, roles: list[str]) -> RenderedPrefix:
-        machinery, key = self._machinery, (len(messages), True)
-        try:
-            with machinery.lock, machinery.rendering(self.clock):
-                return machinery.renderer.prefixes(list(messages), self._tools, [key])[key]
-        except RenderError as exc:
-            raise render_refused(step, len(messages), roles, exc) from None

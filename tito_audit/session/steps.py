@@ -1,15 +1,20 @@
 """The buffer's step operations a session performs: commit a step, keep the buffer on a ``warn`` break, continue from
-the template's render on ``rerender``, append the history-free bridge; and decoding a completion as it reads in the
-buffer. :class:`~tito_audit.session.session.TitoSession` is built on them."""
+the template's render on ``rerender``, append the history-free bridge; decoding a completion as it reads in the buffer,
+checking the sampled ids, rendering a step's prompt. The log-probabilities of the sampled ids move with the buffer
+(:mod:`~tito_audit.session.logprobs`). :class:`~tito_audit.session.session.TitoSession` is built on them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tito_audit.audit.join import Join, join
 from tito_audit.conversations.conversation import Message
-from tito_audit.model.render import RenderedPrefix
-from tito_audit.session.breaks import SessionBreak
+from tito_audit.model.render import RenderedPrefix, RenderError
+from tito_audit.model.token_ids import token_ids
+from tito_audit.session.breaks import SessionBreak, render_refused
+from tito_audit.session.logprobs import Logprobs, carried
 from tito_audit.session.machinery import Machinery
-from tito_audit.session.policies import history_free_bridge, rerendered_mask, stand_in_suffix
+from tito_audit.session.policies import history_free_bridge, relocations, stand_in_suffix
 from tito_audit.session.turns import PendingTurn, SessionTurn
 
 DECODE_CONTEXT = 16
@@ -25,22 +30,27 @@ class BufferSteps:
     _messages: list[Message]
     _buffer: list[int]
     _mask: list[int]
+    _logprobs: list[float | None]
     _view_ids: list[int]
     _view_text: str
     _sampled_spans: list[tuple[int, int]]
     _turns: list[SessionTurn]
     _steps: int
+    _state: str
     on_break: str
     clock: object
 
-    def _history_free(self, completion: list[int] | None, assistant: Message, appended: list[Message]) -> None:
+    def _history_free(
+        self, completion: list[int] | None, assistant: Message, appended: list[Message], logprobs: Logprobs | None
+    ) -> None:
         """``bridge="history-free"``: the completion as sampled, then the stand-in suffix of the new messages."""
-        pending = PendingTurn(len(self._messages), completion, len(self._buffer), self.stop_ids, assistant)
+        pending = PendingTurn(len(self._messages), completion, len(self._buffer), self.stop_ids, assistant, logprobs)
         start = len(self._buffer) + len(completion or [])
         suffix = history_free_bridge(self._machinery, appended, self._tools, pending, self._steps + 1)
         self._steps += 1
         ids = (completion or []) + suffix
         self._buffer, self._mask = self._buffer + ids, self._mask + [1] * len(completion or []) + [0] * len(suffix)
+        self._logprobs = self._logprobs + pending.sampled_logprobs + [None] * len(suffix)
         self._view_ids = list(self._buffer)
         self._view_text = self.codec.decode(self._buffer)
         self._messages = [*self._messages, assistant, *appended]
@@ -80,6 +90,8 @@ class BufferSteps:
         view_text: str,
         pending: PendingTurn,
     ) -> None:
+        sampled = pending.sampled_logprobs  # the completion's, then None over the bridge
+        self._logprobs = self._logprobs + sampled + [None] * (len(buffer) - len(self._logprobs) - len(sampled))
         self._messages, self._buffer, self._mask = messages, buffer, mask
         self._view_ids, self._view_text = view_ids, view_text
         if pending.completion:
@@ -114,12 +126,37 @@ class BufferSteps:
         prompt: RenderedPrefix,
         pending: PendingTurn,
     ) -> None:
-        """Continue from ``ids(R)``; the loss mask keeps what is still sampled (see :data:`POLICIES`)."""
+        """Continue from ``ids(R)``; the loss mask keeps what is still sampled (see :data:`POLICIES`), and the
+        log-probabilities follow it (:mod:`~tito_audit.session.logprobs`)."""
         ids = list(prompt.ids)
         spans = self._sampled_spans + ([pending.span] if pending.completion else [])
-        new_mask, moved = rerendered_mask(buffer, mask, spans, ids)
+        kept, placed = relocations(buffer, spans, ids)
+        new_mask = carried(mask, kept, placed, len(ids), 0)
+        self._logprobs = carried(self._logprobs + pending.sampled_logprobs, kept, placed, len(ids), None)
+        moved = [(found, found + end - begin) for begin, end, found in placed]
         details.handled = ("warned; " if self.on_break == "warn" else "") + "re-rendered from the template"
         self._messages, self._buffer, self._mask = messages, ids, new_mask
         self._view_ids, self._view_text = list(ids), prompt.text
         self._sampled_spans = moved
         self._turns.append(pending.done((len(ids), len(ids)), details))
+
+    def _completion(self, value: Sequence[int] | None) -> list[int] | None:
+        """The sampled ids as plain ints (lists, numpy arrays, torch tensors, array.array), each a token of the
+        vocabulary; anything else is bad input naming the position (never a TitoBreak, never in the buffer)."""
+        if value is None:
+            return None
+        return token_ids(value, "completion_ids", self._machinery.codec.id_limit)
+
+    def _require_open(self) -> None:
+        if self._state == "new":
+            raise RuntimeError("call start(messages) first")
+        if self._state == "finished":
+            raise RuntimeError("this session is finished; open a new one with spawn()")
+
+    def _render(self, messages: list[Message], *, step: int, roles: list[str]) -> RenderedPrefix:
+        machinery, key = self._machinery, (len(messages), True)
+        try:
+            with machinery.lock, machinery.rendering(self.clock):
+                return machinery.renderer.prefixes(list(messages), self._tools, [key])[key]
+        except RenderError as exc:
+            raise render_refused(step, len(messages), roles, exc) from None

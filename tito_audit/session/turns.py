@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tito_audit.session.breaks import SessionBreak
+from tito_audit.session.logprobs import padded
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,13 @@ class PendingTurn:
     start: int
     stop_ids: frozenset[int]
     message: dict[str, Any] | None = None
+    logprobs: list[float | None] | None = None
+    """The engine's log-probability of each sampled id, checked (:mod:`tito_audit.session.logprobs`)."""
+
+    @property
+    def sampled_logprobs(self) -> list[float | None]:
+        """One entry per sampled id (``None`` where none was given); empty when not sampled."""
+        return padded(self.logprobs, len(self.completion or []))
 
     @property
     def stopped(self) -> bool | None:

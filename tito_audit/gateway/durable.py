@@ -1,0 +1,321 @@
+"""``--store PATH``: the gateway's sessions in a SQLite file, so that a restarted server continues every one of them.
+
+Memory stays the default (sessions are lost when the server stops). With a store, each turn is written in one
+transaction (SQLite's WAL mode with ``synchronous=FULL``: the commit is on disk, fsync'd, before the HTTP answer is
+sent), as the change it made to the session (:mod:`tito_audit.session.snapshot`: what follows the kept part of the
+buffer, mask, log-probabilities, turns and breaks) and to the gateway's record of it (the messages the client sent,
+the last answer). A write that fails undoes the turn in memory too (507 ``store_failed``): what the client was
+answered is always on disk. A server started on the file reads every session back, whole, before it serves: the same
+buffer, the same turns, and the next request goes on from the last answer (a turn written but never answered, the
+server killed in between, is on disk: the client's retry of that request samples it again).
+
+A session that ends (DELETE, expiry, eviction) is deleted from the file when its memory is given back; each
+session's rows carry its generation, so a new session under an ended one's id is never deleted with it. Idle time
+counts while the server runs: restored sessions start idle from the restart.
+
+One store per server process: the file is opened in SQLite's exclusive locking mode, and a second server on it is
+refused at start. Several server processes need a file each, and a router that sends each session id to the same
+process every time (sessions are not shared between processes). The file, its ``-wal`` and its ``-shm`` files get
+the mode an ordinary new file gets (``0o666`` minus the umask).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tito_audit.errors import BadInputError
+from tito_audit.gateway.protocol import RequestError
+from tito_audit.gateway.store import GatewaySession, Pending
+from tito_audit.gateway.turns import commit, settle
+from tito_audit.session import TitoSession
+from tito_audit.session.snapshot import change, fold, restore
+
+SCHEMA = 1
+log = logging.getLogger("tito_audit.gateway")
+TABLES = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, generation TEXT NOT NULL, tools TEXT NOT NULL, "
+    "used REAL NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS turns (session TEXT NOT NULL, generation TEXT NOT NULL, seq INTEGER NOT NULL, "
+    "change TEXT NOT NULL, PRIMARY KEY (session, generation, seq))",
+)
+
+
+@dataclass
+class Stored:
+    """One session read back: what the gateway's table needs to serve it again."""
+
+    id: str
+    generation: str
+    tools: list[dict] | None
+    session: TitoSession
+    history: list[dict]
+    pending: Pending | None
+    requests: int
+    used: float
+
+
+class DurableStore:
+    """The sessions' file (see the module docstring); its methods are safe from any thread (one connection, one
+    lock)."""
+
+    def __init__(self, path: str | Path, identity: dict[str, Any]) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._connection = _open(self.path)
+        try:
+            self._check_identity(identity)
+        except BaseException:
+            self._connection.close()
+            raise
+
+    def _check_identity(self, identity: dict[str, Any]) -> None:
+        wanted = json.dumps({"schema": SCHEMA, **identity}, sort_keys=True)
+        row = self._connection.execute("SELECT value FROM meta WHERE key = 'identity'").fetchone()
+        if row is None:
+            with self._connection:
+                self._connection.execute("INSERT INTO meta VALUES ('identity', ?)", (wanted,))
+            return
+        if row[0] != wanted:
+            held = json.loads(row[0])
+            differs = sorted(k for k in {*held, *json.loads(wanted)} if held.get(k) != json.loads(wanted).get(k))
+            raise BadInputError(
+                f"--store {self.path}: it holds sessions of {held.get('model')} made with other settings "
+                f"({', '.join(differs)} differ); serve them with the same model and settings, or give another file"
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection.close()
+
+    def sessions(self) -> int:
+        with self._lock:
+            return int(self._connection.execute("SELECT count(*) FROM sessions").fetchone()[0])
+
+    def load(self, make_session: Callable[[list[dict] | None], TitoSession]) -> list[Stored]:
+        """Every stored session, least recently used first, each folded back from its turns."""
+        with self._lock:
+            heads = self._connection.execute(
+                "SELECT id, generation, tools, used FROM sessions ORDER BY used"
+            ).fetchall()
+            out = []
+            for session_id, generation, tools_text, used in heads:
+                rows = self._connection.execute(
+                    "SELECT change FROM turns WHERE session = ? AND generation = ? ORDER BY seq",
+                    (session_id, generation),
+                ).fetchall()
+                out.append(_stored(session_id, generation, json.loads(tools_text), rows, used, make_session))
+        return [s for s in out if s is not None]
+
+    def save(self, entry: GatewaySession, before: TitoSession | None, history_before: list[dict]) -> None:
+        """Write the turn ``entry`` just committed (``before``: its session before the turn, None for a new
+        session) in one transaction; raises :class:`RequestError` (507) when it cannot be written."""
+        assert entry.session is not None
+        data = {
+            "session": change(before, entry.session),
+            "history": _list_change(history_before if before is not None else [], entry.history),
+            "pending": _pending_data(entry.pending),
+            "requests": entry.requests,
+        }
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        fresh = before is None or entry.stored is None
+        generation = uuid.uuid4().hex if fresh else entry.stored
+        try:
+            with self._lock, self._connection:
+                if fresh:
+                    self._connection.execute("DELETE FROM turns WHERE session = ?", (entry.id,))
+                    self._connection.execute(
+                        "INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?)",
+                        (entry.id, generation, json.dumps(entry.tools), time.time()),
+                    )
+                else:
+                    self._connection.execute("UPDATE sessions SET used = ? WHERE id = ?", (time.time(), entry.id))
+                self._connection.execute(
+                    "INSERT INTO turns VALUES (?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM turns WHERE session = ? "
+                    "AND generation = ?), ?)",
+                    (entry.id, generation, entry.id, generation, text),
+                )
+        except sqlite3.Error as exc:
+            raise RequestError(
+                507,
+                "store_failed",
+                f"the turn could not be written to --store {self.path} ({_one_line(exc)}); the session is as it was",
+            ) from None
+        entry.stored = generation
+
+    def delete(self, session_id: str, generation: str | None) -> None:
+        """Delete an ended session's rows (only its own generation's). A delete that fails is logged in one line:
+        the session comes back at the next start, and ends again as any session does."""
+        if generation is None:
+            return
+        try:
+            with self._lock, self._connection:
+                self._connection.execute(
+                    "DELETE FROM turns WHERE session = ? AND generation = ?", (session_id, generation)
+                )
+                self._connection.execute(
+                    "DELETE FROM sessions WHERE id = ? AND generation = ?", (session_id, generation)
+                )
+        except sqlite3.Error as exc:
+            log.warning("gateway: session %s could not be deleted from --store %s: %s", session_id, self.path, exc)
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    """The file opened (created with the umask's mode when new), in WAL mode, locked for this process."""
+    try:
+        if path.is_dir():
+            raise BadInputError(f"--store {path}: is a folder, not a file")
+        if not path.exists():
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o666))  # SQLite's own files then take this mode
+        connection = sqlite3.connect(path, timeout=0.5, check_same_thread=False, isolation_level=None)
+    except OSError as exc:
+        raise BadInputError(f"--store {path}: {(exc.strerror or str(exc)).lower()}") from None
+    except sqlite3.Error as exc:
+        raise BadInputError(f"--store {path}: {_one_line(exc)}") from None
+    try:
+        connection.execute("PRAGMA locking_mode = EXCLUSIVE")
+        mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise BadInputError(f"--store {path}: SQLite cannot keep it in WAL mode (journal mode {mode})")
+        connection.execute("PRAGMA synchronous = FULL")
+        connection.isolation_level = ""  # transactions again: one per turn (the connection as a context manager)
+        with connection:
+            connection.execute("BEGIN IMMEDIATE")  # takes the file's lock now, and keeps it (exclusive mode)
+            for statement in TABLES:
+                connection.execute(statement)
+    except sqlite3.OperationalError as exc:
+        connection.close()
+        if "locked" in str(exc):
+            raise BadInputError(
+                f"--store {path} is in use by another server process (one store per process: give each its own file)"
+            ) from None
+        raise BadInputError(f"--store {path}: {_one_line(exc)}") from None
+    except sqlite3.DatabaseError as exc:
+        connection.close()
+        raise BadInputError(f"--store {path}: not a session store ({_one_line(exc)})") from None
+    return connection
+
+
+def _stored(
+    session_id: str,
+    generation: str,
+    tools: list[dict] | None,
+    rows: list[tuple[str]],
+    used: float,
+    make_session: Callable[[list[dict] | None], TitoSession],
+) -> Stored | None:
+    state: dict[str, Any] = {}
+    history: list[dict] = []
+    last: dict[str, Any] = {}
+    for (text,) in rows:
+        last = json.loads(text)
+        state = fold(state, last["session"])
+        kept, tail = last["history"]
+        history = history[:kept] + tail
+    if not last:
+        return None
+    session = restore(make_session(tools), state)
+    return Stored(session_id, generation, tools, session, history, _pending_of(last["pending"]), last["requests"], used)
+
+
+def _list_change(old: list, new: list) -> list:
+    kept = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), min(len(old), len(new)))
+    return [kept, new[kept:]]
+
+
+def _pending_data(pending: Pending | None) -> dict[str, Any] | None:
+    if pending is None:
+        return None
+    return {
+        "ids": pending.ids,
+        "message": pending.message,
+        "wire": pending.wire,
+        "finish": pending.finish,
+        "echo": pending.echo,
+        "logprobs": pending.logprobs,
+    }
+
+
+def _pending_of(data: dict[str, Any] | None) -> Pending | None:
+    if data is None:
+        return None
+    return Pending(data["ids"], data["message"], data["wire"], data["finish"], data["echo"], data.get("logprobs"))
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
+
+
+def open_store(
+    path: str | Path, identity: dict[str, Any], table: Any, make_session: Callable, token_bytes: int
+) -> DurableStore:
+    """The store at ``path``, its sessions put back in ``table`` (a :class:`~tito_audit.gateway.store.SessionStore`),
+    least recently used first (past ``--max-sessions``, the least recently used go as evicted ones do)."""
+    durable = DurableStore(path, identity)
+    try:
+        for stored in durable.load(make_session):
+            entry = table.open(stored.id)
+            entry.session, entry.history, entry.pending = stored.session, stored.history, stored.pending
+            entry.tools, entry.requests, entry.stored = stored.tools, stored.requests, stored.generation
+            pending_ids = len(stored.pending.ids) if stored.pending is not None else 0
+            table.settle(entry, stored.session.held_bytes + token_bytes * pending_ids)
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        durable.close()
+        raise BadInputError(f"--store {path}: a stored session cannot be read back ({_one_line(exc)})") from None
+    return durable
+
+
+def settle_durably(durable: DurableStore | None, entry: GatewaySession, step: Any, output: Any, parse: bool) -> Any:
+    """:func:`~tito_audit.gateway.turns.settle`, then the turn written to ``durable``; a failed write puts the
+    session back as it was before the turn and raises 507."""
+    before = (entry.session, entry.history, entry.pending, entry.requests)
+    settled = settle(entry, step, output, parse)
+    if durable is None:
+        return settled
+    try:
+        durable.save(entry, before[0], before[1])
+    except BaseException:
+        entry.session, entry.history, entry.pending, entry.requests = before
+        raise
+    return settled
+
+
+def store_identity(machinery: Any, template_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """What sessions in a store were made with and a server must share to continue them: the model, its template,
+    the template settings, the stop ids and the vocabulary's size."""
+    template = machinery.loaded.template_source or ""
+    return {
+        "model": machinery.loaded.resolved.model_id,
+        "template_sha256": hashlib.sha256(template.encode("utf-8")).hexdigest(),
+        "template_kwargs": template_kwargs,
+        "stop_ids": sorted(machinery.stop_ids),
+        "vocabulary": machinery.codec.id_limit,
+    }
+
+
+def commit_durably(durable: DurableStore | None, entry: GatewaySession, step: Any, pending: Pending) -> bool:
+    """A streamed turn's :func:`~tito_audit.gateway.turns.commit` (just after its last event went out), then written
+    to ``durable``. A write that fails puts the session back as it was before the turn and is logged in one line (the
+    client has its answer: its next request finds the session without it); returns whether the turn stands."""
+    before = (entry.session, entry.history, entry.pending, entry.requests)
+    commit(entry, step, pending)
+    if durable is None:
+        return True
+    try:
+        durable.save(entry, before[0], before[1])
+    except RequestError as exc:
+        entry.session, entry.history, entry.pending, entry.requests = before
+        log.warning("gateway: session %s: the streamed turn was not kept: %s", entry.id, exc)
+        return False
+    return True
