@@ -13,6 +13,7 @@ from tests import templates
 from tests.conftest import SHARED_TOKENIZERS, requires_shared
 from tests.helpers import default_variant, run_audit
 from tests.test_cli import run_cli
+from tito_audit.formatters.parse_lines import beside_the_verdict
 from tito_audit.parse import sglang
 
 SHARED_TEMPLATES = SHARED_TOKENIZERS.parent / "templates"
@@ -53,6 +54,10 @@ def test_a_json_literal_where_the_template_writes_python_is_value_rewritten(tiny
     assert "boolean false as False" in finding.summary and "null as None" in finding.summary
     assert f"template line {_line_of(PYTHON_LITERALS, '| string')}:" in finding.evidence
     assert variant.verdict == "ready", "another literal is a rate beside the verdict, never in it"
+    examples = [line for line in beside_the_verdict(variant) if line.startswith("e.g. ")]
+    assert len([f for f in variant.value_failures if f.category == "boolean"]) > 1
+    types = [line.split(":")[0].removeprefix("e.g. ") for line in examples]
+    assert len(types) == len(set(types)) and {"boolean", "null"} <= set(types), "one example per value type"
 
 
 def test_a_template_writing_json_has_no_value_to_rewrite(tiny_model_dir, write_template):

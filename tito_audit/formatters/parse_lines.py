@@ -115,10 +115,13 @@ def variant_shape_lines(variant: VariantResult) -> list[str]:
 
 def value_example_lines(variant: VariantResult) -> list[str]:
     """The first ``value-rewritten`` step of each value type: what the model wrote, and the next prompt."""
+    first_of_each_type = {}
+    for failure in variant.value_failures:
+        first_of_each_type.setdefault(failure.category, failure)
     return [
         f"{failure.category}: {failure.detail} — buffer …{failure.expected_text[-70:]!r} / next prompt "
         f"…{failure.actual_text[-70:]!r}"
-        for failure in variant.value_failures
+        for failure in first_of_each_type.values()
     ]
 
 
