@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "reports"
 STALE = "reports/ is stale: run `make matrix` and commit reports/"
 SAMPLE = 3
-FAST_SECONDS = 30.0
+FAST_SECONDS = 10.0
 """Only rows whose audit took at most this long are drawn: the suite stays fast."""
 
 pytestmark = [

@@ -25,6 +25,7 @@ from tito_audit.audit.service import AuditOptions, VariantAudit
 from tito_audit.audit.stops import collect_stop_tokens
 from tito_audit.conversations.conversation import TOOL
 from tito_audit.conversations.datasources import load_conversations
+from tito_audit.conversations.windows import window
 from tito_audit.model.loaded import codec_for
 from tito_audit.model.loading import load_by_id
 from tito_audit.model.render import DEFAULT_CLOCK, frozen_clock
@@ -38,6 +39,10 @@ SOURCES = [
 ]
 LIMIT = 4
 """Trajectories per source (the matrix uses 20 tau-bench ones; four keep this test short on 2 cores)."""
+MAX_MESSAGES = 24
+"""Each trajectory is walked over a window of its first turns (:func:`~tito_audit.conversations.windows.window`):
+every step kind of the long ones shows up within it, and the cost of a trajectory grows with the square of its
+length (the 62-message tau-bench one alone took most of this test)."""
 
 
 def model_ids() -> list[str]:
@@ -51,7 +56,7 @@ def model_ids() -> list[str]:
 def conversations():
     loaded = []
     for source in SOURCES:
-        loaded += load_conversations(str(source), limit=LIMIT).conversations
+        loaded += [window(c, MAX_MESSAGES) for c in load_conversations(str(source), limit=LIMIT).conversations]
     assert loaded
     return loaded
 
