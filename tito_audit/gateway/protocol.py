@@ -106,6 +106,15 @@ def take_message(value: Any, where: str) -> dict:
 
 
 def _content(value: Any, where: str) -> str:
+    return joined_text(value, where)
+
+
+def joined_text(
+    value: Any, where: str, *, text_type: str | None = "text", noun: str = "parts", null: bool = True
+) -> str:
+    """A message's text: a string, None (when ``null``) or a list of text parts joined. ``text_type`` is the type a
+    part must have (None: any part with a ``text``, as the Responses API's ``input_text``/``output_text``); ``noun``
+    names the parts in the one-line error (``parts`` for OpenAI, ``blocks`` for Anthropic)."""
     if value is None:
         return ""
     if isinstance(value, str):
@@ -113,11 +122,13 @@ def _content(value: Any, where: str) -> str:
     if isinstance(value, list):
         texts = []
         for part in value:
-            if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
-                raise RequestError(400, "invalid_request", f"{where}: only text parts are supported")
+            typed = text_type is None or (isinstance(part, dict) and part.get("type") == text_type)
+            if not (typed and isinstance(part, dict) and isinstance(part.get("text"), str)):
+                raise RequestError(400, "invalid_request", f"{where}: only text {noun} are supported")
             texts.append(part["text"])
         return "".join(texts)
-    raise RequestError(400, "invalid_request", f"{where}: a string, null or a list of text parts")
+    nulls = ", null" if null else ""
+    raise RequestError(400, "invalid_request", f"{where}: a string{nulls} or a list of text {noun}")
 
 
 def _call(value: Any, where: str) -> dict:

@@ -26,7 +26,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
-from tito_audit.gateway.protocol import Answer, RequestError, read_request, take_message
+from tito_audit.gateway.protocol import Answer, RequestError, joined_text, read_request, take_message
 from tito_audit.gateway.streaming import Event, Failed, Finished, Started, TurnResponse, TurnStream, sse
 from tito_audit.session.streaming import Delta
 
@@ -148,18 +148,7 @@ def _assistant(blocks: list[Any], where: str) -> dict:
 
 
 def _text(value: Any, where: str) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        texts = []
-        for block in value:
-            if not (isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)):
-                raise RequestError(400, "invalid_request", f"{where}: only text blocks are supported")
-            texts.append(block["text"])
-        return "".join(texts)
-    raise RequestError(400, "invalid_request", f"{where}: a string or a list of text blocks")
+    return joined_text(value, where, noun="blocks", null=False)
 
 
 def _tool(tool: Any, where: str) -> dict:

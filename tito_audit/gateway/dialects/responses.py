@@ -26,7 +26,7 @@ from typing import Any
 from starlette.responses import JSONResponse, Response
 
 from tito_audit.gateway.dialects.responses_output import Shape, events
-from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, read_request, take_message
+from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, joined_text, read_request, take_message
 from tito_audit.gateway.streaming import TurnResponse, TurnStream
 
 REMEMBERED = 65536
@@ -174,18 +174,7 @@ def items_to_messages(value: Any) -> list[dict]:
 
 
 def _text(value: Any, where: str) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        texts = []
-        for part in value:
-            if not (isinstance(part, dict) and isinstance(part.get("text"), str)):
-                raise RequestError(400, "invalid_request", f"{where}: only text parts are supported")
-            texts.append(part["text"])
-        return "".join(texts)
-    raise RequestError(400, "invalid_request", f"{where}: a string or a list of text parts")
+    return joined_text(value, where, text_type=None, null=False)
 
 
 def chat_request(body: dict[str, Any], messages: list[dict]) -> ChatRequest:
