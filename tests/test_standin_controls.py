@@ -99,3 +99,24 @@ def test_half_open_markers_are_controls_without_a_config(tmp_path):
     facts = special_tokens_of(folder, {"default": MERGING_TEMPLATE}, {})
     assert {"<|turn>", "<turn|>", "<|tool_call>", "<tool_call|>", "<|tool_response>"} <= set(facts["controls"])
     assert "<|video|>" not in facts["controls"]  # only the config names it
+
+
+def test_a_stop_token_replaced_by_a_separator_is_a_stop_token_swap():
+    """Devstral 2's template joins consecutive assistant messages with a blank line: the end token the engine
+    stopped on after the first one is gone from history, and the next message's call follows the separator. The
+    call's arguments are untouched, so this is not ``tool-call-reformatted``."""
+    from tito_audit.audit.causes import TextContext, classify_text_divergence
+
+    messages = [
+        {"role": "user", "content": "Push the box."},
+        {"role": "assistant", "content": "Let me look that up."},
+        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "move", "arguments": {"d": "up"}}}]},
+    ]
+    prefix = "[INST]Push the box.[/INST]Let me look that up."
+    buffer = prefix + '</s>\n\n[TOOL_CALLS]move[ARGS]{"d": "up"}</s>'
+    history = prefix + '\n\n[TOOL_CALLS]move[ARGS]{"d": "up"}</s>[TOOL_RESULTS]up[/TOOL_RESULTS]'
+    context = TextContext(messages, ["[INST]", "[/INST]", "</s>", "[TOOL_CALLS]", "[ARGS]", "[TOOL_RESULTS]"], ["</s>"])
+    assert classify_text_divergence(buffer, history, len(prefix), context) == ["stop-token-swap"]
+    # a newline inserted before an end token still written there is not a swap
+    pushed = prefix + "\n</s>"
+    assert "stop-token-swap" not in classify_text_divergence(prefix + "</s>", pushed, len(prefix), context)

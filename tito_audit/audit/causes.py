@@ -118,6 +118,11 @@ def _json_equivalent(a: str, b: str) -> bool:
     return values[0] == values[1]
 
 
+_STOP_PUSHED_BACK = 8
+"""Characters of inserted text (a newline, a trimmed space) that may sit before a stop token the later render still
+writes at the end of the same turn."""
+
+
 def classify_text_divergence(
     earlier: str,
     later: str,
@@ -157,7 +162,13 @@ def classify_text_divergence(
 
     control_earlier = _control_at(earlier, index, controls, context.control_pattern)
     control_later = _control_at(later, index, controls, context.control_pattern)
-    if control_earlier and control_earlier in stops and control_later and control_later != control_earlier:
+    # another end token where the engine stopped, or none at all: the turn runs on into the next message's text (a
+    # template merging consecutive assistant messages with a separator); a stop token that is still there a few
+    # characters on was only pushed back by inserted text, which the rules below name
+    swapped = control_earlier and control_earlier in stops and control_later != control_earlier
+    if swapped and (
+        control_later or control_earlier not in later[index : index + len(control_earlier) + _STOP_PUSHED_BACK]
+    ):
         labels.append("stop-token-swap")
 
     # Text the template writes only after the last message (a newline after the end token, or the end
