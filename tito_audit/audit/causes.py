@@ -160,24 +160,30 @@ def classify_text_divergence(
             labels.append("content-rewritten" if moved else _non_assistant_label(index, owner))
         return labels
 
-    control_earlier = _control_at(earlier, index, controls, context.control_pattern)
-    control_later = _control_at(later, index, controls, context.control_pattern)
-    # another end token where the engine stopped, or none at all: the turn runs on into the next message's text (a
-    # template merging consecutive assistant messages with a separator); a stop token that is still there a few
-    # characters on was only pushed back by inserted text, which the rules below name
-    swapped = control_earlier and control_earlier in stops and control_later != control_earlier
-    if swapped and (
-        control_later or control_earlier not in later[index : index + len(control_earlier) + _STOP_PUSHED_BACK]
-    ):
-        labels.append("stop-token-swap")
-
     # Text the template writes only after the last message (a newline after the end token, or the end
     # token itself when a following message of the same role would continue the block).
     tail = rest_earlier
     for stop in stops:
         tail = tail.replace(stop, "")
     after_stop = any(earlier[:index].endswith(s) for s in stops) or any(rest_earlier.startswith(s) for s in stops)
-    if after_stop and rest_earlier and len(tail) <= 4 and not tail.strip() and not any(c in tail for c in controls):
+    tail_after_stop = (
+        after_stop
+        and bool(rest_earlier)
+        and len(tail) <= 4
+        and not tail.strip()
+        and not any(c in tail for c in controls)
+    )
+
+    control_earlier = _control_at(earlier, index, controls, context.control_pattern)
+    control_later = _control_at(later, index, controls, context.control_pattern)
+    if control_earlier and control_earlier in stops and control_later != control_earlier:
+        # another end token where the engine stopped; or none at all and the turn runs on into the next message's
+        # text (a template merging consecutive assistant messages with a separator), unless the stop token is still
+        # there a few characters on (pushed back by inserted text, named below) or only the tail after it differs
+        pushed_back = control_earlier in later[index : index + len(control_earlier) + _STOP_PUSHED_BACK]
+        if control_later or not (pushed_back or tail_after_stop):
+            labels.append("stop-token-swap")
+    if tail_after_stop:
         labels.append("tail-after-stop")
 
     if not labels:

@@ -83,8 +83,8 @@ def _is_block_set(tag: Tag) -> bool:
     return tag.keyword == "set" and "=" not in tag.words
 
 
-def _body_end(tags: Sequence[Tag], opened: int) -> int:
-    """Index of the ``elif``/``else``/``endif`` that ends the branch opened by ``tags[opened]``."""
+def _closing_tag(tags: Sequence[Tag], opened: int, closers: tuple[str, ...], never_closed: str) -> int:
+    """Index of the first tag among ``closers`` at the depth of ``tags[opened]``, skipping nested blocks."""
     depth = 0
     for index in range(opened + 1, len(tags)):
         tag = tags[index]
@@ -92,9 +92,14 @@ def _body_end(tags: Sequence[Tag], opened: int) -> int:
             depth += 1
         elif tag.keyword.startswith("end") and depth:
             depth -= 1
-        elif depth == 0 and tag.keyword in ("elif", "else", "endif"):
+        elif depth == 0 and tag.keyword in closers:
             return index
-    raise WrapError("an assistant branch is never closed")
+    raise WrapError(never_closed)
+
+
+def _body_end(tags: Sequence[Tag], opened: int) -> int:
+    """Index of the ``elif``/``else``/``endif`` that ends the branch opened by ``tags[opened]``."""
+    return _closing_tag(tags, opened, ("elif", "else", "endif"), "an assistant branch is never closed")
 
 
 def _assistant_branches(tags: Sequence[Tag]) -> list[tuple[int, int, None]]:
@@ -136,16 +141,7 @@ def _message_loops(tags: Sequence[Tag], source: str) -> list[tuple[int, int, str
 
 def _loop_end(tags: Sequence[Tag], opened: int) -> int:
     """Index of the ``endfor`` (or the loop's own ``else``) of the loop opened by ``tags[opened]``."""
-    depth = 0
-    for index in range(opened + 1, len(tags)):
-        tag = tags[index]
-        if tag.keyword in _OPENERS or _is_block_set(tag):
-            depth += 1
-        elif tag.keyword.startswith("end") and depth:
-            depth -= 1
-        elif depth == 0 and tag.keyword in ("else", "endfor"):
-            return index
-    raise WrapError("a loop over the messages is never closed")
+    return _closing_tag(tags, opened, ("else", "endfor"), "a loop over the messages is never closed")
 
 
 def _prompt_section(tags: Sequence[Tag], after: int, branches: Sequence[tuple[int, int]]) -> tuple[int, int]:
