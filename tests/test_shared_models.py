@@ -109,9 +109,11 @@ def test_every_text_divergence_reproduces(model_id):
         assert checked > 0
 
 
-@pytest.mark.parametrize("model_id", [m for m in MODELS if loaded(m).backend == JINJA] if MODELS else [])
+@pytest.mark.parametrize("model_id", MODELS)
 def test_ids_are_what_apply_chat_template_tokenizes(model_id):
-    model = loaded(model_id)
+    model = loaded(model_id)  # loaded here, not while collecting: each test process would load every model
+    if model.backend != JINJA:
+        pytest.skip("mistral-common renders without Jinja: no apply_chat_template text to compare")
     codec = TokenCodec(model.tokenizer)
     conversation = generate_conversation(3, seed=0)
     messages = [{**m, "content": m.get("content") or ""} for m in conversation.messages]

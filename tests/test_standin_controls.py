@@ -120,3 +120,33 @@ def test_a_stop_token_replaced_by_a_separator_is_a_stop_token_swap():
     # a newline inserted before an end token still written there is not a swap
     pushed = prefix + "\n</s>"
     assert "stop-token-swap" not in classify_text_divergence(prefix + "</s>", pushed, len(prefix), context)
+
+
+def test_an_end_of_text_written_after_the_last_message_only_is_its_tail_not_a_swap():
+    """Phi-4-mini's template ends a render without a generation prompt with ``<|end|><|endoftext|>`` and the next
+    render goes on ``<|end|><|user|>`` (the role token built from pieces, so not known as one it writes): the renders
+    part inside ``<|``, after the stop the engine stopped on. What differs is the tail after that stop."""
+    import re
+
+    from tito_audit.audit.causes import TextContext, classify_text_divergence
+    from tito_audit.audit.diff import first_difference
+
+    messages = [
+        {"role": "user", "content": "Push the box."},
+        {"role": "assistant", "content": "Let me look that up."},
+        {"role": "user", "content": "Fix the failing test."},
+    ]
+    prefix = "<|user|>Push the box.<|end|><|assistant|>Let me look that up.<|end|>"
+    controls = ["<|assistant|>", "<|end|>", "<|endoftext|>"]
+    pattern = re.compile("|".join(re.escape(c) for c in sorted(controls, key=len, reverse=True)))
+    context = TextContext(messages, controls, ["<|end|>", "<|endoftext|>"], pattern)
+    history = prefix + "<|endoftext|>"
+    followed = prefix + "<|user|>Fix the failing test.<|end|><|endoftext|>"
+    parted = first_difference(history, followed)
+    assert parted == len(prefix) + 2
+    assert classify_text_divergence(history, followed, parted, context) == ["tail-after-stop"]
+    # where the engine stopped on the end-of-text itself, history writing another token there is a swap
+    swapped = "<|user|>Push the box.<|end|><|assistant|>Let me look that up."
+    earlier, later = swapped + "<|endoftext|>", swapped + "<|end|>\n"
+    parted = first_difference(earlier, later)
+    assert classify_text_divergence(earlier, later, parted, context)[0] == "stop-token-swap"

@@ -141,7 +141,6 @@ def classify_text_divergence(
     labels: list[str] = list(known)
     controls = list(context.controls)
     stops = set(context.stop_texts)
-    rest_earlier = earlier[index:]
 
     for reasoning in _reasoning_strings(context):
         found = earlier.find(reasoning, max(0, index - len(reasoning)))
@@ -161,14 +160,18 @@ def classify_text_divergence(
         return labels
 
     # Text the template writes only after the last message (a newline after the end token, or the end
-    # token itself when a following message of the same role would continue the block).
-    tail = rest_earlier
+    # token itself when a following message of the same role would continue the block); read from the start of
+    # the control token the two renders part inside (Phi-4-mini's history ends ``<|end|><|endoftext|>``, its next
+    # render ``<|end|><|user|>``: they part after ``<|``)
+    at_token = token_boundary(earlier, index, context.control_pattern)
+    tail = rest_at_token = earlier[at_token:]
     for stop in stops:
         tail = tail.replace(stop, "")
-    after_stop = any(earlier[:index].endswith(s) for s in stops) or any(rest_earlier.startswith(s) for s in stops)
+    stopped_before = any(earlier[:at_token].endswith(s) for s in stops)
+    after_stop = stopped_before or any(rest_at_token.startswith(s) for s in stops)
     tail_after_stop = (
         after_stop
-        and bool(rest_earlier)
+        and bool(rest_at_token)
         and len(tail) <= 4
         and not tail.strip()
         and not any(c in tail for c in controls)
@@ -176,10 +179,12 @@ def classify_text_divergence(
 
     control_earlier = _control_at(earlier, index, controls, context.control_pattern)
     control_later = _control_at(later, index, controls, context.control_pattern)
-    if control_earlier and control_earlier in stops and control_later != control_earlier:
+    if control_earlier and control_earlier in stops and control_later != control_earlier and not stopped_before:
         # another end token where the engine stopped; or none at all and the turn runs on into the next message's
         # text (a template merging consecutive assistant messages with a separator), unless the stop token is still
-        # there a few characters on (pushed back by inserted text, named below) or only the tail after it differs
+        # there a few characters on (pushed back by inserted text, named below) or only the tail after it differs.
+        # Not a stop token right after another one: the engine stopped on the first (Phi-4-mini's history ends
+        # ``<|end|><|endoftext|>``, the end-of-text written only after the last message)
         pushed_back = control_earlier in later[index : index + len(control_earlier) + _STOP_PUSHED_BACK]
         if control_later or not (pushed_back or tail_after_stop):
             labels.append("stop-token-swap")

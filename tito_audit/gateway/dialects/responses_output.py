@@ -165,31 +165,14 @@ def _delta(delta: Delta, opened: dict, items: list, texts: list, open_item: Any,
     if delta.field == "reasoning_content":
         if "reasoning" not in opened:
             out += open_item("reasoning", reasoning_item(f"rs_{uuid.uuid4().hex}", "", "in_progress"))
-        index = opened["reasoning"]
-        texts[index] += delta.text
-        out.append(
-            frame(
-                "response.reasoning_text.delta",
-                item_id=items[index]["id"],
-                output_index=index,
-                content_index=0,
-                delta=delta.text,
-            )
-        )
+        event = "response.reasoning_text.delta"
+        out.append(_grown(event, opened["reasoning"], items, texts, frame, content_index=0, delta=delta.text))
     elif delta.field == "content":
         if "message" not in opened:
             out += open_item("message", message_item(f"msg_{uuid.uuid4().hex}", "", "in_progress"))
-        index = opened["message"]
-        texts[index] += delta.text
+        event = "response.output_text.delta"
         out.append(
-            frame(
-                "response.output_text.delta",
-                item_id=items[index]["id"],
-                output_index=index,
-                content_index=0,
-                delta=delta.text,
-                logprobs=[],
-            )
+            _grown(event, opened["message"], items, texts, frame, content_index=0, delta=delta.text, logprobs=[])
         )
     elif delta.field == "call":
         out += open_item(
@@ -197,17 +180,15 @@ def _delta(delta: Delta, opened: dict, items: list, texts: list, open_item: Any,
             call_item(f"fc_{uuid.uuid4().hex}", delta.call_id or "", delta.name or "", "", "in_progress"),
         )
     elif delta.field == "arguments":
-        index = opened[f"call{delta.index}"]
-        texts[index] += delta.text
-        out.append(
-            frame(
-                "response.function_call_arguments.delta",
-                item_id=items[index]["id"],
-                output_index=index,
-                delta=delta.text,
-            )
-        )
+        event = "response.function_call_arguments.delta"
+        out.append(_grown(event, opened[f"call{delta.index}"], items, texts, frame, delta=delta.text))
     return out
+
+
+def _grown(event: str, index: int, items: list, texts: list, frame: Any, **fields: Any) -> str:
+    """The event carrying a streamed piece (``fields["delta"]``) of output item ``index``, whose text grows by it."""
+    texts[index] += fields["delta"]
+    return frame(event, item_id=items[index]["id"], output_index=index, **fields)
 
 
 def _close(item: dict, text: str, index: int, frame: Any) -> list[str]:
