@@ -107,10 +107,25 @@ requires_shared = pytest.mark.skipif(
 )
 
 
+LONGEST_FIRST = (
+    "test_session_corpus.py",
+    "test_shared_models.py",
+    "test_fixes.py",
+    "test_explain_patch.py",
+    "test_docs_blocks.py",
+    "test_check.py",
+    "test_gateway_faults.py",
+    "test_published_matrix.py",
+    "test_real_conversations.py",
+)
+"""The test files that take longest (``--durations``, on 2 cores), longest first."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The published-matrix test first: it takes about half the suite's time, so under ``-n 2`` (make test) the
-    other worker runs everything else beside it instead of after it."""
-    items.sort(key=lambda item: 0 if item.nodeid.startswith("tests/test_published_matrix.py") else 1)
+    """The longest test files first: under ``-n 2 --dist loadfile`` (make test) a file runs whole on one worker, and
+    a long file handed out last leaves the other worker idle until it ends (longest-first keeps both busy)."""
+    rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 @pytest.fixture(scope="module")

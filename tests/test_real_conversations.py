@@ -8,7 +8,7 @@ import pytest
 
 from tests import templates
 from tests.conftest import SHARED
-from tests.helpers import default_variant, load
+from tests.helpers import default_variant, load, shared_model
 from tito_audit.audit.service import AuditOptions, audit
 from tito_audit.conversations.datasources import load_conversations
 from tito_audit.conversations.scenarios import scenario_conversation, scenario_conversations, scenario_names
@@ -222,8 +222,6 @@ MILES = SHARED / "conversations" / "miles-mock" / "mock_trajectories.json"
 def test_final_appended_step_of_every_miles_record_is_audited():
     """Every corpus model audits the final appended step of each record that ends after its last assistant turn
     (counted from the file itself) and that its template takes as written."""
-    from tito_audit.model.loading import load_by_id
-
     records = json.loads(MILES.read_text(encoding="utf-8"))
     ending_after_assistant = sum(
         1
@@ -236,7 +234,7 @@ def test_final_appended_step_of_every_miles_record_is_audited():
     mirror = SHARED / "tokenizers"
     audited, exact = [], []
     for folder in sorted(p for p in mirror.iterdir() if p.is_dir()):
-        model = load_by_id(folder.name.replace("--", "/", 1), mirrors=[mirror], allow_hub=False)
+        model = shared_model(folder.name.replace("--", "/", 1))
         report = audit(model, AuditOptions(conversations=conversations, conversations_source="miles"))
         for variant in report.variants:
             if variant.verdict == "unsupported":

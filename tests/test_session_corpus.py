@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SHARED, SHARED_TOKENIZERS, requires_shared
+from tests.helpers import shared_model
 from tito_audit import TitoBreak, TitoSession
 from tito_audit.audit.checks.context import CheckSetup, RolloutContext
 from tito_audit.audit.checks.rollout import step_text_failure
@@ -27,7 +28,6 @@ from tito_audit.conversations.conversation import TOOL
 from tito_audit.conversations.datasources import load_conversations
 from tito_audit.conversations.windows import window
 from tito_audit.model.loaded import codec_for
-from tito_audit.model.loading import load_by_id
 from tito_audit.model.render import DEFAULT_CLOCK, frozen_clock
 from tito_audit.model.variants import template_inputs, variants_for
 
@@ -115,7 +115,7 @@ def walk(session: TitoSession, context: RolloutContext) -> list[tuple[int, str]]
 @requires_shared
 @pytest.mark.parametrize("model_id", model_ids())
 def test_session_agrees_with_the_audit_on_real_trajectories(model_id, conversations, published):
-    loaded = load_by_id(model_id, mirrors=[SHARED_TOKENIZERS], allow_hub=False)
+    loaded = shared_model(model_id)
     if loaded.text_level_only:
         pytest.skip("template-only folder: a session needs the real vocabulary")
     codec = codec_for(loaded)

@@ -145,8 +145,8 @@ def test_an_end_of_text_written_after_the_last_message_only_is_its_tail_not_a_sw
     parted = first_difference(history, followed)
     assert parted == len(prefix) + 2
     assert classify_text_divergence(history, followed, parted, context) == ["tail-after-stop"]
-    # where the engine stopped on the end-of-text itself, history writing another token there is a swap
+    # where the engine stopped on the end-of-text itself, history writing another control token there is a swap
     swapped = "<|user|>Push the box.<|end|><|assistant|>Let me look that up."
     earlier, later = swapped + "<|endoftext|>", swapped + "<|end|>\n"
     parted = first_difference(earlier, later)
-    assert classify_text_divergence(earlier, later, parted, context)[0] == "stop-token-swap"
+    assert classify_text_divergence(earlier, later, parted, context) == ["stop-token-swap"]  # the stop, not a tail

@@ -11,7 +11,7 @@ import pytest
 
 from tests import templates
 from tests.conftest import SHARED_TOKENIZERS, requires_shared
-from tests.helpers import default_variant, run_audit
+from tests.helpers import default_variant, run_audit, shared_model
 from tests.test_cli import run_cli
 from tito_audit.formatters.parse_lines import beside_the_verdict
 from tito_audit.parse import sglang
@@ -72,10 +72,9 @@ def test_a_template_writing_json_has_no_value_to_rewrite(tiny_model_dir, write_t
 @needs_sglang
 def test_qwen35_rewrites_json_booleans_and_reads_none_back_as_a_string():
     from tito_audit.audit.service import AuditOptions, audit
-    from tito_audit.model.loading import load_by_id
 
-    model = load_by_id("Qwen/Qwen3.5-0.8B", mirrors=[SHARED_TOKENIZERS], allow_hub=False)
-    variant = default_variant(audit(model, AuditOptions(parser="sglang")))
+    model = shared_model("Qwen/Qwen3.5-0.8B")
+    variant = default_variant(audit(model, AuditOptions(count=48, parser="sglang")))
     values = {value.value_type: value for value in variant.values}
     assert values["boolean"].steps > 0 and values["boolean"].differing == values["boolean"].steps
     # qwen3_coder reads the template's own None as the string "None" (the tokens hold, the value does not)
@@ -88,9 +87,8 @@ def test_qwen35_rewrites_json_booleans_and_reads_none_back_as_a_string():
 @requires_shared
 def test_qwen36_writes_json_literals():
     from tito_audit.audit.service import AuditOptions, audit
-    from tito_audit.model.loading import load_by_id
 
-    model = load_by_id("Qwen/Qwen3.6-35B-A3B", mirrors=[SHARED_TOKENIZERS], allow_hub=False)
+    model = shared_model("Qwen/Qwen3.6-35B-A3B")
     variant = default_variant(audit(model, AuditOptions(count=48, parser="template")))
     values = {value.value_type: value for value in variant.values}
     assert values["boolean"].values > 0 and values["boolean"].steps == 0

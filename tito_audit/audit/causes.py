@@ -159,32 +159,37 @@ def classify_text_divergence(
             labels.append("content-rewritten" if moved else _non_assistant_label(index, owner))
         return labels
 
-    # Text the template writes only after the last message (a newline after the end token, or the end
-    # token itself when a following message of the same role would continue the block); read from the start of
-    # the control token the two renders part inside (Phi-4-mini's history ends ``<|end|><|endoftext|>``, its next
-    # render ``<|end|><|user|>``: they part after ``<|``)
+    control_earlier = _control_at(earlier, index, controls, context.control_pattern)
+    control_later = _control_at(later, index, controls, context.control_pattern)
+    # where the renders part inside a control token, read from the token's start (Phi-4-mini's history ends
+    # ``<|end|><|endoftext|>``, its next render ``<|end|><|user|>``: they part after ``<|``)
     at_token = token_boundary(earlier, index, context.control_pattern)
-    tail = rest_at_token = earlier[at_token:]
+    rest = earlier[at_token:]
+    # a stop token right after another one is not where the engine stopped: it stopped on the first (Phi-4-mini's
+    # end-of-text, written after the last message only)
+    stopped_before = any(earlier[:at_token].endswith(s) for s in stops)
+    engine_stop = control_earlier in stops and control_later != control_earlier and not stopped_before
+
+    # Text the template writes only after the last message: a newline after the end token, or the end token itself
+    # when a following message of the same role would continue the block. Not when history writes another control
+    # token where the engine stopped: then the stop token itself changes (below)
+    tail = rest
     for stop in stops:
         tail = tail.replace(stop, "")
-    stopped_before = any(earlier[:at_token].endswith(s) for s in stops)
-    after_stop = stopped_before or any(rest_at_token.startswith(s) for s in stops)
+    after_stop = stopped_before or any(rest.startswith(s) for s in stops)
     tail_after_stop = (
         after_stop
-        and bool(rest_at_token)
+        and bool(rest)
         and len(tail) <= 4
         and not tail.strip()
         and not any(c in tail for c in controls)
+        and not (engine_stop and control_later)
     )
 
-    control_earlier = _control_at(earlier, index, controls, context.control_pattern)
-    control_later = _control_at(later, index, controls, context.control_pattern)
-    if control_earlier and control_earlier in stops and control_later != control_earlier and not stopped_before:
+    if engine_stop:
         # another end token where the engine stopped; or none at all and the turn runs on into the next message's
         # text (a template merging consecutive assistant messages with a separator), unless the stop token is still
-        # there a few characters on (pushed back by inserted text, named below) or only the tail after it differs.
-        # Not a stop token right after another one: the engine stopped on the first (Phi-4-mini's history ends
-        # ``<|end|><|endoftext|>``, the end-of-text written only after the last message)
+        # there a few characters on (pushed back by inserted text, named below) or only the tail after it differs
         pushed_back = control_earlier in later[index : index + len(control_earlier) + _STOP_PUSHED_BACK]
         if control_later or not (pushed_back or tail_after_stop):
             labels.append("stop-token-swap")
