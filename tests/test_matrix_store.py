@@ -204,7 +204,8 @@ def test_ray_backend_gives_the_local_output(mirror, tmp_path, monkeypatch):
     """The backend starts its own local Ray instance, as ``matrix --backend ray`` does: one worker process, since
     starting a worker (Python, then transformers) is most of the cost; results arriving out of order are the
     worker pool's test (tests/test_matrix.py). Ray runs its workers at niceness 15, which on a busy machine starves
-    them (a minute for two tiny audits beside one busy core); this test asks for 0, like the suite's other processes.
+    them (49 s for two tiny audits with both cores busy, 2.4 s at 0); this test asks for 0, like the suite's other
+    processes.
     """
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e .[dev] or .[ray])")
     monkeypatch.setenv("RAY_AUTH_MODE", os.environ.get("RAY_AUTH_MODE", "disabled"))

@@ -19,7 +19,7 @@ from tito_audit.audit.results import BROKEN, READY, AuditReport
 from tito_audit.audit.service import AuditOptions, audit
 from tito_audit.conversations.generate import generate_conversation
 from tito_audit.formatters.json_report import VOLATILE_KEYS, report_to_dict
-from tito_audit.model.loaded import JINJA, LoadedModel
+from tito_audit.model.loaded import JINJA
 from tito_audit.model.render import DEFAULT_CLOCK, Renderer, frozen_clock
 from tito_audit.model.resolve import resolve_model
 from tito_audit.model.tokens import TokenCodec
@@ -40,13 +40,9 @@ def complete_folders() -> list[str]:
     return folders
 
 
-def loaded(model_id: str) -> LoadedModel:
-    return shared_model(model_id)
-
-
 @cache
 def report_for(model_id: str) -> AuditReport:
-    return audit(loaded(model_id), AuditOptions(count=COUNT, seed=0))
+    return audit(shared_model(model_id), AuditOptions(count=COUNT, seed=0))
 
 
 MODELS = complete_folders()
@@ -59,7 +55,7 @@ def test_corpus_has_models():
 @pytest.mark.parametrize("model_id", MODELS)
 def test_audit_is_deterministic(model_id):
     first = report_to_dict(report_for(model_id))
-    second = report_to_dict(audit(loaded(model_id), AuditOptions(count=COUNT, seed=0)))
+    second = report_to_dict(audit(shared_model(model_id), AuditOptions(count=COUNT, seed=0)))
     for document in (first, second):
         for key in VOLATILE_KEYS:
             document.pop(key)
@@ -76,7 +72,7 @@ def _conversation(failure, report: AuditReport, model, codec, kwargs):
 @pytest.mark.parametrize("model_id", MODELS)
 def test_every_text_divergence_reproduces(model_id):
     report = report_for(model_id)
-    model = loaded(model_id)
+    model = shared_model(model_id)
     if model.backend != JINJA:
         pytest.skip("mistral-common renders without Jinja; checked in test_mistral_common_backend")
     codec = TokenCodec(model.tokenizer)
@@ -115,7 +111,7 @@ def test_every_text_divergence_reproduces(model_id):
 
 @pytest.mark.parametrize("model_id", MODELS)
 def test_ids_are_what_apply_chat_template_tokenizes(model_id):
-    model = loaded(model_id)  # loaded here, not while collecting: each test process would load every model
+    model = shared_model(model_id)  # loaded here, not while collecting: each test process would load every model
     if model.backend != JINJA:
         pytest.skip("mistral-common renders without Jinja: no apply_chat_template text to compare")
     codec = TokenCodec(model.tokenizer)
