@@ -127,10 +127,10 @@ def _type_text(hint: Any, nested: list[type]) -> str:
 
 def json_reference() -> str:
     """The JSON report page (Markdown): one table per dataclass reachable from ``AuditReport``."""
-    from tito_audit.audit import results
+    from tito_audit.audit import engine_result, results
     from tito_audit.audit.service import SCHEMA_VERSION
 
-    docs = _field_docs(Path(results.__file__))
+    docs = {**_field_docs(Path(results.__file__)), **_field_docs(Path(engine_result.__file__))}
     lines = [
         "# The JSON report",
         "",

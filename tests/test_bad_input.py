@@ -15,7 +15,7 @@ from tests import templates
 from tests.helpers import load
 from tests.test_cli import run_cli
 from tito_audit import TitoBreak, TitoSession
-from tito_audit.audit.service import AuditOptions, audit
+from tito_audit.audit.service import SCHEMA_VERSION, AuditOptions, audit
 from tito_audit.cli import app
 from tito_audit.conversations.conversation import Conversation
 from tito_audit.conversations.windows import window
@@ -230,7 +230,7 @@ def test_a_stop_token_that_is_not_one_token_is_refused(good):
 # -- check --baseline (item 14) --------------------------------------------------------------------------------
 def baseline(**changes) -> dict:
     document = {
-        "schema_version": 1,
+        "schema_version": SCHEMA_VERSION,
         "model": {"model_id": "acme/model"},
         "variants": [
             {
@@ -255,7 +255,7 @@ def baseline(**changes) -> dict:
 @pytest.mark.parametrize(
     ("document", "problem"),
     [
-        (baseline(schema_version=99), "schema version 99; this tool reads version 1"),
+        (baseline(schema_version=99), f"schema version 99; this tool reads version {SCHEMA_VERSION}"),
         ({"failures": "x"}, "not a tito-audit JSON report (no schema_version)"),
         ([1, 2], "not a tito-audit JSON report (no schema_version)"),
         (baseline(model="acme/model"), "model.model_id is missing: not a tito-audit JSON report"),

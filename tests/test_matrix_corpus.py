@@ -113,7 +113,7 @@ def test_the_corpus_is_published_as_index_csv_parquet_and_pages(published):
     assert [entry["name"] for entry in index] == [row["name"] for row in run.rows]
     chat = index[0]
     assert chat["aliases"] == ["fans/Chat-FT", "other/chat-merge"] and chat["model_ids"] == 3
-    assert "parser_verdict" not in chat  # only when the audit row carries one
+    assert "sglang_verdict" not in chat  # only when the audit row carries one
     assert sorted(p.name for p in (out / "templates").iterdir()) == ["acme-chat.html", "acme-raises.html"]
     page = (out / "templates" / "acme-chat.html").read_text(encoding="utf-8")
     assert '<link rel="stylesheet" href="../style.css">' in page and "<style>" not in page
@@ -261,15 +261,16 @@ def test_the_verdict_with_the_engines_parser_is_published_when_the_audit_row_has
 
     plain = corpus_publish.row_from_report
 
-    def with_parser(*args, **kwargs):  # an audit row that carries the parser's verdict (issue 25 adds it)
-        return {**plain(*args, **kwargs), "parser_verdict": "broken"}
+    def with_parser(*args, **kwargs):  # an audit row that carries SGLang's parser verdict (issue 25 adds it)
+        return {**plain(*args, **kwargs), "sglang_verdict": "broken"}
 
     monkeypatch.setattr(corpus_publish, "row_from_report", with_parser)
     folder = _corpus(tmp_path, [("acme-chat", "acme/chat", [], CHATML)])
     run_corpus(folder, MatrixOptions(out_dir=tmp_path / "out", allow_hub=False, count=4, jobs=1), tmp_path / "stage")
     (row,) = json.loads((tmp_path / "out" / "index.json").read_text(encoding="utf-8"))
-    assert row["parser_verdict"] == "broken" and row["verdict"] != ""
-    assert "parser_verdict" in (tmp_path / "out" / "corpus.csv").read_text(encoding="utf-8").splitlines()[0]
+    assert row["sglang_verdict"] == "broken" and row["verdict"] != ""
+    assert "sglang_verdict" in (tmp_path / "out" / "corpus.csv").read_text(encoding="utf-8").splitlines()[0]
+    assert "with SGLang's parser: broken" in (tmp_path / "out" / "lookup.js").read_text(encoding="utf-8")
 
 
 def test_the_look_up_finds_a_template_by_any_id_in_a_browser(published):

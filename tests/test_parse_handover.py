@@ -52,8 +52,8 @@ def test_a_lost_call_fails_its_step_even_when_the_prefix_holds(tiny_model_dir, w
     back as content, which the template renders the same: the buffer still continues, but the harness got no call."""
     model = load(tiny_model_dir, write_template("good", templates.GOOD))
     report = audit(model, AuditOptions(count=48, parser=ToyParser(calls_as_text=True)))
-    parse = report.variants[0].parse
-    assert report.verdict == READY and report.parser_verdict == BROKEN
+    (parse,) = report.variants[0].parses
+    assert report.verdict == READY and [v.verdict for v in report.parsers] == [BROKEN]
     lost = [f for f in parse.failures if f.aspect == "call"]
     assert lost and all(f.causes == ["parse-lossy"] and CALL_LOST in f.detail for f in lost)
     assert parse.fields[CALL_LOST] >= len(lost)
@@ -62,7 +62,7 @@ def test_a_lost_call_fails_its_step_even_when_the_prefix_holds(tiny_model_dir, w
 def test_conversations_with_calls_but_no_tools_are_not_walked_with_a_parser(tiny_model_dir, write_template):
     model = load(tiny_model_dir, write_template("good", templates.GOOD))
     report = audit(model, AuditOptions(count=48, parser=ToyParser()))
-    parse = report.variants[0].parse
+    (parse,) = report.variants[0].parses
     without = sum(
         1 for c in audit_conversations(48) if c.tools is None and any(m.get("tool_calls") for m in c.messages)
     )
@@ -131,8 +131,9 @@ def test_kimi_ids_are_the_ones_its_parser_reads_back():
     model = load_by_id("moonshotai/Kimi-K2-Thinking", mirrors=[SHARED_TEMPLATES], allow_hub=False)
     report = audit(model, AuditOptions(count=48, parser="sglang"))
     for variant in report.variants:
-        assert "id changed" not in variant.parse.fields and CALL_LOST not in variant.parse.fields, variant.parse.fields
-    assert report.parser_verdict == report.verdict
+        (parse,) = variant.parses
+        assert "id changed" not in parse.fields and CALL_LOST not in parse.fields, parse.fields
+    assert [v.verdict for v in report.parsers] == [report.verdict]
 
 
 @requires_shared
@@ -142,7 +143,7 @@ def test_gpt_oss_calls_are_handed_over_as_the_model_writes_them():
     template's history layout, the step is tool-call-reformatted (not a lost call)."""
     model = load_by_id("openai/gpt-oss-20b", mirrors=[SHARED_TOKENIZERS], allow_hub=False)
     report = audit(model, AuditOptions(count=48, parser="sglang"))
-    parse = default_variant(report).parse
+    (parse,) = default_variant(report).parses
     assert parse.turns_in_model_layout > 0
     reformatted = [f for f in parse.failures if "tool-call-reformatted" in f.causes]
     assert reformatted and all("parse-lossy" not in f.causes for f in reformatted)
@@ -156,5 +157,5 @@ def test_gigachat3_hands_its_calls_to_the_parser():
     report = audit(model, AuditOptions(count=48, parser="sglang"))
     variant = default_variant(report)
     assert "<|message_sep|>" not in {t.text for t in variant.stop_tokens}
-    assert CALL_LOST not in variant.parse.fields
+    assert CALL_LOST not in variant.parses[0].fields
     assert "stop-token-swap" in variant.checks["rollout"].cause_counts

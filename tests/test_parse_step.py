@@ -90,8 +90,8 @@ def _audit(model, parser, count: int = 48):
 
 def test_lossless_parser_changes_nothing(models):
     report = _audit(models["GOOD"], ToyParser())
-    parse = report.variants[0].parse
-    assert report.verdict == READY and report.parser_verdict == READY
+    (parse,) = report.variants[0].parses
+    assert report.verdict == READY and [v.verdict for v in report.parsers] == [READY]
     assert parse is not None and parse.turns_parsed > 50
     assert parse.check.failed == 0 and not parse.failures
     assert "parse-lossy" not in parse.check.cause_counts
@@ -103,9 +103,9 @@ def test_lossless_parser_changes_nothing(models):
 )
 def test_each_defect_is_parse_lossy_with_its_field(models, defect, field):
     report = _audit(models["GOOD"], ToyParser(**{defect: True}))
-    parse = report.variants[0].parse
+    (parse,) = report.variants[0].parses
     assert report.verdict == READY, "the template's own verdict does not move"
-    assert report.parser_verdict == BROKEN
+    assert [v.verdict for v in report.parsers] == [BROKEN]
     assert set(parse.check.cause_counts) == {"parse-lossy"}
     assert parse.fields.get(field, 0) > 0
     failure = parse.failures[0]
@@ -115,7 +115,7 @@ def test_each_defect_is_parse_lossy_with_its_field(models, defect, field):
 
 
 def test_a_lost_call_is_named(models):
-    parse = _audit(models["GOOD"], ToyParser(lose_calls=True)).variants[0].parse
+    (parse,) = _audit(models["GOOD"], ToyParser(lose_calls=True)).variants[0].parses
     assert parse.fields.get(CALL_LOST, 0) > 0
 
 
@@ -127,7 +127,7 @@ def test_the_control_keeps_template_causes_apart(models):
     failing = {(f.conversation_id, f.turn) for f in plain.failures if f.check == "rollout" and f.aspect == "text"}
     assert failing
     for parser in (ToyParser(), ToyParser(strip=True)):
-        parse = _audit(models["CONTENT_TRIMMED_IN_HISTORY"], parser).variants[0].parse
+        (parse,) = _audit(models["CONTENT_TRIMMED_IN_HISTORY"], parser).variants[0].parses
         template_failures = [f for f in parse.failures if f.causes != ["parse-lossy"]]
         # conversations giving arguments as JSON strings are left out of the rollout with a parser
         assert template_failures and {(f.conversation_id, f.turn) for f in template_failures} <= failing
@@ -141,8 +141,8 @@ def test_the_control_keeps_template_causes_apart(models):
 def test_written_layouts_are_rates_beside_the_verdict(models):
     """Compact JSON written by the model: a parser that gives the text back keeps it; one that returns objects lets
     the template re-serialize them. Either way the verdict does not move."""
-    kept = _audit(models["GOOD"], ToyParser()).variants[0].parse
-    rewritten = _audit(models["GOOD"], ToyParser(as_object=True)).variants[0].parse
+    (kept,) = _audit(models["GOOD"], ToyParser()).variants[0].parses
+    (rewritten,) = _audit(models["GOOD"], ToyParser(as_object=True)).variants[0].parses
     compact = {w.layout: w for w in kept.written}["compact JSON arguments"]
     assert compact.steps > 0 and compact.differing == 0
     redone = {w.layout: w for w in rewritten.written}["compact JSON arguments"]
@@ -156,7 +156,7 @@ def test_template_parser_gives_the_verdicts_of_no_parser(models):
     for report in (plain, explicit):
         report.pop("generated_at"), report.pop("duration_seconds")
     assert plain == explicit
-    assert explicit["parser"] is None and all(v["parse"] is None for v in explicit["variants"])
+    assert explicit["parsers"] == [] and all(v["parses"] == [] for v in explicit["variants"])
 
 
 def test_changed_fields():
@@ -217,7 +217,7 @@ def test_a_missing_extra_names_what_to_install(monkeypatch, models):
     with pytest.raises(BadInputError, match=r"pip install --no-deps llm-router-utils"):
         _audit(models["GOOD"], "qwen25", count=2)
     report = audit(models["GOOD"], AuditOptions(count=2, parser="auto"))
-    assert report.parser is None and report.parser_verdict is None
+    assert report.parsers == []
 
 
 def _missing():
@@ -250,7 +250,7 @@ def test_every_lossy_turn_is_seen_even_without_calls(models):
     options = AuditOptions(
         count=24, conversations=[Conversation("strip", messages)], with_generated=True, parser=ToyParser(strip=True)
     )
-    parse = audit(models["GOOD"], options).variants[0].parse
+    (parse,) = audit(models["GOOD"], options).variants[0].parses
     ours = [(f.turn, f.causes) for f in parse.failures if f.conversation_id == "strip"]
     assert ours == [(3, ["parse-lossy"]), (5, ["parse-lossy"])]
 

@@ -47,9 +47,11 @@ class AuditOptions:
     tools: ToolSet = field(default_factory=built_in_tools)
     """The tools generated conversations declare and call: the built-in set, or the user's (``--tools``)."""
     parser: Any = "template"
-    """The parser between each completion and the next prompt (:mod:`tito_audit.parse.choice`): ``template`` (the
-    perfect inverse, no parse), ``auto``, ``sglang``, ``hf`` or ``TOOL[,REASONING]``, or a parser object
-    (:class:`~tito_audit.parse.parser.CompletionParser`). The command line's default is ``auto``."""
+    """The parsers between each completion and the next prompt (:mod:`tito_audit.parse.choice`): ``template`` (the
+    perfect inverse, no parse), ``auto`` (each engine whose parsers for the model are recorded and installed), an
+    engine's name (``sglang``), ``hf`` or ``[ENGINE:]TOOL[,REASONING]``, a parser object
+    (:class:`~tito_audit.parse.parser.CompletionParser`), or a list of those: one verdict with each. The command
+    line's default is ``auto``."""
 
     @property
     def generates(self) -> bool:

@@ -8,6 +8,7 @@ from tito_audit.audit.checks.outcome import count_into
 from tito_audit.audit.parsed_rollout import NAME, ParsedOutcome
 from tito_audit.audit.results import CheckResult, Failure, ParseResult, WrittenLayout
 from tito_audit.audit.verdict import verdict_for
+from tito_audit.parse.parser import CompletionParser, engine_of
 from tito_audit.parse.written import LAYOUTS
 
 
@@ -46,14 +47,15 @@ class ParsedTotals:
             tally[0] += steps
             tally[1] += differing
 
-    def result(self, parser: str, native_tool_conversations: int, failures: list[Failure]) -> ParseResult:
+    def result(self, parser: CompletionParser, native_tool_conversations: int, failures: list[Failure]) -> ParseResult:
         """The variant's result with ``parser``; ``failures`` are the examples kept (see ``keep_examples``)."""
         self.check.rows.sort(key=lambda row: row.category)
         verdict, reason = verdict_for({"rollout": self.check}, native_tool_conversations)
         order = [layout.name for layout in LAYOUTS]
         written = [WrittenLayout(name, *self.written[name]) for name in sorted(self.written, key=order.index)]
         return ParseResult(
-            parser=parser,
+            parser=parser.name,
+            engine=engine_of(parser),
             verdict=verdict,
             verdict_reason=reason,
             check=self.check,

@@ -13,18 +13,8 @@ from tito_audit.conversations.conversation import ASSISTANT, TOOL, Message
 from tito_audit.conversations.reasoning_forms import OPEN
 from tito_audit.errors import BadInputError
 from tito_audit.model.render import RenderedPrefix, one_line
-from tito_audit.parse.handover import handed_text
+from tito_audit.parse.handover import hand_over
 from tito_audit.parse.parser import CompletionParser, ParseInput
-
-KEEPS_SPECIAL_TOKENS = frozenset({"gpt-oss", "gemma4"})
-"""Tool-call parsers whose models SGLang always decodes with special tokens (harmony and Gemma 4 parse them); for
-the others, a request that declares no tools is decoded without them (``skip_special_tokens``)."""
-
-
-def tool_parser_of(parser: CompletionParser) -> str | None:
-    """The SGLang tool-call parser's name, when ``parser`` is one."""
-    tool = getattr(parser, "tool", None)
-    return tool if isinstance(tool, str) else None
 
 
 def parser_input(
@@ -39,16 +29,10 @@ def parser_input(
     """What the engine hands its parser for turn ``j`` written as ``text``: the stop token it ended on trimmed
     (kept where the engine keeps it for this parser), and, for a request without tools, without special tokens
     where the engine skips them."""
-    tool = tool_parser_of(parser)
     stop = context.setup.decode_one(completion.ids[-1]) if completion.stopped and completion.ids else None
-    handed = handed_text(text, stop, tool)
     tools = context.conversation.tools
-    if not tools and tool not in KEEPS_SPECIAL_TOKENS:
-        pattern = context.setup.codec.written_control_pattern
-        if pattern is not None:
-            handed = pattern.sub("", handed)
     return ParseInput(
-        text=handed,
+        text=hand_over(parser, text, stop, bool(tools), context.setup.codec.written_control_pattern),
         tools=openai_tools(tools),
         prompt=prompt,
         reasoning_open=context.alignments[j].prompt_state == OPEN,

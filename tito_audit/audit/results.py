@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tito_audit.audit.engine_result import EngineVerdict
+
 READY = "ready"
 READY_TOOL_ONLY = "ready-tool-only"
 BROKEN = "broken"
@@ -271,6 +273,8 @@ class ParseResult:
     """Tool-call turns with reasoning also written with their calls inside it (a drawn form, beside the verdict)."""
     calls_in_reasoning_lost: int = 0
     """Of those, the turns whose calls the parser did not find."""
+    engine: str = ""
+    """The serving engine whose parsers these are (``sglang``, ``vllm``); "" for transformers' parser or a caller's."""
 
 
 @dataclass
@@ -301,10 +305,11 @@ class VariantResult:
     """Rollout steps by kind and by the reasoning form of the turn before them."""
     steps_by_shape: list[ShapeSteps] = field(default_factory=list)
     """Rollout steps of generated conversations by the shapes harnesses send."""
-    parse: ParseResult | None = None
-    """The rollout with the engine's parser (None under the perfect inverse, ``--parser template``)."""
+    parses: list[ParseResult] = field(default_factory=list)
+    """The rollout with each engine's parser, in the order of the report's ``parsers`` (none: ``template``)."""
     values: list[WrittenValue] = field(default_factory=list)
-    """Written values per type, with the parser the audit used (the perfect inverse under ``template``)."""
+    """Written values per type, through ``values_parser``: the first engine's (``template``: the perfect inverse)."""
+    values_parser: str = "template"
     value_failures: list[Failure] = field(default_factory=list)
     """The first ``value-rewritten`` step of each value type (evidence; never counted in the verdict)."""
 
@@ -377,8 +382,8 @@ class Settings:
     """``generated``, or the real sources and scenario packs audited."""
     datasets: list[dict[str, object]] = field(default_factory=list)
     """Per loaded source: name, records read, conversations kept, skipped records by reason."""
-    parser: str = "template"
-    """The parser the rollout with a parser used (``template``: none, the perfect inverse)."""
+    parsers: list[str] = field(default_factory=list)
+    """The parsers used, one per engine (``sglang qwen25+qwen3``; empty: only the perfect inverse)."""
     tools: list[str] = field(default_factory=list)
     """The tools the generated conversations declared and called (their names)."""
     tools_source: str = "built-in"
@@ -408,13 +413,8 @@ class AuditReport:
     (see ``tito-audit explain``); filled by ``audit`` on the command line."""
     recommendation: Recommendation | None = None
     """A setting that earns a better verdict than the model's, when there is one."""
-    parser: dict[str, object] | None = None
-    """The parser between each completion and the next prompt: name, SGLang tool and reasoning parsers, why it
-    was chosen and the source of that fact (None: the perfect inverse, ``template``)."""
-    parser_verdict: str | None = None
-    """The model's verdict with that parser (its worst variant's); ``verdict`` is the perfect-inverse verdict."""
-    parser_way_out: str | None = None
-    """When the parser makes the verdict worse: the bridging mode that holds whatever the parser returns."""
+    parsers: list[EngineVerdict] = field(default_factory=list)
+    """The verdict with each engine's parser (none: ``--parser template``); ``verdict``: the perfect inverse's."""
     generated_at: str = ""
     """When the report was made (ISO); with ``duration_seconds`` the only fields that vary."""
     duration_seconds: float = 0.0

@@ -38,7 +38,61 @@ def from_dict(cls: type[T], data: Any) -> T:
 
 
 def report_from_dict(data: Any) -> AuditReport:
+    """The report of a JSON report's data: of this schema version, or of version 1 (one parser verdict, SGLang's),
+    read into this version's shape (:func:`_from_version_1`)."""
+    if isinstance(data, dict) and data.get("schema_version") == 1:
+        return _from_version_1(data)
     return from_dict(AuditReport, data)
+
+
+def _from_version_1(data: dict[str, Any]) -> AuditReport:
+    """A version 1 report: ``parser``, ``parser_verdict`` and ``parser_way_out`` become the one entry of ``parsers``
+    (its verdict, reason, causes and fields summed again from the variants), each variant's ``parse`` the one entry
+    of its ``parses``, ``settings.parser`` the one name of ``settings.parsers``."""
+    from tito_audit.audit.engine_verdicts import engine_verdicts
+    from tito_audit.audit.service import SCHEMA_VERSION
+    from tito_audit.parse.parser import TEMPLATE, ParserChoice
+
+    data = dict(data)
+    described = data.pop("parser", None)
+    data.pop("parser_verdict", None)
+    way_out = data.pop("parser_way_out", None)
+    engine = str((described or {}).get("engine") or _engine_of_name(str((described or {}).get("name", ""))))
+    settings = dict(data.get("settings") or {})
+    parser = settings.pop("parser", TEMPLATE)
+    settings["parsers"] = [] if parser == TEMPLATE else [parser]
+    variants = []
+    for variant in data.get("variants") or []:
+        variant = dict(variant)
+        parse = variant.pop("parse", None)
+        variant["parses"] = [] if parse is None else [{**parse, "engine": engine}]
+        variant["values_parser"] = parse["parser"] if parse is not None else TEMPLATE
+        variants.append(variant)
+    report = from_dict(
+        AuditReport, {**data, "schema_version": SCHEMA_VERSION, "settings": settings, "variants": variants}
+    )
+    if described is not None:
+        choice = ParserChoice(
+            str(described.get("name")),
+            None,
+            str(described.get("why") or ""),
+            described.get("tool"),
+            described.get("reasoning"),
+            str(described.get("source") or ""),
+            engine=engine,
+        )
+        report.parsers = engine_verdicts([choice], report.verdict, report.variants)
+        for verdict in report.parsers:
+            verdict.way_out = way_out
+    return report
+
+
+def _engine_of_name(name: str) -> str:
+    """``sglang`` for ``sglang qwen25+qwen3`` (version 1 named only SGLang's parsers so), else ""."""
+    from tito_audit.parse.engines import engine_names
+
+    prefix = name.split(" ", 1)[0]
+    return prefix if " " in name and prefix in engine_names() else ""
 
 
 def _decode(kind: Any, value: Any, where: str) -> Any:

@@ -12,6 +12,7 @@ import time
 from datetime import datetime, timezone
 
 from tito_audit import __version__
+from tito_audit.audit.engine_verdicts import engine_verdicts
 from tito_audit.audit.options import (
     DEFAULT_COUNT,
     AuditOptions,
@@ -19,7 +20,7 @@ from tito_audit.audit.options import (
     ProgressCallback,
     conversation_source,
 )
-from tito_audit.audit.recommend import parser_way_out, recommend
+from tito_audit.audit.recommend import recommend
 from tito_audit.audit.results import AuditReport, ModelInfo, Settings, worst_verdict
 from tito_audit.audit.settings_together import settings_read_together
 from tito_audit.audit.variant import VariantAudit
@@ -30,7 +31,8 @@ from tito_audit.errors import BadInputError
 from tito_audit.model.loaded import LoadedModel, codec_for
 from tito_audit.model.render import frozen_clock
 from tito_audit.model.variants import template_inputs, variants_for
-from tito_audit.parse.choice import choose_parser
+from tito_audit.parse.choice import choose_parsers
+from tito_audit.parse.engines import ENGINES
 
 __all__ = [
     "DEFAULT_COUNT",
@@ -44,14 +46,20 @@ __all__ = [
     "refused_everything",
 ]
 
-SCHEMA_VERSION = 1
+LIBRARIES = ("transformers", "tokenizers", "jinja2", "huggingface_hub", "mistral_common")
+SCHEMA_VERSION = 2
+"""The JSON report's version: 2 gives one parser verdict per engine (``parsers``, each variant's ``parses``)."""
 
 
 def library_versions() -> dict[str, str]:
+    """The versions of the libraries that render, tokenize and parse (each engine's parsers, whose versions decide
+    its parser verdict), by module name; a library not installed is left out."""
+    libraries = {name: name.replace("_", "-") for name in LIBRARIES}
+    libraries.update((engine.module, engine.package) for engine in ENGINES)
     versions = {}
-    for name in ("transformers", "tokenizers", "jinja2", "huggingface_hub", "mistral_common", "llm_router_utils"):
+    for module, distribution in libraries.items():
         try:
-            versions[name] = importlib.metadata.version(name.replace("_", "-"))
+            versions[module] = importlib.metadata.version(distribution)
         except importlib.metadata.PackageNotFoundError:
             continue
     return versions
@@ -107,17 +115,16 @@ def audit(
     cut = window_note(options.conversations or [], options.max_messages)
     if cut is not None:
         notes.append(cut)
-    choice = choose_parser(options.parser, loaded.resolved.model_id, codec.tokenizer)
-    notes.extend(choice.notes)
+    plan = choose_parsers(options.parser, loaded.resolved.model_id, codec.tokenizer)
+    notes.extend(plan.notes)
     variants = variants_for(inputs, options.pinned_kwargs)
     if loaded.template_source is not None and len(variants) > 2:
         with frozen_clock(loaded.template_source, options.clock):
             variants += settings_read_together(loaded, codec, inputs, options.pinned_kwargs, options.limits)
     conversations_for = conversation_source(options)
-    audits = [VariantAudit(loaded, codec, variant, options, choice.parser) for variant in variants]
+    audits = [VariantAudit(loaded, codec, variant, options, plan.parsers) for variant in variants]
     results = [variant_audit.run(conversations_for, progress) for variant_audit in audits]
-    parsed = [r.parse.verdict for r in results if r.parse is not None]
-    verdict, parsed_verdict = worst_verdict([r.verdict for r in results]), worst_verdict(parsed) if parsed else None
+    verdict = worst_verdict([r.verdict for r in results])
     prompts = {a.variant.name: a.probe_prompt() for a in audits} if len(audits) > 1 else {}
     return AuditReport(
         schema_version=SCHEMA_VERSION,
@@ -133,7 +140,7 @@ def audit(
             extra_stop_tokens=list(options.extra_stop_tokens),
             conversations_source=options.conversations_source,
             datasets=list(options.datasets),
-            parser=choice.name,
+            parsers=[choice.name for choice in plan.choices],
             tools=options.tools.names if options.generates else [],
             tools_source=options.tools.source if options.generates else "",
             tool_schemas=options.tools.schemas() if options.generates and options.tools.source != BUILT_IN else None,
@@ -144,9 +151,7 @@ def audit(
         variants=results,
         notes=notes,
         recommendation=recommend(results, prompts),
-        parser=choice.describe() if choice.parser is not None else None,
-        parser_verdict=parsed_verdict,
-        parser_way_out=parser_way_out(verdict, parsed_verdict, results),
+        parsers=engine_verdicts(plan.choices, verdict, results),
         generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         duration_seconds=round(time.monotonic() - started, 3),
     )

@@ -9,6 +9,8 @@ The path of one conversation: :class:`~tito_audit.audit.acceptance.Acceptor` (re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tito_audit.audit.acceptance import Acceptor, Renders
 from tito_audit.audit.aggregate import (
     VariantTotals,
@@ -43,7 +45,7 @@ from tito_audit.model.threads import cached_property
 from tito_audit.model.tokens import TokenCodec
 from tito_audit.model.variants import Variant
 from tito_audit.parse.output_layouts import OutputLayout, output_layout
-from tito_audit.parse.parser import CompletionParser
+from tito_audit.parse.parser import TEMPLATE, CompletionParser
 
 _STATE_WORDS = {OPEN: "opens", CLOSED: "closes"}
 
@@ -57,10 +59,11 @@ class VariantAudit:
         codec: TokenCodec,
         variant: Variant,
         options: AuditOptions,
-        parser: CompletionParser | None = None,
+        parsers: Sequence[CompletionParser] = (),
     ) -> None:
-        self.parser = parser
-        """The engine's parser between each completion and the next prompt (None: the perfect inverse only)."""
+        self.parsers = list(parsers)
+        """Each engine's parser between each completion and the next prompt, one rollout with a parser each (none:
+        the perfect inverse only)."""
         self.model = model
         self.codec = codec
         self.variant = variant
@@ -111,7 +114,8 @@ class VariantAudit:
         """Audit the conversations ``conversations_for`` gives for the reasoning kinds this variant allows."""
         options, model = self.options, self.model
         totals = VariantTotals()
-        parsed = ParsedTotals()
+        parsed = [ParsedTotals() for _ in self.parsers]
+        values_parser = self.parsers[0] if self.parsers else None
         values = ValueTotals()
         literals = LiteralCache()
         accepted: list[tuple[Conversation, str]] = []
@@ -151,11 +155,11 @@ class VariantAudit:
                     outcome = run_checks(context)
                     totals.add(outcome, changes)
                     totals.add_shapes(realized.conversation, outcome)
-                    if self.parser is not None:
-                        failing = {key[1]: f.causes for key, f in outcome.located if key[0] == 1 and key[2:] == (0, 0)}
-                        outcome_parsed = parsed_rollout(context, failing, self.parser, options.seed, self.layout)
-                        parsed.add(outcome_parsed, changes)
-                    values.add(written_values(context, self.parser, options.seed, literals, self.layout))
+                    failing = {key[1]: f.causes for key, f in outcome.located if key[0] == 1 and key[2:] == (0, 0)}
+                    for parser, totals_parsed in zip(self.parsers, parsed, strict=True):
+                        outcome_parsed = parsed_rollout(context, failing, parser, options.seed, self.layout)
+                        totals_parsed.add(outcome_parsed, changes)
+                    values.add(written_values(context, values_parser, options.seed, literals, self.layout))
                     last = (len(realized.conversation.messages), False)
                     accepted.append((realized.conversation, realized.renders[last].text))
                 if progress is not None:
@@ -192,16 +196,16 @@ class VariantAudit:
             steps_by_form=forms,
             steps_by_shape=steps_by_shape(totals.shapes),
             assistant_turns=totals.completions,
-            parse=(
-                parsed.result(
-                    self.parser.name,
+            parses=[
+                totals_parsed.result(
+                    parser,
                     native_tool_conversations,
-                    keep_examples(parsed.failures, options.max_examples_per_group),
+                    keep_examples(totals_parsed.failures, options.max_examples_per_group),
                 )
-                if self.parser is not None
-                else None
-            ),
+                for parser, totals_parsed in zip(self.parsers, parsed, strict=True)
+            ],
             values=values.result(),
+            values_parser=values_parser.name if values_parser is not None else TEMPLATE,
             value_failures=values.failures,
         )
 

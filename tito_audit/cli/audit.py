@@ -74,9 +74,8 @@ def audit_command(
     write_outputs(outputs)
     fail_if_refused_everything(report)
     if quiet:
-        with_parser = ""
-        if report.parser_verdict is not None and report.parser_verdict != report.verdict:
-            with_parser = f" ({report.parser_verdict} with {report.settings.parser})"
+        others = [f"{v.verdict} with {v.parser}" for v in report.parsers if v.verdict != report.verdict]
+        with_parser = f" ({'; '.join(others)})" if others else ""
         console.print(verdict_text(report.verdict), f"{report.model.model_id}{with_parser}")
     else:
         render_report(report, console)

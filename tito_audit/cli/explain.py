@@ -46,7 +46,7 @@ def explain_command(
     report = audit_with_progress(loaded, audit_options(sampling, settings), console, show=True)
     explained = explain_report(report, loaded, codec_for(loaded), case)
     if json_path is not None:
-        write_outputs([("--json", json_path, explain_format.to_json(explained, report.verdict))])
+        write_outputs([("--json", json_path, explain_format.to_json(explained, report.verdict, report.parsers))])
     explain_format.render_explanations(
         report, explained.explanations, explained.causes, explained.cases, console, full=case is not None
     )

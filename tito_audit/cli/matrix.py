@@ -260,18 +260,24 @@ def _run_with_progress(models: list[str], options: MatrixOptions, console: Conso
 
 def _print_summary(run: MatrixRun, written: list[Path], console: Console) -> None:
     from tito_audit.formatters.terminal import verdict_text
+    from tito_audit.parse.engines import ENGINES
 
     table = Table(header_style="bold")
-    for column in ("model", "verdict", "with its engine's parser", "level", "main causes"):
+    shown = [engine for engine in ENGINES if any(row.get(f"{engine.name}_verdict") for row in run.rows)]
+    for column in ("model", "verdict", *(f"with {engine.label}'s parser" for engine in shown), "level", "main causes"):
         table.add_column(column, overflow="fold")
     for row in run.rows:
         verdict = verdict_text(row["verdict"] or row["status"])
         if row.get("same_as"):
             verdict.append(f" (same as {row['same_as']})", style="dim")
-        parsed = verdict_text(row["parser_verdict"]) if row.get("parser_verdict") else Text("-", style="dim")
-        if row.get("parser_verdict"):
-            parsed.append(f" ({row['parser']})", style="dim")
-        table.add_row(row["model_id"], verdict, parsed, row["audit_level"], row["main_causes"])
+        parsed = []
+        for engine in shown:
+            with_engine = row.get(f"{engine.name}_verdict")
+            cell = verdict_text(with_engine) if with_engine else Text("-", style="dim")
+            if with_engine:
+                cell.append(f" ({row[f'{engine.name}_parser'].removeprefix(engine.name + ' ')})", style="dim")
+            parsed.append(cell)
+        table.add_row(row["model_id"], verdict, *parsed, row["audit_level"], row["main_causes"])
     console.print(table)
     audited = sum(1 for row in run.rows if row["status"] == "audited")
     store = run.store

@@ -113,9 +113,9 @@ ParserOpt = Annotated[
     str,
     typer.Option(
         "--parser",
-        help="The engine's parser between each completion and the next prompt: auto (the model's documented SGLang "
-        "parsers when installed, else template), template (the perfect inverse), sglang, hf, or SGLang parser names "
-        "TOOL[,REASONING].",
+        help="The engine's parser between each completion and the next prompt: auto (each engine whose documented "
+        "parsers for the model are installed, a verdict each; else template), template (the perfect inverse), an "
+        "engine (sglang), hf, or parser names [ENGINE:]TOOL[,REASONING] (SGLang's without ENGINE:).",
     ),
 ]
 

@@ -1,7 +1,8 @@
 """The one place where outcomes and errors become exit codes.
 
 0: the command ran and the result is good (``audit``/``explain``: the verdict is ``ready`` or
-``ready-tool-only``; ``check``: every requirement holds; ``replay``: the rollouts are consistent; ``patch``:
+``ready-tool-only`` — with the engine's parser the user named, or with each engine's parser audited, else the
+perfect-inverse verdict; ``check``: every requirement holds; ``replay``: the rollouts are consistent; ``patch``:
 the patched template reaches a good verdict and changes nothing else; ``matrix``: the matrix was written).
 1: the command ran and the result is bad (a worse verdict, a failed requirement, an inconsistent rollout,
 a patch that does not reach a good verdict).
@@ -24,6 +25,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from tito_audit.audit.engine_verdicts import deciding_verdict
 from tito_audit.audit.results import READY, READY_TOOL_ONLY, AuditReport
 from tito_audit.errors import EXIT_CANNOT_RUN, EXIT_OK, EXIT_VERDICT, AuditError
 from tito_audit.outputs import WriteFailed, describe
@@ -36,10 +38,10 @@ def good_verdict(verdict: str) -> bool:
 
 
 def exit_code_for(report: AuditReport) -> int:
-    """An audit's exit code: 0 for ``ready`` and ``ready-tool-only``, else 1 — the verdict with the engine's parser
-    when one ran (the verdict that applies to a loop behind that engine), else the perfect-inverse verdict."""
-    verdict = report.parser_verdict if report.parser_verdict is not None else report.verdict
-    return EXIT_OK if good_verdict(verdict) else EXIT_VERDICT
+    """An audit's exit code: 0 for ``ready`` and ``ready-tool-only``, else 1 — of the verdict that decides
+    (:func:`~tito_audit.audit.engine_verdicts.deciding_verdict`: with the engine's parser the user named, or the
+    worst of the engines' parsers audited, else the perfect-inverse verdict)."""
+    return EXIT_OK if good_verdict(deciding_verdict(report)) else EXIT_VERDICT
 
 
 def finish(good: bool) -> typer.Exit:

@@ -1,11 +1,13 @@
 """The job summary ``tito-audit check --summary FILE`` writes (Markdown; the GitHub Action appends it to
-``$GITHUB_STEP_SUMMARY``): the verdict and why, the verdict per variant, each requirement with PASS or FAIL."""
+``$GITHUB_STEP_SUMMARY``): the verdict and why, the verdict with each engine's parser, the verdict per variant, each
+requirement with PASS or FAIL."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from tito_audit.audit.results import BROKEN, READY, READY_TOOL_ONLY, UNSUPPORTED, AuditReport
+from tito_audit.formatters.parse_lines import report_parser_lines
 from tito_audit.formatters.site.model_page import worst_reason
 from tito_audit.gate.policy import RequirementResult
 
@@ -27,6 +29,7 @@ def to_summary(report: AuditReport, results: Sequence[RequirementResult], page: 
         _cell(worst_reason(report)),
         "",
     ]
+    lines += [part for line in report_parser_lines(report) for part in (_cell(f"Verdict {line}"), "")]
     if report.recommendation is not None:
         lines += [f"**{_cell(report.recommendation.line())}**", ""]
     lines += ["| variant | verdict | why |", "|---|---|---|"]

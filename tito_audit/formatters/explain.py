@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -11,8 +12,9 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.text import Text
 
-from tito_audit.audit.results import AuditReport
+from tito_audit.audit.results import AuditReport, EngineVerdict
 from tito_audit.formatters.common import location, rewritten_message, visible
+from tito_audit.formatters.parse_lines import engine_words
 from tito_audit.formatters.terminal import token_diff, verdict_text
 from tito_audit.outputs import write_atomically
 from tito_audit.repair.explain import ExplainReport, Explanation
@@ -26,9 +28,11 @@ def render_explanations(
     console: Console,
     full: bool = False,
 ) -> None:
-    console.print(
-        Text.assemble(f"{report.model.model_id}: ", verdict_text(report.verdict), f" — {cases} failing cases")
-    )
+    headline = Text.assemble(f"{report.model.model_id}: ", verdict_text(report.verdict), f" — {cases} failing cases")
+    for engine_verdict in report.parsers:
+        who = engine_words(engine_verdict.engine, engine_verdict.parser)
+        headline.append_text(Text.assemble(f"; with {who}: ", verdict_text(engine_verdict.verdict)))
+    console.print(headline)
     for cause, numbers in sorted(causes.items(), key=lambda kv: -len(kv[1])):
         shown = ", ".join(str(n) for n in numbers[:8]) + (" …" if len(numbers) > 8 else "")
         console.print(f"  {cause}: {len(numbers)} cases ({shown})", highlight=False)
@@ -65,12 +69,14 @@ def render_explanations(
         console.print(Panel(Group(*parts), title=title, title_align="left"))
 
 
-def to_json(explained: ExplainReport, verdict: str) -> str:
-    """The explanations as JSON: the model, its verdict, the cases per cause and each explanation in full."""
+def to_json(explained: ExplainReport, verdict: str, parsers: Sequence[EngineVerdict] = ()) -> str:
+    """The explanations as JSON: the model, its verdict (and the verdict with each engine's parser audited: engine,
+    parser, verdict), the cases per cause and each explanation in full."""
     document = {
         "model_id": explained.model_id,
         "template_sha256": explained.template_sha256,
         "verdict": verdict,
+        "parsers": [{"engine": p.engine, "parser": p.parser, "verdict": p.verdict} for p in parsers],
         "cases": explained.cases,
         "causes": explained.causes,
         "explanations": [asdict(e) for e in explained.explanations],
@@ -78,6 +84,6 @@ def to_json(explained: ExplainReport, verdict: str) -> str:
     return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
 
 
-def write_json(explained: ExplainReport, verdict: str, path: Path) -> None:
+def write_json(explained: ExplainReport, verdict: str, path: Path, parsers: Sequence[EngineVerdict] = ()) -> None:
     """:func:`to_json` written to ``path`` atomically."""
-    write_atomically(path, to_json(explained, verdict))
+    write_atomically(path, to_json(explained, verdict, parsers))

@@ -17,7 +17,12 @@ from tito_audit.formatters.common import (
     visible,
     window_tokens,
 )
-from tito_audit.formatters.parse_lines import beside_the_verdict, report_parser_line, variant_parse_lines
+from tito_audit.formatters.parse_lines import (
+    beside_the_verdict,
+    parse_examples,
+    report_parser_lines,
+    variant_parse_lines,
+)
 from tito_audit.outputs import write_atomically
 
 
@@ -104,8 +109,7 @@ def _variant(variant: VariantResult) -> list[str]:
     for check in variant.checks.values():
         lines += [f"- note: {note}" for note in check.notes]
     examples = first_example_per_cause(variant)
-    if variant.parse is not None and variant.parse.failures:
-        examples.append((f"with {variant.parse.parser}", variant.parse.failures[0]))
+    examples += parse_examples(variant)
     if examples:
         lines += ["", "First example of each cause:", ""]
         for cause, failure in examples:
@@ -119,7 +123,7 @@ def to_markdown(report: AuditReport) -> str:
     lines = [
         f"# tito-audit: {model.model_id} — **{report.verdict}**",
         "",
-        *([f"**Verdict with its engine's parser: {report_parser_line(report)}**", ""] if report.parser else []),
+        *[part for line in report_parser_lines(report) for part in (f"**Verdict {line}**", "")],
         *([f"**{report.recommendation.line()}**", ""] if report.recommendation is not None else []),
         "| | |",
         "|---|---|",

@@ -1,24 +1,41 @@
-"""The lines every format shows for the rollout with the engine's parser (SPEC "The parse step"): the verdict with
-the parser beside the perfect-inverse verdict, what the parse changed, the written-layout rates, the written values
-and the calls written inside the reasoning (rates beside the verdict), and the steps by the shapes harnesses send."""
+"""The lines every format shows for the rollout with each engine's parser (SPEC "The parse step", "Engines
+differ"): the verdict with each engine's parser beside the perfect-inverse verdict, what the parse changed, the
+written-layout rates, the written values and the calls written inside the reasoning (rates beside the verdict), and
+the steps by the shapes harnesses send."""
 
 from __future__ import annotations
 
-from tito_audit.audit.results import AuditReport, ParseResult, VariantResult, WrittenValue
+from tito_audit.audit.results import AuditReport, EngineVerdict, Failure, ParseResult, VariantResult, WrittenValue
+from tito_audit.parse.engines import engine_named
 
 
-def parser_name(report: AuditReport) -> str | None:
-    return str(report.parser.get("name")) if report.parser else None
+def engine_words(engine: str, parser: str) -> str:
+    """How prose names a parser: ``SGLang's parser qwen25+qwen3`` (for ``sglang qwen25+qwen3``), or the parser's name
+    alone (``hf``, a caller's own)."""
+    known = engine_named(engine) if engine else None
+    return f"{known.label}'s parser {parser.removeprefix(engine + ' ')}" if known is not None else parser
 
 
-def report_parser_line(report: AuditReport) -> str | None:
-    """``broken with sglang qwen25+qwen3 (default: the SGLang parsers documented for …)``; None when only the
-    perfect inverse ran."""
-    if report.parser is None or report.parser_verdict is None:
-        return None
-    why = report.parser.get("why") or ""
-    line = f"{report.parser_verdict} with {parser_name(report)}" + (f" ({why})" if why else "")
-    return line + (f"; way out: {report.parser_way_out}" if report.parser_way_out else "")
+def engine_verdict_line(verdict: EngineVerdict) -> str:
+    """``with SGLang's parser qwen25+qwen3: broken (default: …); way out: …``."""
+    line = f"with {engine_words(verdict.engine, verdict.parser)}: {verdict.verdict}"
+    line += f" ({verdict.why})" if verdict.why else ""
+    return line + (f"; way out: {verdict.way_out}" if verdict.way_out else "")
+
+
+def report_parser_lines(report: AuditReport) -> list[str]:
+    """One line per engine audited (:func:`engine_verdict_line`); none when only the perfect inverse ran."""
+    return [engine_verdict_line(verdict) for verdict in report.parsers]
+
+
+def verdicts_in_short(report: AuditReport) -> str:
+    """``; with SGLang's parser: broken; with vLLM's parser: ready`` (empty when only the perfect inverse ran)."""
+    return "".join(f"; with {engine_words(v.engine, v.parser)}: {v.verdict}" for v in report.parsers)
+
+
+def parse_examples(variant: VariantResult) -> list[tuple[str, Failure]]:
+    """The first failure of each engine's rollout with its parser, labelled with the parser."""
+    return [(f"with {parse.parser}", parse.failures[0]) for parse in variant.parses if parse.failures]
 
 
 def fields_line(parse: ParseResult) -> str:
@@ -39,11 +56,14 @@ def written_lines(parse: ParseResult) -> list[str]:
 
 
 def variant_parse_lines(variant: VariantResult) -> list[str]:
-    """Everything a format prints about one variant's rollout with the parser (nothing under the perfect inverse)."""
-    parse = variant.parse
-    if parse is None:
-        return []
-    lines = [f"with {parse.parser}: {parse.verdict} — {parse.verdict_reason}"]
+    """Everything a format prints about one variant's rollouts with the engines' parsers, engine by engine (nothing
+    under the perfect inverse)."""
+    return [line for parse in variant.parses for line in parse_result_lines(parse)]
+
+
+def parse_result_lines(parse: ParseResult) -> list[str]:
+    """One engine's rollout with its parser: its verdict and reason, then what the parse changed and the rates."""
+    lines = [f"with {engine_words(parse.engine, parse.parser)}: {parse.verdict} — {parse.verdict_reason}"]
     lines.append(f"{parse.turns_changed} of {parse.turns_parsed} parsed turns differ from the template's message")
     if parse.conversations_skipped:
         lines.append(
@@ -127,7 +147,7 @@ def value_example_lines(variant: VariantResult) -> list[str]:
 
 def beside_the_verdict(variant: VariantResult) -> list[str]:
     """The value and shape lines every format prints after the parse lines."""
-    parser = variant.parse.parser if variant.parse is not None else None
+    parser = variant.values_parser if variant.parses else None
     values = variant_value_lines(variant, parser)
     examples = [f"e.g. {line}" for line in value_example_lines(variant)] if values else []
     return [*values, *examples, *variant_shape_lines(variant)]

@@ -29,7 +29,13 @@ from tito_audit.formatters.common import (
     visible,
     window_tokens,
 )
-from tito_audit.formatters.parse_lines import beside_the_verdict, report_parser_line, variant_parse_lines
+from tito_audit.formatters.parse_lines import (
+    beside_the_verdict,
+    engine_verdict_line,
+    engine_words,
+    parse_examples,
+    variant_parse_lines,
+)
 
 VERDICT_STYLE = {
     READY: "bold green",
@@ -126,8 +132,7 @@ def _variant_panel(variant: VariantResult) -> Panel:
     for check in variant.checks.values():
         parts += [Text(f"note: {note}", style="dim") for note in check.notes]
     examples = first_example_per_cause(variant)
-    if variant.parse is not None and variant.parse.failures:
-        examples.append((f"with {variant.parse.parser}", variant.parse.failures[0]))
+    examples += parse_examples(variant)
     for cause, failure in examples:
         parts.append(
             Text.assemble((f"\n{cause}", "bold red"), f"  {failure.check}/{failure.aspect} at {location(failure)}")
@@ -159,9 +164,8 @@ def render_report(report: AuditReport, console: Console | None = None) -> None:
     if tools is not None:
         header.add_row("tools", tools)
     header.add_row("verdict", verdict_text(report.verdict))
-    parser_line = report_parser_line(report)
-    if parser_line is not None:
-        header.add_row("engine parser", Text(parser_line, style="bold blue"))
+    for engine_verdict in report.parsers:
+        header.add_row("engine parser", Text(engine_verdict_line(engine_verdict), style="bold blue"))
     if report.recommendation is not None:
         header.add_row("way out", Text(report.recommendation.line(), style="bold cyan"))
     recommendation = report.recommendation
@@ -186,7 +190,12 @@ def render_report(report: AuditReport, console: Console | None = None) -> None:
         for explanation in report.explanations:
             console.print(Text("  " + str(explanation.get("summary", "")), style="cyan"))
     closing = Text.assemble("overall verdict: ", verdict_text(report.verdict))
-    if report.parser_verdict is not None:
-        closing.append_text(Text.assemble(f"; with {report.parser.get('name')}: ", verdict_text(report.parser_verdict)))
+    for engine_verdict in report.parsers:
+        closing.append_text(
+            Text.assemble(
+                f"; with {engine_words(engine_verdict.engine, engine_verdict.parser)}: ",
+                verdict_text(engine_verdict.verdict),
+            )
+        )
     closing.append(f"  ({report.duration_seconds:.1f}s)")
     console.print(closing)

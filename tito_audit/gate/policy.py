@@ -3,7 +3,9 @@
 Requirements (``--require``, or ``require`` under ``[tool.tito-audit]`` in ``pyproject.toml``):
 
 - ``verdict:<verdict>``: the verdict is at least this good (``ready`` > ``ready-tool-only`` > ``broken``
-  > ``unsupported``); ``ready`` and ``ready-tool-only`` alone mean the same;
+  > ``unsupported``); ``ready`` and ``ready-tool-only`` alone mean the same. The verdict is the one that decides
+  an audit's exit code: with the engine's parser the user named, or the worst of the engines' parsers audited,
+  else the perfect inverse's;
 - ``rollout:<kind>``: appended steps of this kind (``tool``, ``user``, ``system``, ``assistant``) are text-
   and seam-stable; ``tool-append`` is ``rollout:tool``, ``user-append`` is ``rollout:user``;
 - ``append:<role>``: appending a message of this role keeps the render a prefix (message level);
@@ -16,7 +18,7 @@ report, only failures the baseline does not have count (a regression gate).
 
 A baseline compares like with like: its report records the settings that produced it (``-n``, ``--seed``,
 ``--max-turns``, ``--kwarg``, ``--clock``, ``--stop-token``, the conversation sources, the tools generated
-conversations call (``--tools``), the variants, and the parser when there is one). Failures are matched by
+conversations call (``--tools``), the variants, and the parsers, one per engine). Failures are matched by
 conversation and turn, so a run with other settings would count failures of other conversations as new:
 :func:`check_baseline_settings` refuses it (one line, exit 2).
 """
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from tito_audit import inputs
+from tito_audit.audit.engine_verdicts import deciding_variant_verdict
 from tito_audit.audit.results import CAUSES, VERDICT_ORDER, AuditReport, Failure, VariantResult
 from tito_audit.conversations.conversation import STEP_KINDS
 from tito_audit.errors import BadInputError
@@ -175,7 +178,7 @@ SETTINGS_COMPARED = {
     "extra_stop_tokens": "--stop-token",
     "conversations_source": "--conversations",
     "datasets": "--conversations",
-    "parser": "--parser",
+    "parsers": "--parser",
     "tool_schemas": "--tools",
 }
 """The settings of a report that decide which failures it can have, and the option that sets each."""
@@ -344,10 +347,16 @@ def evaluate(report: AuditReport, policy: Policy) -> list[RequirementResult]:
 
 
 def _verdict_result(requirement: Requirement, variants: Sequence[VariantResult]) -> RequirementResult:
+    """Each variant's deciding verdict (:func:`~tito_audit.audit.engine_verdicts.deciding_variant_verdict`: the worst
+    with the engines' parsers audited, else the perfect inverse's) against the required one."""
     limit = VERDICT_ORDER.index(requirement.target or "ready")
-    worst = max(variants, key=lambda v: VERDICT_ORDER.index(v.verdict))
-    if VERDICT_ORDER.index(worst.verdict) <= limit:
-        return RequirementResult(requirement.text, True, f"verdict {worst.verdict}")
+    verdicts = [(variant, deciding_variant_verdict(variant)) for variant in variants]
+    worst, verdict = max(verdicts, key=lambda pair: VERDICT_ORDER.index(pair[1]))
+    parse = next((p for p in worst.parses if p.verdict == verdict), None)
+    with_parser = f" with {parse.parser}" if parse is not None else ""
+    if VERDICT_ORDER.index(verdict) <= limit:
+        return RequirementResult(requirement.text, True, f"verdict {verdict}{with_parser}")
+    reason = parse.verdict_reason if parse is not None else worst.verdict_reason
     return RequirementResult(
-        requirement.text, False, f"variant {worst.name} is {worst.verdict}: {worst.verdict_reason}", failures=1
+        requirement.text, False, f"variant {worst.name} is {verdict}{with_parser}: {reason}", failures=1
     )

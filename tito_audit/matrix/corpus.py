@@ -28,9 +28,10 @@ from typing import Any
 
 from tito_audit import inputs
 from tito_audit.errors import BadInputError
-from tito_audit.model.registry import family_of, registry_parsers
+from tito_audit.model.registry import family_of
 from tito_audit.model.resolve import folder_name, follow_symlink_stub
 from tito_audit.model.standin import has_vocabulary
+from tito_audit.parse.engines import recorded_engines
 
 INDEX = "index.json"
 SAFE_NAME = re.compile(r"[\w.@+-]{1,200}")
@@ -65,9 +66,9 @@ class CorpusEntry:
     @property
     def model_id(self) -> str:
         """The id the entry is audited under: the vocabulary's model, else the first id shipping the template that
-        the family registry knows (its facts — special tokens, stop tokens, the engine's parsers — are about that
+        the family registry knows (its facts — special tokens, stop tokens, the engines' parsers — are about that
         model, which ships this very template), else its repo, else its first alias."""
-        known = next((i for i in self.model_ids if family_of(i) is not None or registry_parsers(i) is not None), None)
+        known = next((i for i in self.model_ids if family_of(i) is not None or recorded_engines(i)), None)
         return self.tokenizer_id or known or self.repo or next(iter(self.aliases), "") or self.name
 
     @property

@@ -25,6 +25,7 @@ from tito_audit.matrix.row import AUDITED, row_from_report
 from tito_audit.matrix.tables import _parquet_bytes
 from tito_audit.matrix.tasks import Identity, PairResult
 from tito_audit.outputs import ensure_folder, write_if_changed
+from tito_audit.parse import engines
 
 COLUMNS = (
     "name",
@@ -39,7 +40,7 @@ COLUMNS = (
     "status",
     "reason",
     "verdict",
-    "parser_verdict",
+    *(f"{engine.name}_verdict" for engine in engines.ENGINES),
     "variant_verdicts",
     "main_causes",
     "refused",
@@ -48,8 +49,9 @@ COLUMNS = (
     "page",
     "duration_seconds",
 )
-"""The columns of a corpus row; ``parser_verdict`` (the verdict with the engine's parser) only when the audit row
-carries one."""
+"""The columns of a corpus row; ``<engine>_verdict`` (the verdict with that engine's documented parsers, one column
+per engine) only when some audited row carries one."""
+ENGINE_VERDICTS = tuple(f"{engine.name}_verdict" for engine in engines.ENGINES)
 INTEGER_COLUMNS = ("downloads", "model_ids")
 PAGES = "templates"
 INLINE_CSS = f"<style>\n{CSS.strip()}\n</style>"
@@ -75,7 +77,8 @@ def _row(entry: CorpusEntry) -> dict[str, Any]:
         tokenizer=entry.tokenizer_id,
         duration_seconds=None,
     )
-    del row["parser_verdict"]
+    for column in ENGINE_VERDICTS:
+        del row[column]
     return row
 
 
@@ -116,9 +119,9 @@ def corpus_row(
         page=f"{PAGES}/{entry.name}.html",
         duration_seconds=audit_row["duration_seconds"],
     )
-    parser_verdict = audit_row.get("parser_verdict")
-    if parser_verdict:
-        row["parser_verdict"] = parser_verdict
+    for column in ENGINE_VERDICTS:
+        if audit_row.get(column):
+            row[column] = audit_row[column]
     if report.model.template_sha256 and report.model.template_sha256 != entry.sha256:
         loaded = report.model.template_sha256
         reason = f"the audit loaded a template of sha256 {loaded[:12]}…, not the entry's {entry.sha256[:12]}…"
@@ -160,7 +163,11 @@ def lookup_data(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             row["page"],
             row["downloads"],
             row["model_ids"],
-            row.get("parser_verdict", ""),
+            "; ".join(
+                f"with {engine.label}'s parser: {row[f'{engine.name}_verdict']}"
+                for engine in engines.ENGINES
+                if row.get(f"{engine.name}_verdict")
+            ),
         ]
         for row in rows
     ]
@@ -170,7 +177,7 @@ def lookup_data(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def _flat(rows: Sequence[dict[str, Any]]):
     import pandas as pd
 
-    columns = [c for c in COLUMNS if c != "parser_verdict" or any(c in row for row in rows)]
+    columns = [c for c in COLUMNS if c not in ENGINE_VERDICTS or any(c in row for row in rows)]
     frame = pd.DataFrame([{**row, "aliases": " ".join(row["aliases"])} for row in rows], columns=columns)
     return frame.astype(
         {

@@ -15,6 +15,7 @@ from tito_audit.audit.results import VERDICT_ORDER
 from tito_audit.formatters.site.glossary import NOT_AUDITED, verdict_chip
 from tito_audit.formatters.site.html import document, esc
 from tito_audit.matrix.row import AUDITED, verdict_of
+from tito_audit.parse import engines
 
 SCRIPT = """
 const box = document.getElementById('lookup');
@@ -38,7 +39,7 @@ function show(text) {
   const b = document.createElement('strong');
   b.textContent = verdict;
   p.append('Template ', a, ' (' + repo + ', shipped by ' + ids + ' hub ids): ', b,
-    level ? ' (' + level + ' level)' : '', parser ? '; with its engine\\u2019s parser: ' + parser : '',
+    level ? ' (' + level + ' level)' : '', parser ? '; ' + parser : '',
     causes ? '. ' + causes : '', wayOut ? '. Way out: ' + wayOut : '');
   out.append(p);
 }
@@ -99,22 +100,30 @@ def _refusal_list(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def _table(rows: Sequence[dict[str, Any]]) -> str:
+    shown = [engine for engine in engines.ENGINES if any(row.get(f"{engine.name}_verdict") for row in rows)]
     body = []
     for row in sorted(rows, key=lambda r: (-(r.get("downloads") or 0), r["name"].lower())):
         name = esc(row["name"])
         link = f'<a href="{esc(row["page"])}">{name}</a>' if row.get("page") else name
         why = row.get("main_causes") or row.get("refused") or row.get("reason") or ""
+        with_parsers = "".join(_engine_cell(row.get(f"{engine.name}_verdict") or "") for engine in shown)
         body.append(
             f"<tr><td>{link}<br><small>{esc(row.get('repo') or '')}</small></td><td>{row.get('downloads') or 0}</td>"
-            f"<td>{row.get('model_ids') or 0}</td><td>{verdict_chip(verdict_of(row))}</td>"
+            f"<td>{row.get('model_ids') or 0}</td><td>{verdict_chip(verdict_of(row))}</td>{with_parsers}"
             f"<td>{esc(row.get('level') or '')}</td><td>{esc(why[:160])}</td>"
             f"<td>{esc((row.get('way_out') or '')[:160])}</td></tr>"
         )
+    parser_heads = "".join(f"<th>with {esc(engine.label)}'s parser</th>" for engine in shown)
     return (
         '<table class="corpus"><thead><tr><th>template (repo)</th><th>downloads</th><th>hub ids</th><th>verdict</th>'
-        "<th>level</th><th>main causes / refusal</th><th>way out</th></tr></thead>"
+        f"{parser_heads}<th>level</th><th>main causes / refusal</th><th>way out</th></tr></thead>"
         f"<tbody>{''.join(body)}</tbody></table>"
     )
+
+
+def _engine_cell(verdict: str) -> str:
+    """A verdict with an engine's parsers, or a dash where the row has none."""
+    return f"<td>{verdict_chip(verdict)}</td>" if verdict else '<td class="muted">–</td>'
 
 
 def corpus_front_page(rows: Sequence[dict[str, Any]], settings: dict[str, Any]) -> str:

@@ -27,6 +27,8 @@ from tito_audit.formatters.site.glossary import (
 )
 from tito_audit.formatters.site.html import attrs, document, esc
 from tito_audit.matrix.row import AUDITED, NOT_REACHABLE, short_reason, verdict_of
+from tito_audit.parse import engines
+from tito_audit.parse.engines import Engine
 
 OTHER_FAMILY = "other"
 DATA_FILES = ("matrix.md", "matrix.csv", "matrix.json", "matrix.parquet")
@@ -42,16 +44,20 @@ STEP_GLYPHS = {
     "refused": ("⊘", "refused"),
     "n/a": ("–", "na"),
 }
-COLUMNS = (
-    ("family", "9%"),
-    ("model", "22%"),
-    ("verdict", "10.5%"),
-    ("level", "5%"),
-    ("steps", "9.5%"),
-    ("real data", "9.5%"),
-    ("main causes", "16%"),
-    ("way out", "18.5%"),
-)
+ENGINE_WIDTH = 8.5
+"""Per cent of the table's width each engine's column takes (the way-out column takes what is left)."""
+PARSERS_PAGE = "parsers.html"
+"""The page where the engines' parsers disagree (:mod:`tito_audit.matrix.disagreement_page`), beside this one."""
+
+
+def columns() -> tuple[tuple[str, str], ...]:
+    """The table's columns and their widths: a column per engine (:data:`~tito_audit.parse.engines.ENGINES`) after
+    the perfect-inverse verdict's."""
+    fixed = (("family", 8.0), ("model", 18.0), ("verdict", 9.0), ("level", 4.5), ("steps", 8.0))
+    after = (("real data", 7.5), ("main causes", 13.0))
+    parsers = tuple((f"{engine.label} parser", ENGINE_WIDTH) for engine in engines.ENGINES)
+    used = sum(width for _, width in (*fixed, *parsers, *after))
+    return tuple((title, f"{width:g}%") for title, width in (*fixed, *parsers, *after, ("way out", 100 - used)))
 
 
 def family_of(row: dict[str, Any]) -> str:
@@ -154,6 +160,18 @@ def _steps(row: dict[str, Any]) -> str:
     return f'<div class="steps">{"".join(cells)}</div>'
 
 
+def _engine_verdict(row: dict[str, Any], engine: Engine) -> str:
+    """The row's verdict with ``engine``'s documented parsers (the parsers on hover), or why there is none."""
+    verdict = row.get(f"{engine.name}_verdict") or ""
+    parser = str(row.get(f"{engine.name}_parser") or "none recorded")
+    if verdict not in VERDICTS:
+        return f'<span class="muted small" title="{esc(engine.label)}\'s parser: {esc(parser)}">–</span>'
+    title = f"with {engine.label}'s parser {parser.removeprefix(engine.name + ' ')}: {verdict}"
+    way_out = row.get(f"{engine.name}_way_out") or ""
+    title += f"; way out: {way_out}" if way_out else ""
+    return f'<span title="{esc(title)}">{verdict_chip(verdict)}</span>'
+
+
 def _real_data(row: dict[str, Any]) -> str:
     value = row.get("verdict_with_real_data") or ""
     if not value:
@@ -223,6 +241,10 @@ def _row(row: dict[str, Any], lead: bool) -> str:
         f"<td>{chip}</td>",
         f"<td>{_level(row) if row.get('status') == AUDITED else ''}</td>",
         f"<td>{_steps(row) if row.get('status') == AUDITED else ''}</td>",
+        *(
+            f"<td>{_engine_verdict(row, engine) if row.get('status') == AUDITED else ''}</td>"
+            for engine in engines.ENGINES
+        ),
         f"<td>{_real_data(row)}</td>",
         f'<td class="causes">{"".join(cause_chip(c) for c in causes)}</td>',
         f"<td>{last}</td>",
@@ -238,10 +260,11 @@ def _row(row: dict[str, Any], lead: bool) -> str:
 
 
 def _table(grouped: dict[str, list[dict[str, Any]]]) -> str:
-    cols = "".join(f'<col style="width: {width}">' for _, width in COLUMNS)
+    table_columns = columns()
+    cols = "".join(f'<col style="width: {width}">' for _, width in table_columns)
     labels = "".join(f'<span title="{kind} steps">{label}</span>' for kind, _, label in STEP_KINDS_SHOWN)
     titles = {"steps": f'<div class="steps head">{labels}</div>'}
-    head = "".join(f'<th scope="col">{titles.get(title, esc(title))}</th>' for title, _ in COLUMNS)
+    head = "".join(f'<th scope="col">{titles.get(title, esc(title))}</th>' for title, _ in table_columns)
     bodies = []
     for family, members in grouped.items():
         shown = [r for r in members if r.get("status") == AUDITED] + [

@@ -11,11 +11,22 @@ from tito_audit.conversations.conversation import STEP_KINDS
 from tito_audit.formatters.mask_lines import mask_cell
 from tito_audit.formatters.site.glossary import NOT_AUDITED
 from tito_audit.model.registry import family_of
+from tito_audit.parse import engines
+from tito_audit.parse.choice import not_installed_prefix
+from tito_audit.parse.engines import Engine
 
 AUDITED = "audited"
 NOT_REACHABLE = "not audited: not reachable"
 FAILED_TO_LOAD = "not audited: failed to load"
 AUDIT_ERROR = "not audited: audit error"
+
+
+def engine_columns() -> tuple[str, ...]:
+    """Three columns per engine (:data:`~tito_audit.parse.engines.ENGINES`, in order): ``<engine>_verdict`` (the
+    model's verdict with that engine's documented parsers), ``<engine>_parser`` (those parsers, or why there is no
+    verdict with them) and ``<engine>_way_out`` (the bridging mode that holds when they make the verdict worse)."""
+    return tuple(f"{engine.name}_{part}" for engine in engines.ENGINES for part in ("verdict", "parser", "way_out"))
+
 
 COLUMNS = (
     "model_id",
@@ -26,9 +37,7 @@ COLUMNS = (
     "audit_level",
     "stop_tokens",
     "verdict",
-    "parser_verdict",
-    "parser",
-    "parser_way_out",
+    *engine_columns(),
     "written_values",
     "variant_verdicts",
     *(f"rollout_{kind}" for kind in STEP_KINDS),
@@ -105,12 +114,21 @@ def stop_tokens_cell(report: AuditReport) -> str:
     return " ".join(sorted({s.text for variant in report.variants for s in variant.stop_tokens}))
 
 
-def parser_cell(report: AuditReport) -> str:
-    """The engine's parser the ``parser_verdict`` holds with (``sglang qwen25+qwen3``), or why there is none."""
-    if report.parser is not None:
-        return str(report.parser.get("name"))
-    missing = [note for note in report.notes if "parser" in note and "not installed" in note]
-    return "not installed" if missing else "none recorded"
+def engine_cells(report: AuditReport, engine: Engine) -> dict[str, str]:
+    """The three columns of ``engine``: its parser verdict, its parsers (``sglang qwen25+qwen3``, or why there is no
+    verdict with them: ``not installed``, ``none recorded``) and its way out when its parser makes things worse."""
+    audited = next((verdict for verdict in report.parsers if verdict.engine == engine.name), None)
+    if audited is not None:
+        parser = audited.parser
+    elif any(note.startswith(not_installed_prefix(engine)) for note in report.notes):
+        parser = "not installed"
+    else:
+        parser = "none recorded"
+    return {
+        f"{engine.name}_verdict": audited.verdict if audited is not None else "",
+        f"{engine.name}_parser": parser,
+        f"{engine.name}_way_out": (audited.way_out or "") if audited is not None else "",
+    }
 
 
 def written_values_cell(report: AuditReport) -> str:
@@ -159,9 +177,6 @@ def row_from_report(report: AuditReport, report_link: str, duration: float) -> d
         audit_level="text-level only" if report.text_level_only else "full",
         stop_tokens=stop_tokens_cell(report),
         verdict=worst_verdict([v.verdict for v in report.variants]),  # derived: a row never contradicts its variants
-        parser_verdict=report.parser_verdict or "",
-        parser=parser_cell(report),
-        parser_way_out=report.parser_way_out or "",
         written_values=written_values_cell(report),
         variant_verdicts="; ".join(f"{v.name}: {v.verdict}" for v in report.variants),
         main_causes=", ".join(cause for cause, _ in sorted(rollout_causes.items(), key=lambda kv: (-kv[1], kv[0]))),
@@ -191,6 +206,8 @@ def row_from_report(report: AuditReport, report_link: str, duration: float) -> d
         generated_at=report.generated_at,
         duration_seconds=round(duration, 2),
     )
+    for engine in engines.ENGINES:
+        row.update(engine_cells(report, engine))
     for kind in STEP_KINDS:
         row[f"rollout_{kind}"] = _kind_status(report, "rollout", kind)
         row[f"append_{kind}"] = _kind_status(report, "append", kind)

@@ -4,10 +4,12 @@ The key of a (template, tokenizer) pair is the sha256 of a JSON document holding
 
 - the sha256 of every tokenizer, template and config file the audit reads (the template is one of them);
 - the family registry's special-token defaults for the id (the only id-dependent input of loading);
-- the audit settings (seed, count, turns, examples kept, pinned keyword arguments) and the digest of every
-  real-conversation source with its limit;
+- the audit settings (seed, count, turns, examples kept, pinned keyword arguments, the ``--parser`` value) and the
+  digest of every real-conversation source with its limit;
+- the engines whose parsers the audit runs for the id (``--parser auto``: those whose pair the registry records
+  and whose parsers are installed), each with its recorded parsers and the version of its parsers' package;
 - the tool version, the digest of the tool's own source files and the versions of the libraries that render
-  and tokenize (transformers, tokenizers, jinja2, mistral-common).
+  and tokenize (transformers, tokenizers, jinja2, mistral-common) and of every installed engine's parsers.
 
 Model ids whose files are identical (a fine-tune that ships its base model's tokenizer and template) share a
 key, so the pair is audited once. An entry is one JSON file ``<root>/<k[:2]>/<k>.json`` written atomically

@@ -11,13 +11,14 @@ from typing import Any
 from tito_audit.matrix.front_page import front_page
 from tito_audit.matrix.row import COLUMNS, short_reason
 from tito_audit.outputs import ensure_folder, write_if_changed
+from tito_audit.parse import engines
 
 MARKDOWN_COLUMNS = (
     ("model", "model_id"),
     ("family", "family"),
     ("level", "audit_level"),
     ("verdict", "verdict"),
-    ("with its engine's parser", "parser_verdict"),
+    *((f"with {engine.label}'s parser", f"{engine.name}_verdict") for engine in engines.ENGINES),
     ("with real data", "verdict_with_real_data"),
     ("variants", "variant_verdicts"),
     ("tool", "rollout_tool"),
@@ -31,6 +32,9 @@ MARKDOWN_COLUMNS = (
     ("refused shapes", "refused_shapes"),
     ("report", "report"),
 )
+
+
+ENGINE_VERDICTS = {f"{engine.name}_verdict": engine.name for engine in engines.ENGINES}
 
 
 def _cell(value: Any, limit: int = 160) -> str:
@@ -47,6 +51,8 @@ def to_markdown(rows: Sequence[dict[str, Any]], settings: dict[str, Any]) -> str
         "Which chat templates let an RL loop keep one token buffer and only append to it "
         "(token-in, token-out) when tool results and user turns are appended. Produced by `tito-audit matrix` "
         f"(seed {settings.get('seed')}, {settings.get('count')} generated conversations per variant). "
+        "`with …'s parser`: the verdict when that engine's documented parsers turn each completion into the message "
+        "the next prompt is rendered from (engines differ; `not installed`: no verdict with it here). "
         "`tool`/`user`/`system`: whether appended steps of that kind are text- and seam-stable over all variants. "
         "`text-level only` rows were audited from the chat template without the model's vocabulary. "
         "`JSON literals re-rendered`: beside the verdict, with the engine's parser, the tool steps whose next prompt "
@@ -64,8 +70,8 @@ def to_markdown(rows: Sequence[dict[str, Any]], settings: dict[str, Any]) -> str
             value = row.get(key)
             if key == "verdict" and not value:
                 value = row.get("status")
-            if key == "parser_verdict" and row.get("status") == "audited":
-                value = _parser_cell(row)
+            if key in ENGINE_VERDICTS and row.get("status") == "audited":
+                value = engine_cell(row, ENGINE_VERDICTS[key])
             if key == "report" and value:
                 value = f"[same as {row['same_as']}]({value})" if row.get("same_as") else f"[report]({value})"
             if key == "variant_verdicts" and row.get("reason"):
@@ -86,11 +92,9 @@ README_END = "<!-- matrix:end -->"
 
 def readme_summary(rows: Sequence[dict[str, Any]]) -> str:
     """The compact table README shows: audited models only, verdict and stable step kinds."""
-    lines = [
-        "| model | level | verdict | with its engine's parser | with real data | tool steps | user steps | main causes "
-        "| way out |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    parsers = [f"with {engine.label}'s parser" for engine in engines.ENGINES]
+    titles = ["model", "level", "verdict", *parsers, "with real data", "tool steps", "user steps", "main causes"]
+    lines = ["| " + " | ".join([*titles, "way out"]) + " |", "|" + "---|" * (len(titles) + 1)]
     for row in rows:
         if row.get("status") != "audited":
             continue
@@ -99,19 +103,21 @@ def readme_summary(rows: Sequence[dict[str, Any]]) -> str:
             level += " (stop tokens unknown)"
         causes = _cell(row.get("main_causes"), 70)
         lines.append(
-            f"| {row['model_id']} | {level} | **{row['verdict']}** | {_parser_cell(row)} "
-            f"| {row.get('verdict_with_real_data') or '–'} "
+            f"| {row['model_id']} | {level} | **{row['verdict']}** | "
+            + "".join(f"{engine_cell(row, engine.name)} | " for engine in engines.ENGINES)
+            + f"{row.get('verdict_with_real_data') or '–'} "
             f"| {row['rollout_tool']} | {row['rollout_user']} "
             f"| {causes} | {_cell(row.get('way_out'), 90)} |"
         )
     return "\n".join(lines)
 
 
-def _parser_cell(row: dict[str, Any]) -> str:
-    """``broken (sglang qwen25+qwen3)``, or ``–`` with why there is no parser verdict."""
-    if row.get("parser_verdict"):
-        return f"{row['parser_verdict']} ({row.get('parser')})"
-    return f"– ({row.get('parser') or 'none recorded'})"
+def engine_cell(row: dict[str, Any], engine: str) -> str:
+    """``broken (qwen25+qwen3)``: the row's verdict with ``engine``'s parsers, or ``–`` with why there is none."""
+    parser = str(row.get(f"{engine}_parser") or "none recorded").removeprefix(f"{engine} ")
+    if row.get(f"{engine}_verdict"):
+        return f"{row[f'{engine}_verdict']} ({parser})"
+    return f"– ({parser})"
 
 
 def update_readme(readme: Path, rows: Sequence[dict[str, Any]]) -> None:

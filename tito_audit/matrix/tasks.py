@@ -122,6 +122,25 @@ def audit_settings(options: MatrixOptions) -> dict[str, Any]:
     } | ({"way_out_budget": options.way_out_budget} if options.way_out_budget is not None else {})
 
 
+def engines_used(parser: str, model_id: str) -> dict[str, list[str | None]]:
+    """The engines whose parsers an audit of ``model_id`` runs under ``parser`` (decided without importing them),
+    each with its tool-call and reasoning parsers as recorded and its parsers' version: a result made with other
+    engines, other parsers or another version of them is another result."""
+    from tito_audit.parse.choice import engines_planned
+    from tito_audit.parse.engines import engine_named, engine_version
+
+    used: dict[str, list[str | None]] = {}
+    for name in engines_planned(parser, model_id):
+        engine = engine_named(name)
+        pair = engine.recorded(model_id) if engine is not None else None
+        used[name] = [
+            pair.tool if pair is not None else None,
+            pair.reasoning if pair is not None else None,
+            engine_version(engine) if engine is not None else None,
+        ]
+    return used
+
+
 def identify(model_id: str, options: MatrixOptions, libraries: dict[str, str] | None = None) -> Identity:
     """Resolve ``model_id`` and key its pair (file digests are computed once per file per process; ``libraries``:
     the library versions, when the caller read them already)."""
@@ -139,7 +158,8 @@ def identify(model_id: str, options: MatrixOptions, libraries: dict[str, str] | 
         return Identity(model_id, failure=base_row(model_id, FAILED_TO_LOAD, f"{type(exc).__name__}: {exc}"))
     family = family_of(model_id)
     libraries = library_versions() if libraries is None else libraries
-    key = pair_key(files, family.special_tokens if family else None, audit_settings(options), libraries)
+    settings = audit_settings(options) | {"engines": engines_used(options.parser, resolved.model_id)}
+    key = pair_key(files, family.special_tokens if family else None, settings, libraries)
     return Identity(
         model_id,
         key=key,

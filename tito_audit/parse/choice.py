@@ -1,97 +1,187 @@
-"""Which parser a ``--parser`` value names, for a model.
+"""Which parsers a ``--parser`` value names, for a model.
 
-- ``auto`` (the default): the model's SGLang pair when the registry records one and SGLang's parsers are
-  installed, else ``template`` with a note saying why (a user behind SGLang or vLLM sees the verdict that applies
-  to them; the parser used is recorded with the report, so a CI baseline compares like with like);
+- ``auto`` (the command line's default): every engine (:mod:`tito_audit.parse.engines`) whose documented parser
+  pair the registry records for the model and whose parsers are installed, one parser verdict each; an engine
+  whose pair is recorded but not installed gets a note saying so and how to install it; with none, ``template``
+  (a user behind any engine sees the verdict that applies to them; the parsers used are recorded with the report,
+  so a CI baseline compares like with like);
 - ``template``: the perfect inverse (no parse);
-- ``sglang``: the model's SGLang pair, by registry fact (``tito_audit/data/families.json``, with its source);
+- an engine's name (``sglang``): that engine's pair, by registry fact (``tito_audit/data/families.json``, with its
+  source);
 - ``hf``: transformers' ``parse_response`` with the tokenizer's response template;
-- ``TOOL[,REASONING]``: SGLang parsers by name (``qwen25,qwen3``; ``none`` for no tool-call parser).
+- ``ENGINE:TOOL[,REASONING]``: that engine's parsers by name (``sglang:qwen25,qwen3``); ``TOOL[,REASONING]``
+  without an engine names SGLang's (``qwen25,qwen3``; ``none`` for no tool-call parser).
+
+:func:`choose_parsers` gives every parser an audit runs (:class:`ParserPlan`); :func:`choose_parser` the one a
+session runs (``auto``: the first engine's).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tito_audit.errors import BadInputError
-from tito_audit.model.registry import registry_parsers
-from tito_audit.parse import sglang
-from tito_audit.parse.parser import TEMPLATE, CompletionParser, ParserChoice, ParserUnavailable
+from tito_audit.parse import engines
+from tito_audit.parse.engines import Engine, engine_named, engine_names, installed
+from tito_audit.parse.parser import TEMPLATE, CompletionParser, ParserChoice, ParserUnavailable, engine_of
 from tito_audit.parse.transformers_template import TransformersParser
 
 AUTO = "auto"
-SGLANG = "sglang"
 HF = "hf"
-KEYWORDS = (AUTO, TEMPLATE, SGLANG, HF)
+
+
+def names_help() -> str:
+    """The values ``--parser`` takes, as errors list them."""
+    return f"auto, template, an engine ({', '.join(engine_names())}), hf, TOOL[,REASONING] or ENGINE:TOOL[,REASONING]"
+
+
+@dataclass(frozen=True)
+class ParserPlan:
+    """The parsers an audit runs, one per engine (none: the perfect inverse only), and the notes that say why an
+    engine documented for the model is not among them."""
+
+    choices: tuple[ParserChoice, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def parsers(self) -> list[CompletionParser]:
+        return [choice.parser for choice in self.choices if choice.parser is not None]
+
+
+def choose_parsers(value: Any, model_id: str, tokenizer: Any) -> ParserPlan:
+    """Every parser ``value`` names for ``model_id``: a ``--parser`` value (see the module docstring), a parser
+    object (a library caller's own) or a list of those (one verdict each); bad values raise
+    :class:`~tito_audit.errors.BadInputError` naming ``--parser``."""
+    if isinstance(value, (list, tuple)):
+        plans = [choose_parsers(item, model_id, tokenizer) for item in value]
+        choices = tuple(c for plan in plans for c in plan.choices if not c.is_template)
+        return ParserPlan(choices, tuple(note for plan in plans for note in plan.notes))
+    if isinstance(value, str) and value.strip() == AUTO:
+        return engine_choices(model_id, tokenizer)
+    choice = choose_parser(value, model_id, tokenizer)
+    return ParserPlan(() if choice.is_template else (choice,), tuple(choice.notes))
+
+
+def engine_choices(model_id: str, tokenizer: Any) -> ParserPlan:
+    """``auto``: one parser per engine whose pair is recorded for ``model_id`` and installed, in the order of
+    :data:`~tito_audit.parse.engines.ENGINES`; a note for each recorded engine whose parsers are not installed."""
+    choices, notes = [], []
+    for engine in engines.ENGINES:
+        pair = engine.recorded(model_id)
+        if pair is None:
+            continue
+        why = f"default: the {engine.label} parsers documented for {model_id}"
+        try:
+            choices.append(_engine_choice(engine, pair.tool, pair.reasoning, why, pair.source, tokenizer))
+        except ParserUnavailable:
+            notes.append(
+                f"{not_installed_prefix(engine)}{engine.parser_name(pair.tool, pair.reasoning)}) is not installed, so "
+                f"there is no verdict with it; install it with: {engine.install}"
+            )
+    if not choices and not notes:
+        notes.append(f"no engine parser is recorded for this model (name one with --parser {names_help()})")
+    return ParserPlan(tuple(choices), tuple(notes))
+
+
+def not_installed_prefix(engine: Engine) -> str:
+    """How the note begins that says an engine's parsers, recorded for the model, are not installed (reports and the
+    matrix's ``<engine>_parser`` column read it)."""
+    return f"{engine.label}'s parser ("
 
 
 def choose_parser(value: str | CompletionParser | None, model_id: str, tokenizer: Any) -> ParserChoice:
-    """The parser ``value`` names for ``model_id`` (see the module docstring), or ``value`` itself when it is a
-    parser object (a library caller's own); bad values raise :class:`~tito_audit.errors.BadInputError` naming
-    ``--parser``."""
+    """The one parser ``value`` names for ``model_id`` (``auto``: the first engine's of :func:`engine_choices`), or
+    ``value`` itself when it is a parser object (a library caller's own)."""
     if value is not None and not isinstance(value, str):
         if not callable(getattr(value, "parse", None)):
             raise BadInputError(f"--parser: expected a name or an object with parse(), not {type(value).__name__}")
-        return ParserChoice(str(getattr(value, "name", type(value).__name__)), value, "given by the caller")
+        name = str(getattr(value, "name", type(value).__name__))
+        return ParserChoice(name, value, "given by the caller", engine=engine_of(value))
     value = (value or AUTO).strip()
     if not value:
-        raise BadInputError("--parser must not be empty (auto, template, sglang, hf or TOOL[,REASONING])")
+        raise BadInputError(f"--parser must not be empty ({names_help()})")
     if value == TEMPLATE:
         return ParserChoice(TEMPLATE, None, "asked for: the perfect inverse (the message the template rendered)")
     if value == HF:
         return ParserChoice(HF, TransformersParser(tokenizer), "asked for: transformers' parse_response")
     if value == AUTO:
-        return _default(model_id)
-    if value == SGLANG:
-        pair = registry_parsers(model_id)
+        plan = engine_choices(model_id, tokenizer)
+        if plan.choices:
+            first = plan.choices[0]
+            return replace(first, notes=[*first.notes, *plan.notes])
+        why = "default: no engine parser is installed for this model" if plan.notes else "default: none recorded"
+        return ParserChoice(TEMPLATE, None, why, notes=list(plan.notes))
+    engine = engine_named(value)
+    if engine is not None:
+        pair = engine.recorded(model_id)
         if pair is None:
             raise BadInputError(
-                f"--parser sglang: no SGLang parser pair is recorded for {model_id}; "
-                "name them: --parser TOOL[,REASONING]"
+                f"--parser {value}: no {engine.label} parser pair is recorded for {model_id}; "
+                f"name them: --parser {value}:TOOL[,REASONING]"
             )
-        return _sglang(pair.tool, pair.reasoning, f"the SGLang parsers documented for {model_id}", pair.source)
-    tool, _, reasoning = value.partition(",")
+        why = f"the {engine.label} parsers documented for {model_id}"
+        return _engine_choice(engine, pair.tool, pair.reasoning, why, pair.source, tokenizer)
+    engine, tool_name, reasoning_name = _named(value)
+    return _engine_choice(engine, tool_name, reasoning_name, "asked for by name", "", tokenizer)
+
+
+def _named(value: str) -> tuple[Engine, str | None, str | None]:
+    """``ENGINE:TOOL[,REASONING]`` or ``TOOL[,REASONING]`` (the first engine's names)."""
+    prefix, colon, names = value.partition(":")
+    if colon:
+        engine = engine_named(prefix.strip())
+        if engine is None:
+            known = ", ".join(engine_names())
+            raise BadInputError(f"--parser {value!r}: unknown engine {prefix.strip()!r} (engines: {known})")
+    else:
+        engine, names = engines.ENGINES[0], value
+    tool, _, reasoning = names.partition(",")
     tool_name = None if tool.strip().lower() in ("", "none") else tool.strip()
     reasoning_name = reasoning.strip() or None
     if tool_name is None and reasoning_name is None:
         raise BadInputError(f"--parser {value!r}: name a tool-call parser, a reasoning parser or both")
-    return _sglang(tool_name, reasoning_name, "asked for by name", "")
+    return engine, tool_name, reasoning_name
 
 
-def _sglang(tool: str | None, reasoning: str | None, why: str, source: str) -> ParserChoice:
-    parser = sglang.SGLangParser(tool, reasoning)
-    return ParserChoice(parser.name, parser, why, tool, reasoning, source)
-
-
-def _default(model_id: str) -> ParserChoice:
-    pair = registry_parsers(model_id)
-    if pair is None:
-        return ParserChoice(
-            TEMPLATE,
-            None,
-            "default: no engine parser is recorded for this model (name one with --parser TOOL[,REASONING])",
-        )
-    wanted = "sglang " + "+".join(part for part in (pair.tool or "no tool parser", pair.reasoning) if part)
-    try:
-        return _sglang(pair.tool, pair.reasoning, f"default: the SGLang parsers documented for {model_id}", pair.source)
-    except ParserUnavailable:
-        note = (
-            f"the engine's parser ({wanted}) is not installed, so only the perfect-inverse verdict is given; "
-            f"install it with: {sglang.INSTALL}"
-        )
-        return ParserChoice(TEMPLATE, None, "default: the engine's parser is not installed", notes=[note])
+def _engine_choice(
+    engine: Engine, tool: str | None, reasoning: str | None, why: str, source: str, tokenizer: Any
+) -> ParserChoice:
+    parser = engine.build(tool, reasoning, tokenizer)
+    return ParserChoice(parser.name, parser, why, tool, reasoning, source, engine=engine.name)
 
 
 def check_parser_value(value: str) -> None:
-    """Refuse, before any model is loaded, a ``--parser`` value that cannot work for any model: an empty one, SGLang
-    parser names that SGLang does not know, or ``sglang`` without SGLang's parsers installed."""
+    """Refuse, before any model is loaded, a ``--parser`` value that cannot work for any model: an empty one, parser
+    names that their engine does not know, or an engine whose parsers are not installed."""
     value = value.strip()
     if not value:
-        raise BadInputError("--parser must not be empty (auto, template, sglang, hf or TOOL[,REASONING])")
+        raise BadInputError(f"--parser must not be empty ({names_help()})")
     if value in (AUTO, TEMPLATE, HF):
         return
-    if value == SGLANG:
-        sglang.tool_parser_names()  # raises ParserUnavailable, naming what to install
+    engine = engine_named(value)
+    if engine is not None:
+        if not engine.available():
+            raise ParserUnavailable(
+                f"--parser {value}: {engine.label}'s parsers are not installed; install them with: {engine.install}"
+            )
         return
-    tool, _, reasoning = value.partition(",")
-    sglang.SGLangParser(None if tool.strip().lower() in ("", "none") else tool.strip(), reasoning.strip() or None)
+    engine, tool, reasoning = _named(value)
+    engine.build(tool, reasoning, None)
+
+
+def engines_planned(value: Any, model_id: str) -> list[str]:
+    """The engines a ``--parser`` value audits ``model_id`` with, decided without loading or importing anything
+    (:func:`~tito_audit.parse.engines.installed`): what the matrix's results key records."""
+    if not isinstance(value, str):
+        return []
+    value = value.strip()
+    if value == AUTO:
+        return [e.name for e in engines.ENGINES if e.recorded(model_id) is not None and installed(e)]
+    if value in (TEMPLATE, HF):
+        return []
+    engine = engine_named(value)
+    if engine is not None:
+        return [engine.name]
+    prefix, colon, _ = value.partition(":")
+    return [prefix.strip()] if colon else [engines.ENGINES[0].name]

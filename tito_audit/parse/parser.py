@@ -33,12 +33,19 @@ class CompletionParser(Protocol):
     """Turns the text of one sampled completion into the assistant message the next prompt is rendered from."""
 
     name: str
-    """How reports name it (``sglang qwen25+qwen3``, ``hf``)."""
+    """How reports name it (``sglang qwen25+qwen3``, ``hf``). A parser of a serving engine also carries ``engine``,
+    the engine's name (``sglang``; :mod:`tito_audit.parse.engines`), read with :func:`engine_of`."""
 
     def parse(self, given: ParseInput) -> Message:
         """The assistant message (``role``, ``content``, optionally ``reasoning_content`` and ``tool_calls`` in
         the OpenAI shape) this parser makes of ``given.text``."""
         ...
+
+
+def engine_of(parser: CompletionParser | None) -> str:
+    """The engine ``parser`` belongs to (``sglang``), or "" (transformers' parser, a caller's own, none)."""
+    engine = getattr(parser, "engine", "")
+    return engine if isinstance(engine, str) else ""
 
 
 class ParserUnavailable(BadInputError):
@@ -59,6 +66,9 @@ class ParserChoice:
     source: str = ""
     notes: list[str] = field(default_factory=list)
     """Why a parser that was asked for by default is not the one used (a missing extra, an unknown family)."""
+    engine: str = ""
+    """The serving engine whose parsers these are (``sglang``, ``vllm``); "" for ``template``, ``hf`` and a caller's
+    own parser object (unless it carries ``engine``)."""
 
     @property
     def is_template(self) -> bool:
@@ -66,6 +76,7 @@ class ParserChoice:
 
     def describe(self) -> dict[str, Any]:
         return {
+            "engine": self.engine,
             "name": self.name,
             "tool": self.tool,
             "reasoning": self.reasoning,

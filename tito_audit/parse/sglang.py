@@ -31,6 +31,8 @@ from tito_audit.errors import BadInputError
 from tito_audit.model.threads import first_import
 from tito_audit.parse.parser import ParseInput, ParserUnavailable
 
+ENGINE = "sglang"
+"""How reports and ``--parser`` name this engine (:mod:`tito_audit.parse.engines`)."""
 INSTALL = 'pip install -e ".[sglang]" && pip install --no-deps llm-router-utils==0.8.1'
 """How to install the parsers without moving the pinned transformers (README, "Install")."""
 
@@ -71,6 +73,8 @@ def reasoning_parser_names() -> list[str]:
 class SGLangParser:
     """One SGLang tool-call parser and, optionally, one reasoning parser."""
 
+    engine = ENGINE
+
     def __init__(self, tool: str | None, reasoning: str | None) -> None:
         function_call_parser, reasoning_parser, _ = _modules()
         if tool is not None and tool not in function_call_parser.ToolCallParserEnum:
@@ -84,7 +88,7 @@ class SGLangParser:
             )
         self.tool = tool
         self.reasoning = reasoning
-        self.name = "sglang " + "+".join(part for part in (tool or "no tool parser", reasoning) if part)
+        self.name = f"{ENGINE} " + "+".join(part for part in (tool or "no tool parser", reasoning) if part)
 
     def parse(self, given: ParseInput) -> Message:
         function_call_parser, reasoning_parser, tool_type = _modules()

@@ -1,0 +1,74 @@
+"""One parser verdict per engine (SPEC "Engines differ"), and the rule that says which verdict decides an outcome.
+
+The variants' :class:`~tito_audit.audit.results.ParseResult` of one engine (the i-th of each variant's ``parses``)
+sum into that engine's :class:`~tito_audit.audit.results.EngineVerdict`: its worst variant's verdict and reason, the
+causes and the fields the parse changed, and the way out when the parser makes things worse.
+
+**Which verdict decides.** A command's outcome (``audit``'s exit code, ``check``'s ``verdict:`` requirement) follows
+the verdict with the engine's parser when one ran, since that is what a loop behind that engine sees: the engine
+the user named (``--parser vllm`` audits with that one alone), or the worst of the engines audited (``auto``: a
+model ready behind SGLang and broken behind vLLM fails). With no engine's parser (``--parser template``, or none
+recorded or installed for the model) the perfect-inverse verdict decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tito_audit.audit.recommend import parser_way_out
+from tito_audit.audit.results import AuditReport, EngineVerdict, ParseResult, VariantResult, worst_verdict
+from tito_audit.parse.parser import ParserChoice
+
+
+def engine_verdicts(choices: Sequence[ParserChoice], verdict: str, results: list[VariantResult]) -> list[EngineVerdict]:
+    """The verdict with each of ``choices`` (in order; each variant's ``parses`` follow that order), beside the
+    perfect-inverse ``verdict``."""
+    verdicts = []
+    for index, choice in enumerate(choices):
+        parses = [(variant.name, variant.parses[index]) for variant in results if len(variant.parses) > index]
+        if not parses:
+            continue
+        verdicts.append(_engine_verdict(choice, verdict, parses, results))
+    return verdicts
+
+
+def _engine_verdict(
+    choice: ParserChoice, verdict: str, parses: list[tuple[str, ParseResult]], results: list[VariantResult]
+) -> EngineVerdict:
+    worst = worst_verdict([parse.verdict for _, parse in parses])
+    name, deciding = next((name, parse) for name, parse in parses if parse.verdict == worst)
+    causes: dict[str, int] = {}
+    fields: dict[str, int] = {}
+    for _, parse in parses:
+        for cause, count in parse.check.cause_counts.items():
+            causes[cause] = causes.get(cause, 0) + count
+        for field_name, count in parse.fields.items():
+            fields[field_name] = fields.get(field_name, 0) + count
+    return EngineVerdict(
+        engine=choice.engine,
+        parser=choice.name,
+        tool=choice.tool,
+        reasoning=choice.reasoning,
+        why=choice.why,
+        source=choice.source,
+        verdict=worst,
+        verdict_reason=f"{name}: {deciding.verdict_reason}" if len(results) > 1 else deciding.verdict_reason,
+        causes=dict(sorted(causes.items())),
+        fields=dict(sorted(fields.items())),
+        way_out=parser_way_out(verdict, worst, results),
+    )
+
+
+def deciding_verdict(report: AuditReport, engine: str | None = None) -> str:
+    """The verdict that decides ``report``'s outcome (see the module docstring): with ``engine`` (an engine the
+    report audited), that engine's parser verdict; else the worst parser verdict of the engines audited; with none,
+    the perfect-inverse verdict."""
+    verdicts = [e.verdict for e in report.parsers if engine is None or e.engine == engine]
+    if engine is not None and not verdicts:
+        raise ValueError(f"the report has no verdict with {engine}'s parser")
+    return worst_verdict(verdicts) if verdicts else report.verdict
+
+
+def deciding_variant_verdict(variant: VariantResult) -> str:
+    """The same rule for one variant: the worst of its engines' parse verdicts, else its perfect-inverse verdict."""
+    return worst_verdict([parse.verdict for parse in variant.parses]) if variant.parses else variant.verdict
