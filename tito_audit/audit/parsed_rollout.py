@@ -122,7 +122,7 @@ def parsed_rollout(
     if not context.conversation.tools and any(m.get("tool_calls") for m in messages):
         outcome.without_tools = 1
         return outcome
-    if any(_quoted_arguments(messages[c.turn], c.text) for c in trace.completions):
+    if any(quoted_arguments(messages[c.turn], c.text) for c in trace.completions):
         outcome.skipped = 1
         return outcome
     rng = random.Random(f"written:{seed}:{context.conversation.id}")
@@ -135,7 +135,7 @@ def parsed_rollout(
     for j, end in zip(turns, ends, strict=True):
         if j != turns[0] and not _step(context, walk, control[j], control_causes, outcome):
             return outcome
-        completion = _as_the_model_writes(context, completions[j], layout)
+        completion = as_the_model_writes(context, completions[j], layout)
         if completion is not completions[j]:
             walk.model_layout_turns.add(j)
             outcome.turns_in_model_layout += 1
@@ -155,7 +155,7 @@ def parsed_rollout(
     return outcome
 
 
-def _as_the_model_writes(context: RolloutContext, completion: Completion, layout: OutputLayout | None) -> Completion:
+def as_the_model_writes(context: RolloutContext, completion: Completion, layout: OutputLayout | None) -> Completion:
     """``completion`` in the layout the family's model writes (the same object when the layouts agree)."""
     if layout is None:
         return completion
@@ -165,7 +165,7 @@ def _as_the_model_writes(context: RolloutContext, completion: Completion, layout
     return replace(completion, text=text, ids=context.setup.codec.encode(text), noncanonical=None)
 
 
-def _quoted_arguments(message: Message, written: str) -> bool:
+def quoted_arguments(message: Message, written: str) -> bool:
     """Whether the template wrote a call's arguments given as a JSON string as a quoted JSON string
     (``"{\\"city\\": ...}"``). Engines turn the OpenAI string back into an object before rendering, so a model
     behind one has only ever seen, and writes, the object; such a turn is not one it writes."""

@@ -30,13 +30,21 @@ def parser_input(
     (kept where the engine keeps it for this parser), and, for a request without tools, without special tokens
     where the engine skips them."""
     stop = context.setup.decode_one(completion.ids[-1]) if completion.stopped and completion.ids else None
+    return handed_input(context, parser, prompt, j, text, stop, earlier_calls)
+
+
+def handed_input(
+    context: RolloutContext, parser: CompletionParser, prompt: str, j: int, text: str, stop: str | None, calls: int
+) -> ParseInput:
+    """What the engine hands its parser for turn ``j`` written as ``text``, ended on ``stop`` (None: cut at the
+    token limit), after ``calls`` earlier tool calls."""
     tools = context.conversation.tools
     return ParseInput(
         text=hand_over(parser, text, stop, bool(tools), context.setup.codec.written_control_pattern),
         tools=openai_tools(tools),
         prompt=prompt,
         reasoning_open=context.alignments[j].prompt_state == OPEN,
-        earlier_calls=earlier_calls,
+        earlier_calls=calls,
         call_id_seed=f"{context.conversation.id}:{j}",
     )
 

@@ -30,7 +30,7 @@ from tito_audit.audit.parsed_rollout import parsed_rollout
 from tito_audit.audit.parsed_totals import ParsedTotals
 from tito_audit.audit.realize import RealizedConversation, realize
 from tito_audit.audit.reasoning_block import VariantReasoning, variant_reasoning
-from tito_audit.audit.results import VariantResult
+from tito_audit.audit.results import StopToken, VariantResult
 from tito_audit.audit.stops import collect_stop_tokens, model_end_token
 from tito_audit.audit.verdict import form_clause, verdict_for
 from tito_audit.audit.written_values import LiteralCache, ValueTotals, written_values
@@ -110,6 +110,28 @@ class VariantAudit:
             except RenderError:
                 return None
 
+    def check_setup(self) -> tuple[list[StopToken], CheckSetup]:
+        """The variant's stop tokens and the machinery the checks of all its conversations share (call it inside
+        the template's frozen clock)."""
+        model = self.model
+        stop_tokens = collect_stop_tokens(
+            self.renderer,
+            self.codec,
+            model.generation_eos_ids,
+            self.options.extra_stop_tokens,
+            model.resolved.model_id,
+            model.text_level_only,
+        )
+        setup = CheckSetup.create(
+            self.renderer,
+            self.codec,
+            [s.id for s in stop_tokens],
+            self.options.seed,
+            model.text_level_only,
+            model_end_token(stop_tokens),
+        )
+        return stop_tokens, setup
+
     def run(self, conversations_for: ConversationSource, progress: ProgressCallback | None) -> VariantResult:
         """Audit the conversations ``conversations_for`` gives for the reasoning kinds this variant allows."""
         options, model = self.options, self.model
@@ -123,22 +145,7 @@ class VariantAudit:
         with frozen_clock(model.template_source, options.clock):
             allowed = self.reasoning.kinds
             conversations = conversations_for(self.profile)
-            stop_tokens = collect_stop_tokens(
-                self.renderer,
-                self.codec,
-                model.generation_eos_ids,
-                options.extra_stop_tokens,
-                model.resolved.model_id,
-                model.text_level_only,
-            )
-            setup = CheckSetup.create(
-                self.renderer,
-                self.codec,
-                [s.id for s in stop_tokens],
-                options.seed,
-                model.text_level_only,
-                model_end_token(stop_tokens),
-            )
+            stop_tokens, setup = self.check_setup()
             for number, conversation in enumerate(conversations, start=1):
                 audited, renders, refusal = self.accept(conversation)
                 if refusal is not None:

@@ -382,7 +382,9 @@ def front_page(rows: Sequence[dict[str, Any]], settings: dict[str, Any]) -> str:
     downloads = " · ".join(f'<a href="{name}">{name}</a>' for name in DATA_FILES)
     body = (
         f'<header class="top"><div class="wrap"><h1>TITO compatibility matrix</h1><p class="lede">{esc(lede)}</p>'
-        f'<p class="facts-line">{esc(facts)}</p></div></header>'
+        f'<p class="facts-line">{esc(facts)}</p>'
+        f'<p class="facts-line">A verdict is given with each engine\'s documented parsers; engines parse differently: '
+        f'<a href="{PARSERS_PAGE}" id="parsers-link">where the engines\' parsers disagree</a>.</p></div></header>'
         '<main class="wrap">'
         f'<section class="summary" aria-label="summary">{_verdict_chart(rows)}{_family_chart(grouped)}</section>'
         f"{LOOK_UP}"
@@ -390,7 +392,8 @@ def front_page(rows: Sequence[dict[str, Any]], settings: dict[str, Any]) -> str:
         '<section id="glossary" class="card"><h2>Verdicts and causes</h2>'
         f"{glossary(causes)}</section>"
         "</main>"
-        f'<footer><div class="wrap">The same data: {downloads} · produced by <code>tito-audit matrix</code>'
+        f'<footer><div class="wrap">The same data: {downloads} · <a href="{PARSERS_PAGE}">{PARSERS_PAGE}</a> · '
+        "produced by <code>tito-audit matrix</code>"
         "</div></footer>"
     )
     return document("TITO compatibility matrix", body, SCRIPT)

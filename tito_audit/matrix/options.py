@@ -43,7 +43,8 @@ class MatrixOptions:
     backend: str = LOCAL
     """``local`` (worker processes on this machine) or ``ray`` (tasks on a local or existing Ray cluster)."""
     parser: str = "auto"
-    """The parser of the "with its engine's parser" column (:mod:`tito_audit.parse.choice`)."""
+    """The parsers of the "with …'s parser" columns (:mod:`tito_audit.parse.choice`; ``auto``: every engine whose
+    documented parsers for the model are installed, a column each)."""
     audit_seconds: float = DEFAULT_AUDIT_SECONDS
     """Wall-clock limit of one pair's audit in a worker process (0: none): past it the worker is ended and replaced
     and the row is ``not audited: audit error`` with the reason. Not part of the results key (a result that

@@ -22,12 +22,15 @@ from tito_audit.formatters import fix_report
 from tito_audit.formatters.json_report import VOLATILE_KEYS, to_json
 from tito_audit.formatters.markdown import to_markdown
 from tito_audit.formatters.site import PageLinks, model_page
+from tito_audit.matrix.disagreement_page import ModelComparison, disagreement_page
+from tito_audit.matrix.front_page import PARSERS_PAGE
 from tito_audit.matrix.options import MatrixOptions
 from tito_audit.matrix.row import VOLATILE_COLUMNS, add_combined, base_row, row_from_report
 from tito_audit.matrix.tasks import Identity, PairResult
 from tito_audit.model.registry import family_of
 from tito_audit.model.resolve import folder_name
 from tito_audit.outputs import write_if_changed
+from tito_audit.parse import engines
 
 Outcome = PairResult | dict[str, Any]
 """A pair's result, or the failure row of its representative."""
@@ -139,7 +142,24 @@ def publish(identities: list[Identity], outcomes: dict[str, Outcome], options: M
             representatives[identity.key.digest] = row
         rows.append(row)
     prune_pages(rows, options.out_dir)
+    write_disagreements(identities, outcomes, options.out_dir)
     return rows
+
+
+def write_disagreements(identities: list[Identity], outcomes: dict[str, Outcome], out_dir: Path) -> None:
+    """``parsers.html``: every representative's engines side by side (see :mod:`.disagreement_page`)."""
+    entries, seen = [], set()
+    for identity in identities:
+        outcome = outcomes.get(identity.key.digest) if identity.key is not None else None
+        if not isinstance(outcome, PairResult) or outcome.engines is None or identity.key.digest in seen:
+            continue
+        seen.add(identity.key.digest)
+        stem = report_stem(identity.model_id)
+        entries.append(
+            ModelComparison(identity.resolved_id or identity.model_id, f"models/{stem}.html", outcome.engines)
+        )
+    installed_here = [engine.name for engine in engines.ENGINES if engines.installed(engine)]
+    write_if_changed(out_dir / PARSERS_PAGE, disagreement_page(entries, installed_here))
 
 
 def prune_pages(rows: list[dict[str, Any]], out_dir: Path) -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tito_audit.audit.disagreement import EngineComparison
 from tito_audit.audit.options import AuditOptions
 from tito_audit.audit.results import UNSUPPORTED, AuditReport, worst_verdict
 from tito_audit.audit.serialization import DecodeError, from_dict
@@ -68,6 +69,8 @@ class PairResult:
     duration_seconds: float
     way_out_note: str = ""
     """Why there is no way out although the verdict asks for one (its search passed ``way_out_budget``)."""
+    engines: EngineComparison | None = None
+    """Where the parsers of the engines documented for the model disagree (None: fewer than two engines here)."""
 
 
 def pair_payload(result: PairResult) -> dict[str, Any]:
@@ -252,13 +255,28 @@ def audit_pair(model_id: str, options: MatrixOptions, events: Any = None) -> Pai
                 ),
             )
             real_data = real_data_of(combined)
-        result = PairResult(report, page, real_data, round(time.monotonic() - started, 2), way_out_note)
+        engines = compare(loaded, settings, emit)
+        result = PairResult(report, page, real_data, round(time.monotonic() - started, 2), way_out_note, engines)
         return PairOutcome(model_id, result=pair_payload(result))
     except Exception as exc:
         return PairOutcome(model_id, failure=base_row(model_id, AUDIT_ERROR, f"{type(exc).__name__}: {exc}"))
     finally:
         del loaded
         gc.collect()
+
+
+def compare(loaded: Any, settings: AuditOptions, emit: Any) -> EngineComparison | None:
+    """The engines' parsers side by side on the model's completions, when its documented parsers of two or more
+    engines are installed (:mod:`tito_audit.audit.disagreement`)."""
+    from tito_audit.audit.disagreement import compare_engines
+    from tito_audit.model.loaded import codec_for
+    from tito_audit.parse.choice import choose_parsers
+
+    plan = choose_parsers(settings.parser, loaded.resolved.model_id, codec_for(loaded).tokenizer)
+    if len({choice.engine for choice in plan.choices if choice.engine}) < 2:
+        return None
+    emit("engines side by side", 0, 1)
+    return compare_engines(loaded, plan.choices, settings)
 
 
 class WayOutOverBudget(Exception):
