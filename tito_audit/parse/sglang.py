@@ -71,6 +71,8 @@ def reasoning_parser_names() -> list[str]:
 class SGLangParser:
     """One SGLang tool-call parser and, optionally, one reasoning parser."""
 
+    engine = "sglang"
+
     def __init__(self, tool: str | None, reasoning: str | None) -> None:
         function_call_parser, reasoning_parser, _ = _modules()
         if tool is not None and tool not in function_call_parser.ToolCallParserEnum:
