@@ -36,7 +36,7 @@ from tito_audit.parse.parser import ParserUnavailable
 
 
 def _toy_engine(name: str, *, installed: bool = True, **defects: bool) -> Engine:
-    def build(tool, reasoning, tokenizer):
+    def build(tool, reasoning, tokenizer, model_dir):
         if not installed:
             raise ParserUnavailable(f"--parser: {name} is not installed")
         parser = ToyParser(f"{name} {tool}", **defects)
@@ -46,12 +46,14 @@ def _toy_engine(name: str, *, installed: bool = True, **defects: bool) -> Engine
     return Engine(
         name=name,
         label=name.capitalize(),
-        package=f"{name}-parsers",
         module=f"{name}_parsers",
         install=f"pip install {name}-parsers",
         recorded=lambda model_id: RegistryParsers("toy", None, f"{name}'s documentation"),
         build=build,
+        check=lambda tool, reasoning: None,
         available=lambda: installed,
+        installed=lambda: installed,
+        version=lambda: "1.0" if installed else None,
     )
 
 
@@ -170,7 +172,7 @@ def test_a_version_1_report_is_read_as_one_engine(good):
 
 
 @requires_shared
-@pytest.mark.skipif(not engines.installed(engines.ENGINES[0]), reason="SGLang's parsers are not installed")
+@pytest.mark.skipif(not engines.ENGINES[0].installed(), reason="SGLang's parsers are not installed")
 def test_two_real_parser_sets_give_two_verdicts_from_the_same_rollout():
     """SGLang's qwen25 and hermes tool-call parsers on Qwen2.5's own turns: two parse results per variant, each
     named by its parsers, each with the steps it walked."""

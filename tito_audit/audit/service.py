@@ -54,14 +54,16 @@ SCHEMA_VERSION = 2
 def library_versions() -> dict[str, str]:
     """The versions of the libraries that render, tokenize and parse (each engine's parsers, whose versions decide
     its parser verdict), by module name; a library not installed is left out."""
-    libraries = {name: name.replace("_", "-") for name in LIBRARIES}
-    libraries.update((engine.module, engine.package) for engine in ENGINES)
     versions = {}
-    for module, distribution in libraries.items():
+    for name in LIBRARIES:
         try:
-            versions[module] = importlib.metadata.version(distribution)
+            versions[name] = importlib.metadata.version(name.replace("_", "-"))
         except importlib.metadata.PackageNotFoundError:
             continue
+    for engine in ENGINES:
+        version = engine.version()
+        if version is not None:
+            versions[engine.module] = version
     return versions
 
 
@@ -115,7 +117,7 @@ def audit(
     cut = window_note(options.conversations or [], options.max_messages)
     if cut is not None:
         notes.append(cut)
-    plan = choose_parsers(options.parser, loaded.resolved.model_id, codec.tokenizer)
+    plan = choose_parsers(options.parser, loaded.resolved.model_id, codec.tokenizer, loaded.resolved.path)
     notes.extend(plan.notes)
     variants = variants_for(inputs, options.pinned_kwargs)
     if loaded.template_source is not None and len(variants) > 2:

@@ -272,7 +272,7 @@ def compare(loaded: Any, settings: AuditOptions, emit: Any) -> EngineComparison 
     from tito_audit.model.loaded import codec_for
     from tito_audit.parse.choice import choose_parsers
 
-    plan = choose_parsers(settings.parser, loaded.resolved.model_id, codec_for(loaded).tokenizer)
+    plan = choose_parsers(settings.parser, loaded.resolved.model_id, codec_for(loaded).tokenizer, loaded.resolved.path)
     if len({choice.engine for choice in plan.choices if choice.engine}) < 2:
         return None
     emit("engines side by side", 0, 1)

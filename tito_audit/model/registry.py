@@ -77,25 +77,34 @@ def registry_stop_tokens(model_id: str) -> RegistryStops | None:
     return None
 
 
+ENGINES = ("sglang", "vllm")
+"""The serving engines whose documented parser pairs the registry records (``<engine>_parsers`` in families.json)."""
+
+
 @dataclass(frozen=True)
 class RegistryParsers:
-    """A model's SGLang parsers (``--tool-call-parser``, ``--reasoning-parser``), with where they were read."""
+    """A model's parsers for one engine (``--tool-call-parser``, ``--reasoning-parser``), with where they were read."""
 
     tool: str | None
     reasoning: str | None
     source: str
+    engine: str = "sglang"
 
 
-def registry_parsers(model_id: str) -> RegistryParsers | None:
-    """The SGLang parser pair the registry records for ``model_id`` (case-insensitive), if it has one.
+def registry_parsers(model_id: str, engine: str = "sglang") -> RegistryParsers | None:
+    """The parser pair ``engine``'s documentation gives for ``model_id`` (case-insensitive), if the registry has one.
 
     >>> registry_parsers("Qwen/Qwen3-4B").tool
     'qwen25'
+    >>> registry_parsers("Qwen/Qwen3-4B", engine="vllm").tool
+    'hermes'
     """
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r} (known: {', '.join(ENGINES)})")
     wanted = model_id.lower()
-    for entry in _data().get("sglang_parsers", []):
+    for entry in _data().get(f"{engine}_parsers", []):
         if any(model.lower() == wanted for model in entry["models"]):
-            return RegistryParsers(entry.get("tool"), entry.get("reasoning"), entry["source"])
+            return RegistryParsers(entry.get("tool"), entry.get("reasoning"), entry["source"], engine)
     return None
 
 

@@ -19,6 +19,7 @@ session runs (``auto``: the first engine's).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from tito_audit.errors import BadInputError
@@ -49,21 +50,22 @@ class ParserPlan:
         return [choice.parser for choice in self.choices if choice.parser is not None]
 
 
-def choose_parsers(value: Any, model_id: str, tokenizer: Any) -> ParserPlan:
+def choose_parsers(value: Any, model_id: str, tokenizer: Any, model_dir: Path | None = None) -> ParserPlan:
     """Every parser ``value`` names for ``model_id``: a ``--parser`` value (see the module docstring), a parser
     object (a library caller's own) or a list of those (one verdict each); bad values raise
-    :class:`~tito_audit.errors.BadInputError` naming ``--parser``."""
+    :class:`~tito_audit.errors.BadInputError` naming ``--parser``. ``model_dir``: the model's folder (vLLM's
+    parsers load the model's own tokenizer from it)."""
     if isinstance(value, (list, tuple)):
-        plans = [choose_parsers(item, model_id, tokenizer) for item in value]
+        plans = [choose_parsers(item, model_id, tokenizer, model_dir) for item in value]
         choices = tuple(c for plan in plans for c in plan.choices if not c.is_template)
         return ParserPlan(choices, tuple(note for plan in plans for note in plan.notes))
     if isinstance(value, str) and value.strip() == AUTO:
-        return engine_choices(model_id, tokenizer)
-    choice = choose_parser(value, model_id, tokenizer)
+        return engine_choices(model_id, tokenizer, model_dir)
+    choice = choose_parser(value, model_id, tokenizer, model_dir)
     return ParserPlan(() if choice.is_template else (choice,), tuple(choice.notes))
 
 
-def engine_choices(model_id: str, tokenizer: Any) -> ParserPlan:
+def engine_choices(model_id: str, tokenizer: Any, model_dir: Path | None = None) -> ParserPlan:
     """``auto``: one parser per engine whose pair is recorded for ``model_id`` and installed, in the order of
     :data:`~tito_audit.parse.engines.ENGINES`; a note for each recorded engine whose parsers are not installed."""
     choices, notes = [], []
@@ -73,7 +75,7 @@ def engine_choices(model_id: str, tokenizer: Any) -> ParserPlan:
             continue
         why = f"default: the {engine.label} parsers documented for {model_id}"
         try:
-            choices.append(_engine_choice(engine, pair.tool, pair.reasoning, why, pair.source, tokenizer))
+            choices.append(_engine_choice(engine, pair.tool, pair.reasoning, why, pair.source, (tokenizer, model_dir)))
         except ParserUnavailable:
             notes.append(
                 f"{not_installed_prefix(engine)}{engine.parser_name(pair.tool, pair.reasoning)}) is not installed, so "
@@ -90,7 +92,9 @@ def not_installed_prefix(engine: Engine) -> str:
     return f"{engine.label}'s parser ("
 
 
-def choose_parser(value: str | CompletionParser | None, model_id: str, tokenizer: Any) -> ParserChoice:
+def choose_parser(
+    value: str | CompletionParser | None, model_id: str, tokenizer: Any, model_dir: Path | None = None
+) -> ParserChoice:
     """The one parser ``value`` names for ``model_id`` (``auto``: the first engine's of :func:`engine_choices`), or
     ``value`` itself when it is a parser object (a library caller's own)."""
     if value is not None and not isinstance(value, str):
@@ -106,7 +110,7 @@ def choose_parser(value: str | CompletionParser | None, model_id: str, tokenizer
     if value == HF:
         return ParserChoice(HF, TransformersParser(tokenizer), "asked for: transformers' parse_response")
     if value == AUTO:
-        plan = engine_choices(model_id, tokenizer)
+        plan = engine_choices(model_id, tokenizer, model_dir)
         if plan.choices:
             first = plan.choices[0]
             return replace(first, notes=[*first.notes, *plan.notes])
@@ -121,9 +125,9 @@ def choose_parser(value: str | CompletionParser | None, model_id: str, tokenizer
                 f"name them: --parser {value}:TOOL[,REASONING]"
             )
         why = f"the {engine.label} parsers documented for {model_id}"
-        return _engine_choice(engine, pair.tool, pair.reasoning, why, pair.source, tokenizer)
+        return _engine_choice(engine, pair.tool, pair.reasoning, why, pair.source, (tokenizer, model_dir))
     engine, tool_name, reasoning_name = _named(value)
-    return _engine_choice(engine, tool_name, reasoning_name, "asked for by name", "", tokenizer)
+    return _engine_choice(engine, tool_name, reasoning_name, "asked for by name", "", (tokenizer, model_dir))
 
 
 def _named(value: str) -> tuple[Engine, str | None, str | None]:
@@ -145,9 +149,10 @@ def _named(value: str) -> tuple[Engine, str | None, str | None]:
 
 
 def _engine_choice(
-    engine: Engine, tool: str | None, reasoning: str | None, why: str, source: str, tokenizer: Any
+    engine: Engine, tool: str | None, reasoning: str | None, why: str, source: str, model: tuple[Any, Path | None]
 ) -> ParserChoice:
-    parser = engine.build(tool, reasoning, tokenizer)
+    """``model``: the model's tokenizer and folder, which some engines' parsers read."""
+    parser = engine.build(tool, reasoning, *model)
     return ParserChoice(parser.name, parser, why, tool, reasoning, source, engine=engine.name)
 
 
@@ -167,7 +172,7 @@ def check_parser_value(value: str) -> None:
             )
         return
     engine, tool, reasoning = _named(value)
-    engine.build(tool, reasoning, None)
+    engine.check(tool, reasoning)
 
 
 def engines_planned(value: Any, model_id: str) -> list[str]:

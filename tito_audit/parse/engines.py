@@ -11,14 +11,16 @@ Another engine plugs in by one entry in :data:`ENGINES` (its adapter module in t
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tito_audit.model.registry import RegistryParsers, registry_parsers
-from tito_audit.parse import sglang
+from tito_audit.parse import sglang, vllm
 from tito_audit.parse.parser import CompletionParser
 
 
@@ -30,40 +32,86 @@ class Engine:
     """How ``--parser`` and the reports name it (``sglang``); also the prefix of its parsers' names."""
     label: str
     """How prose names it (``SGLang``)."""
-    package: str
-    """The distribution that brings its parsers (``llm-router-utils``): its version is recorded with every result."""
     module: str
-    """The importable module of that distribution (checked without importing it: :func:`installed`)."""
+    """The module its parsers come from (``llm_router_utils``): the key of its version in a report's libraries."""
     install: str
-    """The command that installs its parsers (README, "Install")."""
+    """How to install its parsers (README, "Install")."""
     recorded: Callable[[str], RegistryParsers | None]
     """The model's documented parser pair for this engine, from the registry (None: none recorded)."""
-    build: Callable[[str | None, str | None, Any], CompletionParser]
-    """``build(tool, reasoning, tokenizer)``: the engine's parser for that pair (raises
+    build: Callable[[str | None, str | None, Any, Path | None], CompletionParser]
+    """``build(tool, reasoning, tokenizer, model_dir)``: the engine's parser for that pair and model (raises
     :class:`~tito_audit.parse.parser.ParserUnavailable` when its parsers are not installed,
     :class:`~tito_audit.errors.BadInputError` for a name it does not know)."""
+    check: Callable[[str | None, str | None], None]
+    """Refuse parser names the engine does not know (before any model is loaded)."""
     available: Callable[[], bool]
-    """Whether its parsers import here (imports them: seconds the first time)."""
+    """Whether its parsers can run here (may import them: seconds the first time)."""
+    installed: Callable[[], bool]
+    """Whether its parsers are installed, without importing them (cheap: the matrix asks it for every results key in
+    the driver process, where importing an engine would cost seconds and memory)."""
+    version: Callable[[], str | None]
+    """The version of its parsers' package (None: not installed); it decides the engine's verdicts."""
 
     def parser_name(self, tool: str | None, reasoning: str | None) -> str:
         """How reports name a pair of this engine's parsers (``sglang qwen25+qwen3``)."""
         return f"{self.name} " + "+".join(part for part in (tool or "no tool parser", reasoning) if part)
 
 
-def _sglang_parser(tool: str | None, reasoning: str | None, tokenizer: Any) -> CompletionParser:
+def _sglang_parser(tool: str | None, reasoning: str | None, tokenizer: Any, model_dir: Path | None) -> CompletionParser:
     return sglang.SGLangParser(tool, reasoning)
+
+
+def _sglang_check(tool: str | None, reasoning: str | None) -> None:
+    sglang.SGLangParser(tool, reasoning)  # refuses names SGLang does not know
+
+
+def _vllm_parser(tool: str | None, reasoning: str | None, tokenizer: Any, model_dir: Path | None) -> CompletionParser:
+    return vllm.VLLMParser(tool, reasoning, model_dir)
+
+
+def _found(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _version(distribution: str, folder: Path | None = None) -> str | None:
+    """The installed version of ``distribution`` (in ``folder`` when given: an engine kept apart from this
+    environment), None when it is not installed."""
+    if folder is not None:
+        found = next(iter(importlib.metadata.distributions(name=distribution, path=[str(folder)])), None)
+        return found.version if found is not None else None
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 ENGINES: tuple[Engine, ...] = (
     Engine(
         name=sglang.ENGINE,
         label="SGLang",
-        package="llm-router-utils",
         module="llm_router_utils",
         install=sglang.INSTALL,
         recorded=registry_parsers,
         build=_sglang_parser,
+        check=_sglang_check,
         available=sglang.available,
+        installed=functools.partial(_found, "llm_router_utils"),
+        version=functools.partial(_version, "llm-router-utils"),
+    ),
+    Engine(
+        name=vllm.ENGINE,
+        label="vLLM",
+        module="vllm",
+        install=vllm.INSTALL,
+        recorded=functools.partial(registry_parsers, engine=vllm.ENGINE),
+        build=_vllm_parser,
+        check=vllm.check_names,
+        available=vllm.available,
+        installed=vllm.available,
+        version=lambda: _version("vllm", vllm.engine_folder()),
     ),
 )
 """Every engine, in the order reports list them (the first is the one ``TOOL[,REASONING]`` names are read for)."""
@@ -84,19 +132,12 @@ def engine_label(name: str) -> str:
 
 
 def installed(engine: Engine) -> bool:
-    """Whether the engine's distribution is installed, without importing it (cheap: the matrix asks it for every
-    results key in the driver process, where importing an engine would cost seconds and memory)."""
-    try:
-        return importlib.util.find_spec(engine.module) is not None
-    except (ImportError, ValueError):
-        return False
+    """Whether the engine's parsers are installed (nothing imported)."""
+    return engine.installed()
 
 
 def engine_version(engine: Engine) -> str | None:
-    try:
-        return importlib.metadata.version(engine.package)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    return engine.version()
 
 
 def recorded_engines(model_id: str) -> list[Engine]:

@@ -27,6 +27,14 @@ class ParseInput:
     """Tool calls in the conversation before this turn (parsers that number call ids count on from there)."""
     call_id_seed: str = ""
     """What makes this completion's generated call ids differ from another's, reproducibly."""
+    template_kwargs: dict[str, Any] = field(default_factory=dict)
+    """The request's chat-template keyword arguments (the variant's settings): some reasoning parsers read them
+    (vLLM's ``qwen3`` reads ``enable_thinking``)."""
+    ids: tuple[int, ...] = ()
+    """The sampled ids ``text`` was decoded from, the stop token included (vLLM hands its parsers these too; the
+    harmony parser reads only them); empty when the caller has only text."""
+    prompt_ids: tuple[int, ...] = ()
+    """The ids of the prompt the completion followed (vLLM's parsers read it to tell whether reasoning was open)."""
 
 
 class CompletionParser(Protocol):
@@ -57,7 +65,7 @@ class ParserChoice:
     """The parser an audit or session uses, and why that one."""
 
     name: str
-    """``template``, ``hf`` or ``sglang TOOL+REASONING``."""
+    """``template``, ``hf``, ``sglang TOOL+REASONING`` or ``vllm TOOL+REASONING``."""
     parser: CompletionParser | None
     """None for ``template`` (the perfect inverse)."""
     why: str
@@ -67,8 +75,8 @@ class ParserChoice:
     notes: list[str] = field(default_factory=list)
     """Why a parser that was asked for by default is not the one used (a missing extra, an unknown family)."""
     engine: str = ""
-    """The serving engine whose parsers these are (``sglang``, ``vllm``); "" for ``template``, ``hf`` and a caller's
-    own parser object (unless it carries ``engine``)."""
+    """The serving engine whose parsers these are: ``sglang``, ``vllm``, or ``""`` (``template``, ``hf``, a
+    caller's own parser object)."""
 
     @property
     def is_template(self) -> bool:
