@@ -157,7 +157,7 @@ def _drawn_cases(
         j = completion.turn
         stop = context.setup.decode_one(completion.ids[-1]) if completion.stopped and completion.ids else None
         written = WrittenTurn(DRAWN, completion.text, stop, messages[j])
-        parsed = _parse_all(context, j, written, parsers)
+        parsed = _parse_all(context, j, written, completion.ids, parsers)
         comparison.drawn += 1
         kind = _difference(parsed)
         if kind is None:
@@ -177,7 +177,8 @@ def _layout_cases(
         written = layout(turn)
         if written is None:
             continue
-        parsed = _parse_all(context, j, written, parsers)
+        ids = context.setup.codec.encode(written.text)
+        parsed = _parse_all(context, j, written, ids, parsers)
         if _difference(parsed) is None:
             cases.append(
                 EngineCase(
@@ -185,7 +186,6 @@ def _layout_cases(
                 )
             )
             continue
-        ids = context.setup.codec.encode(written.text)
         cases.append(_case(context, j, written, parsers, parsed, variant, ids, appended=_answers))
     return cases
 
@@ -244,7 +244,7 @@ def _rerender(context: RolloutContext, j: int, message: Message) -> tuple[str, s
 
 
 def _parse_all(
-    context: RolloutContext, j: int, written: WrittenTurn, parsers: list[ParserChoice]
+    context: RolloutContext, j: int, written: WrittenTurn, ids: list[int], parsers: list[ParserChoice]
 ) -> list[Message | str]:
     """Each parser's message for ``written`` (handed over by its engine), or what it raised."""
     prompt = context.renders[(j, True)].text
@@ -252,7 +252,7 @@ def _parse_all(
     parsed: list[Message | str] = []
     for choice in parsers:
         assert choice.parser is not None
-        given = handed_input(context, choice.parser, prompt, j, written.text, written.stop, calls)
+        given = handed_input(context, choice.parser, prompt, j, (written.text, ids), written.stop, calls)
         try:
             parsed.append(parse_with(choice.parser, given))
         except BadInputError as exc:

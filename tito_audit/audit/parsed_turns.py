@@ -30,14 +30,23 @@ def parser_input(
     (kept where the engine keeps it for this parser), and, for a request without tools, without special tokens
     where the engine skips them."""
     stop = context.setup.decode_one(completion.ids[-1]) if completion.stopped and completion.ids else None
-    return handed_input(context, parser, prompt, j, text, stop, earlier_calls)
+    ids = completion.ids if text == completion.text else context.setup.codec.encode(text)
+    return handed_input(context, parser, prompt, j, (text, ids), stop, earlier_calls)
 
 
 def handed_input(
-    context: RolloutContext, parser: CompletionParser, prompt: str, j: int, text: str, stop: str | None, calls: int
+    context: RolloutContext,
+    parser: CompletionParser,
+    prompt: str,
+    j: int,
+    written: tuple[str, list[int]],
+    stop: str | None,
+    calls: int,
 ) -> ParseInput:
-    """What the engine hands its parser for turn ``j`` written as ``text``, ended on ``stop`` (None: cut at the
-    token limit), after ``calls`` earlier tool calls."""
+    """What the engine hands its parser for turn ``j`` written as ``written`` (text and ids), ended on ``stop``
+    (None: cut at the token limit), after ``calls`` earlier tool calls; with the request's template settings (the
+    variant's) and the prompt's ids, which some engines hand their parsers too."""
+    text, ids = written
     tools = context.conversation.tools
     return ParseInput(
         text=hand_over(parser, text, stop, bool(tools), context.setup.codec.written_control_pattern),
@@ -46,6 +55,9 @@ def handed_input(
         reasoning_open=context.alignments[j].prompt_state == OPEN,
         earlier_calls=calls,
         call_id_seed=f"{context.conversation.id}:{j}",
+        template_kwargs=dict(context.setup.renderer.kwargs),
+        ids=tuple(ids),
+        prompt_ids=tuple(context.renders[(j, True)].ids),
     )
 
 

@@ -126,7 +126,9 @@ def check_command(
     if junit is not None:
         outputs.append(("--junit", junit, ci.to_junit(model_id, results, time.monotonic() - started)))
     if json_path is not None:
-        outputs.append(("--json", json_path, ci.to_json(model_id, results, report.verdict, policy.baseline_path)))
+        outputs.append(
+            ("--json", json_path, ci.to_json(model_id, results, report.verdict, policy.baseline_path, report.parsers))
+        )
     if html_path is not None:
         outputs.append(("--html", html_path, model_page(report)))
     if summary_path is not None:

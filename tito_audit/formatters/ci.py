@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from xml.etree import ElementTree
 
+from tito_audit.audit.engine_result import EngineVerdict
 from tito_audit.gate.policy import RequirementResult
 from tito_audit.outputs import write_atomically
 
@@ -46,10 +47,19 @@ def to_github_annotations(model_id: str, results: Sequence[RequirementResult], f
     )
 
 
-def to_json(model_id: str, results: Sequence[RequirementResult], verdict: str, baseline: str | None) -> str:
+def to_json(
+    model_id: str,
+    results: Sequence[RequirementResult],
+    verdict: str,
+    baseline: str | None,
+    parsers: Sequence[EngineVerdict] = (),
+) -> str:
+    """``check --json``: the perfect-inverse verdict, the verdict with each engine's parser audited (engine, parser,
+    verdict) and each requirement's result."""
     document = {
         "model_id": model_id,
         "verdict": verdict,
+        "parsers": [{"engine": p.engine, "parser": p.parser, "verdict": p.verdict} for p in parsers],
         "baseline": baseline,
         "passed": all(r.passed for r in results),
         "requirements": [

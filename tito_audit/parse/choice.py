@@ -81,8 +81,6 @@ def engine_choices(model_id: str, tokenizer: Any, model_dir: Path | None = None)
                 f"{not_installed_prefix(engine)}{engine.parser_name(pair.tool, pair.reasoning)}) is not installed, so "
                 f"there is no verdict with it; install it with: {engine.install}"
             )
-    if not choices and not notes:
-        notes.append(f"no engine parser is recorded for this model (name one with --parser {names_help()})")
     return ParserPlan(tuple(choices), tuple(notes))
 
 
