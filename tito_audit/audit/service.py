@@ -107,7 +107,7 @@ def audit(
     cut = window_note(options.conversations or [], options.max_messages)
     if cut is not None:
         notes.append(cut)
-    choice = choose_parser(options.parser, loaded.resolved.model_id, codec.tokenizer)
+    choice = choose_parser(options.parser, loaded.resolved.model_id, codec.tokenizer, loaded.resolved.path)
     notes.extend(choice.notes)
     variants = variants_for(inputs, options.pinned_kwargs)
     if loaded.template_source is not None and len(variants) > 2:
