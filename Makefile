@@ -38,7 +38,7 @@ $(VLLM_DIR)/.installed: pyproject.toml constraints.txt | $(BIN)/tito-audit
 		|| { rm -rf $(VLLM_DIR).partial; \
 		     echo "vLLM could not be installed into $(VLLM_DIR): --parser vllm is unavailable and the vLLM tests skip"; }
 
-.PHONY: install vllm audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-gateway-dialects bench-corpus
+.PHONY: install vllm vllm-renderer audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-gateway-dialects bench-corpus
 install: $(BIN)/tito-audit
 
 vllm: $(VLLM_DIR)/.installed
@@ -114,6 +114,12 @@ bench-gateway-dialects: install
 		HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_gateway.py --mirror ../shared/tokenizers --parser sglang \
 			--dialect $$run || exit 1; \
 	done
+
+# vLLM's GPU-less renderer as a reference: `vllm launch render` started on each token-level model of ../shared/tokenizers
+# (CPU, 127.0.0.1, offline), the prompt ids of the audit's conversations and the derendered drawn completions compared
+# with ours (--parser vllm); every difference printed. About a minute per model.
+vllm-renderer: vllm
+	HF_HUB_OFFLINE=1 $(BIN)/python -m tito_audit.audit.vllm_reference --mirror ../shared/tokenizers
 
 # two test processes: the published-matrix test (about half the time) runs beside the rest
 test: install vllm
