@@ -38,7 +38,7 @@ $(VLLM_DIR)/.installed: pyproject.toml constraints.txt | $(BIN)/tito-audit
 		|| { rm -rf $(VLLM_DIR).partial; \
 		     echo "vLLM could not be installed into $(VLLM_DIR): --parser vllm is unavailable and the vLLM tests skip"; }
 
-.PHONY: install vllm vllm-renderer audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-gateway-dialects bench-corpus
+.PHONY: install vllm vllm-renderer bench-parser-engines audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-gateway-dialects bench-corpus
 install: $(BIN)/tito-audit
 
 vllm: $(VLLM_DIR)/.installed
@@ -114,6 +114,11 @@ bench-gateway-dialects: install
 		HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_gateway.py --mirror ../shared/tokenizers --parser sglang \
 			--dialect $$run || exit 1; \
 	done
+
+# where SGLang's and vLLM's parsers part: the same completions in the layouts models write, through each engine's
+# hand-over and parser (the table of docs/audited.md's parse step)
+bench-parser-engines: install vllm
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_parser_engines.py --mirror ../shared/tokenizers
 
 # vLLM's GPU-less renderer as a reference: `vllm launch render` started on each token-level model of ../shared/tokenizers
 # (CPU, 127.0.0.1, offline), the prompt ids of the audit's conversations and the derendered drawn completions compared

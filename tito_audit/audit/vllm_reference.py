@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
+import re
 import signal
 import socket
 import subprocess
@@ -63,6 +65,7 @@ class RenderServer:
 
     def __init__(self, model_dir: Path, tool: str | None = None, reasoning: str | None = None) -> None:
         self.model_dir = model_dir
+        self.tool = tool
         self.flags = ["--enable-auto-tool-choice", "--tool-call-parser", tool] if tool else []
         self.flags += ["--reasoning-parser", reasoning] if reasoning else []
         self.start_seconds = 0.0
@@ -88,6 +91,7 @@ class RenderServer:
             stderr=subprocess.STDOUT,
             env=vllm.worker_environment(),
             start_new_session=True,
+            preexec_fn=_end_with_parent,
         )
         try:
             self._wait(started + START_SECONDS)
@@ -113,10 +117,13 @@ class RenderServer:
         raise ServerError(f"no answer within {START_SECONDS:.0f} s")
 
     def last_words(self) -> str:
+        """The server's last error (the line naming it and the one after: pydantic's says what it refused there)."""
         self._log.seek(0)
         lines = [line.strip() for line in self._log.read().decode("utf-8", "replace").splitlines() if line.strip()]
-        errors = [line for line in lines if "Error" in line or "error" in line]
-        return (errors or lines or ["it ended without a word"])[-1][-400:]
+        named = [n for n, line in enumerate(lines) if re.search(r"\b\w*(Error|Exception):", line)]
+        if not named:
+            return (lines or ["it ended without a word"])[-1][-400:]
+        return " ".join(lines[named[-1] : named[-1] + 3])[-400:]
 
     def __exit__(self, *exc: object) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -126,8 +133,6 @@ class RenderServer:
                 self.process.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(OSError):
-                    import os
-
                     os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
         self._log.close()
@@ -144,6 +149,15 @@ class RenderServer:
                 return json.loads(answer.read())
         except urllib.error.HTTPError as exc:
             return {"error": exc.read().decode("utf-8", "replace")[:400]}
+
+
+def _end_with_parent() -> None:
+    """In the server's process before it starts: Linux ends it when the process that started it ends (a test run
+    that is killed leaves no server behind)."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 @dataclass
@@ -240,8 +254,8 @@ def _compare_renders(server: RenderServer, loaded: LoadedModel, count: int, seed
             except RenderError:
                 continue
             body: dict[str, Any] = {"messages": [vllm_message(m) for m in messages[:k]]}
-            if tools:
-                body["tools"] = tools
+            if tools:  # in the prompt whatever tool_choice says; "auto" needs a tool-call parser on the server
+                body.update(tools=tools, tool_choice="auto" if server.tool else "none")
             answer = server.post("/v1/chat/completions/render", body)
             theirs = answer.get("token_ids")
             result.renders[1] += 1
