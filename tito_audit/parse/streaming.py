@@ -3,9 +3,10 @@
 A parser that can read a completion piece by piece (SGLang's detectors: ``parse_streaming_increment``) gives an
 :class:`IncrementalParser`; one that needs the whole completion (``hf``: transformers' ``parse_response``; the
 perfect inverse, ``template``; vLLM's parsers, which run in a worker process; a caller's own parser object) gives
-none, with the reason, and a server answers its stream once the completion is whole. What :func:`incremental` returns reads the text as SGLang's OpenAI server does
-for a streamed chat request: the reasoning parser first, its normal text through the tool-call parser (only when
-tools were declared), and at the end of the stream what either held back.
+none, with the reason, and a server answers its stream once the completion is whole. What :func:`incremental`
+returns reads the text as SGLang's OpenAI server does for a streamed chat request: the reasoning parser first, its
+normal text through the tool-call parser (only when tools were declared), and at the end of the stream what either
+held back.
 """
 
 from __future__ import annotations
