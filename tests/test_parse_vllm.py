@@ -122,6 +122,13 @@ def test_special_tokens_are_skipped_unless_the_parser_turns_that_off():
     assert hand_over(hermes_llama, _sampled(LLAMA, text, "<|eom_id|>", tools=None)).text == text[14:-10]
 
 
+def test_an_engine_based_reasoning_parser_keeps_special_tokens_even_without_tools(hermes):
+    text = "Hi<|endoftext|>there<|im_end|>"
+    thinking = vllm.VLLMParser(None, "qwen3", QWEN3)
+    assert hand_over(thinking, _sampled(QWEN3, text, "<|im_end|>", tools=None)).text == "Hi<|endoftext|>there"
+    assert hand_over(hermes, _sampled(QWEN25, text, "<|im_end|>", tools=None)).text == "Hithere"
+
+
 def test_gpt_oss_goes_through_the_harmony_parser_on_the_ids():
     parser = vllm.VLLMParser("openai", "openai_gptoss", GPT_OSS)
     assert parser.harmony
