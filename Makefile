@@ -24,10 +24,11 @@ $(BIN)/tito-audit: pyproject.toml
 # vLLM's parsers and renderer (--parser vllm, the renderer test): vLLM, CPU torch and what they import, into a folder
 # of their own that only tito-audit's vLLM worker processes put on their path, so that .venv's pins never move and
 # no torch is ever importable by tito-audit itself (docs/vllm.md). vLLM and xgrammar go in without their metadata's
-# dependencies (they pull CUDA builds); torch==2.13.0 is pip's local CPU wheel where there is one, PyPI's elsewhere.
-# Where it cannot be installed, make says so and goes on: the vLLM tests then skip, naming this target.
+# dependencies (they pull CUDA builds), compressed-tensors too (its own are torch and transformers, already there);
+# torch==2.13.0 is pip's local CPU wheel where there is one, PyPI's elsewhere. Where it cannot be installed, make says
+# so and goes on: the vLLM tests then skip (on CI they fail), naming this target.
 VLLM_DIR := $(VENV)/vllm-engine
-VLLM_PINNED := vllm==0.33.0 xgrammar==0.2.8
+VLLM_PINNED := vllm==0.33.0 xgrammar==0.2.8 compressed-tensors==0.17.0
 $(VLLM_DIR)/.installed: pyproject.toml constraints.txt | $(BIN)/tito-audit
 	@echo "installing vLLM 0.33.0 and CPU torch into $(VLLM_DIR) (apart from .venv's own packages)"
 	@rm -rf $(VLLM_DIR).partial
