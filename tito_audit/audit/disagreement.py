@@ -247,7 +247,7 @@ def _parse_all(
     context: RolloutContext, j: int, written: WrittenTurn, ids: list[int], parsers: list[ParserChoice]
 ) -> list[Message | str]:
     """Each parser's message for ``written`` (handed over by its engine), or what it raised."""
-    prompt = context.renders[(j, True)].text
+    prompt = context.renders[(j, True)]
     calls = sum(len(m.get("tool_calls") or []) for m in context.conversation.messages[:j])
     parsed: list[Message | str] = []
     for choice in parsers:

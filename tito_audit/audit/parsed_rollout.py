@@ -139,7 +139,7 @@ def parsed_rollout(
         if completion is not completions[j]:
             walk.model_layout_turns.add(j)
             outcome.turns_in_model_layout += 1
-        before_text, calls_before = walk.text, walk.calls
+        before, calls_before = (walk.text, list(walk.ids)), walk.calls
         lost_inside = calls_in_reasoning(context, parser, j, completion, calls_before)
         if lost_inside is not None:
             outcome.calls_in_reasoning[0] += 1
@@ -148,7 +148,7 @@ def parsed_rollout(
         walk.ids += completion.ids
         walk.text += completion.text
         if end in steps and steps[end].kind == TOOL and messages[j].get("tool_calls"):
-            _written(context, walk, (j, end, calls_before), completion, before_text, parser, rng, outcome)
+            _written(context, walk, (j, end, calls_before), completion, before, parser, rng, outcome)
     final = control.get(len(messages))
     if final is not None:
         _step(context, walk, final, control_causes, outcome)
@@ -187,7 +187,8 @@ def _parse_turn(
 ) -> None:
     """Parse turn ``j``'s completion into the history, with the parser's call ids in the answering tool results."""
     original = context.conversation.messages[j]
-    parsed = parse_with(parser, parser_input(context, parser, walk.text, j, completion.text, completion, walk.calls))
+    prompt = (walk.text, walk.ids)
+    parsed = parse_with(parser, parser_input(context, parser, prompt, j, completion.text, completion, walk.calls))
     walk.calls += len(parsed.get("tool_calls") or [])
     fields = changed_fields(original, parsed, completion.text)
     outcome.turns_parsed += 1
@@ -329,7 +330,7 @@ def _written(
     walk: _Walk,
     where: tuple[int, int, int],
     completion: Completion,
-    before_text: str,
+    before: tuple[str, list[int]],
     parser: CompletionParser,
     rng: random.Random,
     outcome: ParsedOutcome,
@@ -345,7 +346,8 @@ def _written(
         return
     layout, (text, _) = applicable[rng.randrange(len(applicable))]
     history = list(walk.history)
-    parsed = parse_with(parser, parser_input(context, parser, before_text, j, text, completion, calls_before))
+    before_text = before[0]
+    parsed = parse_with(parser, parser_input(context, parser, before, j, text, completion, calls_before))
     tally = outcome.written.setdefault(layout.name, [0, 0])
     tally[0] += 1
     history[j] = parsed

@@ -7,58 +7,74 @@ Shared by the rollout with a parser (:mod:`tito_audit.audit.parsed_rollout`) and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tito_audit.audit.checks.context import RolloutContext
 from tito_audit.audit.checks.trace import Completion
 from tito_audit.conversations.conversation import ASSISTANT, TOOL, Message
 from tito_audit.conversations.reasoning_forms import OPEN
 from tito_audit.errors import BadInputError
 from tito_audit.model.render import RenderedPrefix, one_line
-from tito_audit.parse.handover import hand_over
+from tito_audit.parse.handover import Sampled, hand_over
 from tito_audit.parse.parser import CompletionParser, ParseInput
 
 
 def parser_input(
     context: RolloutContext,
     parser: CompletionParser,
-    prompt: str,
+    prompt: RenderedPrefix | tuple[str, Sequence[int]],
     j: int,
     text: str,
     completion: Completion,
     earlier_calls: int,
 ) -> ParseInput:
-    """What the engine hands its parser for turn ``j`` written as ``text``: the stop token it ended on trimmed
-    (kept where the engine keeps it for this parser), and, for a request without tools, without special tokens
-    where the engine skips them."""
-    stop = context.setup.decode_one(completion.ids[-1]) if completion.stopped and completion.ids else None
-    ids = completion.ids if text == completion.text else context.setup.codec.encode(text)
+    """What the parser's engine hands it for turn ``j`` written as ``text`` after ``prompt`` (its text and ids):
+    :func:`tito_audit.parse.handover.hand_over` of the completion as the engine has it (SGLang's: the stop token
+    trimmed or kept, special tokens skipped without tools; vLLM's: its own detokenizer and request adjustments)."""
+    setup = context.setup
+    stop = setup.decode_one(completion.ids[-1]) if completion.stopped and completion.ids else None
+    ids = completion.ids if text == completion.text else _sampled_ids(context, text)
     return handed_input(context, parser, prompt, j, (text, ids), stop, earlier_calls)
 
 
 def handed_input(
     context: RolloutContext,
     parser: CompletionParser,
-    prompt: str,
+    prompt: RenderedPrefix | tuple[str, Sequence[int]],
     j: int,
-    written: tuple[str, list[int]],
+    written: tuple[str, Sequence[int]],
     stop: str | None,
-    calls: int,
+    earlier_calls: int,
 ) -> ParseInput:
-    """What the engine hands its parser for turn ``j`` written as ``written`` (text and ids), ended on ``stop``
-    (None: cut at the token limit), after ``calls`` earlier tool calls; with the request's template settings (the
-    variant's) and the prompt's ids, which some engines hand their parsers too."""
+    """:func:`parser_input` for a turn written as ``written`` (its text and sampled ids) that ended on ``stop``
+    (None: cut at the token limit): also for texts no rollout sampled (the layouts of
+    :mod:`tito_audit.audit.call_layouts`)."""
+    prompt_text, prompt_ids = (prompt.text, prompt.ids) if isinstance(prompt, RenderedPrefix) else prompt
     text, ids = written
-    tools = context.conversation.tools
-    return ParseInput(
-        text=hand_over(parser, text, stop, bool(tools), context.setup.codec.written_control_pattern),
-        tools=openai_tools(tools),
-        prompt=prompt,
-        reasoning_open=context.alignments[j].prompt_state == OPEN,
-        earlier_calls=calls,
-        call_id_seed=f"{context.conversation.id}:{j}",
-        template_kwargs=dict(context.setup.renderer.kwargs),
+    setup = context.setup
+    pattern = setup.codec.written_control_pattern
+    sampled = Sampled(
+        text=text,
         ids=tuple(ids),
-        prompt_ids=tuple(context.renders[(j, True)].ids),
+        stop=stop,
+        tools=openai_tools(context.conversation.tools),
+        prompt=prompt_text,
+        prompt_ids=tuple(prompt_ids),
+        reasoning_open=context.alignments[j].prompt_state == OPEN,
+        earlier_calls=earlier_calls,
+        call_id_seed=f"{context.conversation.id}:{j}",
+        template_kwargs=dict(setup.renderer.kwargs),
+        without_special=(lambda written: pattern.sub("", written)) if pattern is not None else None,
     )
+    return hand_over(parser, sampled)
+
+
+def _sampled_ids(context: RolloutContext, text: str) -> list[int]:
+    """The ids a model that wrote ``text`` sampled: its encoding, cut after the first stop token (as the rollout's
+    own completions are, :func:`tito_audit.audit.checks.trace.completion_for`)."""
+    ids = context.setup.codec.encode(text)
+    cut = next((n + 1 for n, token_id in enumerate(ids) if token_id in context.setup.stop_ids), None)
+    return ids[:cut] if cut is not None else ids
 
 
 def openai_tools(tools: list[dict] | None) -> list[dict] | None:

@@ -56,7 +56,7 @@ def calls_in_reasoning(
     text = move_calls_into_reasoning(completion.text, reasoning.strip(), span)
     if text is None:
         return None
-    prompt = context.renders[(j, True)].text
+    prompt = context.renders[(j, True)]
     parsed = parse_with(parser, parser_input(context, parser, prompt, j, text, completion, calls_before))
     return len(parsed.get("tool_calls") or []) < len(message["tool_calls"])
 

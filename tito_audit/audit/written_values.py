@@ -216,7 +216,7 @@ class _Values:
         if self.parser is None:
             return None
         context, parser = self.context, self.parser
-        prompt = context.renders[(j, True)].text
+        prompt = context.renders[(j, True)]
         return parse_with(parser, parser_input(context, parser, prompt, j, text, completion, calls_before))
 
     def _next_prompt(

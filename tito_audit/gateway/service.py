@@ -161,7 +161,8 @@ class Gateway:
             return value, str(getattr(value, "name", type(value).__name__))
         if value == TEXT_PARSER:
             return TextParser(), f"{TEXT_PARSER} (the completion's text is the content)"
-        choice = choose_parser(value, self.model_id, self.machinery.loaded.tokenizer)
+        loaded = self.machinery.loaded
+        choice = choose_parser(value, self.model_id, loaded.tokenizer, loaded.resolved.path)
         if choice.parser is not None:
             return choice.parser, choice.name
         if fake:

@@ -1,12 +1,16 @@
-"""What the engine hands its parser (SPEC "The parse step", "What the parser is given").
+"""What the engine hands its parser (SPEC "The parse step", "What the parser is given"): a property of the engine.
 
-One function, :func:`hand_over`, gives the text a parser is handed, for the audit's rollout and for the engines'
-side-by-side page alike; it follows the parser's engine (``parser.engine``).
+A completion ends as the engine has it (:class:`Sampled`: its ids, its text as the buffer reads, the stop token it
+ended on, the request's tools and template settings). Each engine turns that into the text its parsers see by its
+own rules, so the hand-over belongs to the parser's engine: :func:`hand_over` asks the parser for its own
+(``parser.hand_over``, vLLM's: :class:`tito_audit.parse.vllm.VLLMParser`) and otherwise applies SGLang's, which is
+also the hand-over of ``hf`` and of a caller's own parser object.
 
-SGLang's detokenizer drops the stop token a generation ended on before the parsers see the text, with one exception:
-when the server runs the ``gpt-oss`` tool-call parser it keeps ``<|call|>``, which the harmony parser needs to close
-a call (``managers/detokenizer_manager.py``; ``<|return|>`` is still trimmed). A parser name not listed here gets the
-text with its stop token trimmed.
+SGLang's (``managers/detokenizer_manager.py``, ``entrypoints/openai/serving_chat.py``): the detokenizer drops the stop
+token a generation ended on before the parsers see the text, with one exception: when the server runs the
+``gpt-oss`` tool-call parser it keeps ``<|call|>``, which the harmony parser needs to close a call (``<|return|>`` is
+still trimmed). A request that declares no tools is decoded without special tokens (``skip_special_tokens``), except
+for the parsers that read them (``gpt-oss``, ``gemma4``); a request with tools keeps them.
 
 >>> handed_text('...{"a": 1}<|call|>', "<|call|>", "gpt-oss"), handed_text("Hi<|im_end|>", "<|im_end|>", "qwen25")
 ('...{"a": 1}<|call|>', 'Hi')
@@ -14,40 +18,91 @@ text with its stop token trimmed.
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
+
+from tito_audit.parse.parser import CompletionParser, ParseInput
+
+KEPT_STOPS: dict[str, frozenset[str]] = {"gpt-oss": frozenset({"<|call|>"})}
+"""Tool-call parsers for which SGLang keeps the matched stop token in the text, and which tokens."""
 
 KEEPS_SPECIAL_TOKENS = frozenset({"gpt-oss", "gemma4"})
 """Tool-call parsers whose models SGLang always decodes with special tokens (harmony and Gemma 4 parse them); for
 the others, a request that declares no tools is decoded without them (``skip_special_tokens``)."""
 
-KEPT_STOPS: dict[str, frozenset[str]] = {"gpt-oss": frozenset({"<|call|>"})}
-"""Tool-call parsers for which SGLang keeps the matched stop token in the text, and which tokens."""
+
+@dataclass(frozen=True)
+class Sampled:
+    """A completion as the engine has it when generation ends, and the request it answers."""
+
+    text: str
+    """The completion decoded as it reads in the buffer, the stop token it ended on included."""
+    ids: tuple[int, ...]
+    """The sampled ids, the stop token included (empty when the caller has only text)."""
+    stop: str | None
+    """The text of the stop token the completion ended on; None when it did not end on one."""
+    tools: list[dict] | None
+    """The request's tools, in the OpenAI request shape."""
+    prompt: str = ""
+    prompt_ids: tuple[int, ...] = ()
+    reasoning_open: bool = False
+    earlier_calls: int = 0
+    call_id_seed: str = ""
+    template_kwargs: dict[str, Any] = field(default_factory=dict)
+    without_special: Callable[[str], str] | None = None
+    """The text without its special tokens, as this model's codec writes them (SGLang's ``skip_special_tokens``)."""
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the completion ended on its stop token (the engine's ``finish_reason`` is ``stop``)."""
+        return self.stop is not None and self.text.endswith(self.stop)
+
+
+def hand_over(parser: CompletionParser, sampled: Sampled) -> ParseInput:
+    """What ``parser``'s engine hands it for ``sampled``: the parser's own hand-over when it has one, else SGLang's."""
+    own = getattr(parser, "hand_over", None)
+    if callable(own):
+        return own(sampled)
+    return sglang_hand_over(parser, sampled)
+
+
+def sglang_hand_over(parser: CompletionParser, sampled: Sampled) -> ParseInput:
+    """SGLang's hand-over (the module docstring): the stop token trimmed unless the tool-call parser keeps it, and,
+    for a request without tools, the special tokens skipped unless the parser reads them."""
+    tool = tool_parser_of(parser)
+    text = handed_text(sampled.text, sampled.stop, tool)
+    if not sampled.tools and tool not in KEEPS_SPECIAL_TOKENS and sampled.without_special is not None:
+        text = sampled.without_special(text)
+    return parse_input(sampled, text)
+
+
+def parse_input(sampled: Sampled, text: str) -> ParseInput:
+    """The parser's input: ``text`` (the handed text) with the rest of ``sampled``."""
+    return ParseInput(
+        text=text,
+        tools=sampled.tools,
+        prompt=sampled.prompt,
+        reasoning_open=sampled.reasoning_open,
+        earlier_calls=sampled.earlier_calls,
+        call_id_seed=sampled.call_id_seed,
+        template_kwargs=dict(sampled.template_kwargs),
+        ids=sampled.ids,
+        prompt_ids=sampled.prompt_ids,
+    )
+
+
+def tool_parser_of(parser: CompletionParser) -> str | None:
+    """The tool-call parser's name, when ``parser`` has one."""
+    tool = getattr(parser, "tool", None)
+    return tool if isinstance(tool, str) else None
 
 
 def handed_text(text: str, stop: str | None, tool_parser: str | None) -> str:
-    """``text`` (a completion that ended on ``stop``, None when it did not stop) as the engine hands it to the
-    parsers: the stop token trimmed unless the tool-call parser keeps it."""
+    """``text`` (a completion that ended on ``stop``, None when it did not stop) as SGLang hands it to the parsers:
+    the stop token trimmed unless the tool-call parser keeps it."""
     if not stop or not text.endswith(stop):
         return text
     if stop in KEPT_STOPS.get(tool_parser or "", frozenset()):
         return text
     return text[: -len(stop)]
-
-
-def tool_parser_of(parser: Any) -> str | None:
-    """The engine's tool-call parser's name, when ``parser`` is an engine's (its ``tool``)."""
-    tool = getattr(parser, "tool", None)
-    return tool if isinstance(tool, str) else None
-
-
-def hand_over(parser: Any, text: str, stop: str | None, tools_declared: bool, control: re.Pattern | None) -> str:
-    """``text`` (a completion that ended on ``stop``; None: it did not stop, cut at the token limit) as the engine of
-    ``parser`` hands it to the parser: the stop token trimmed unless the tool-call parser keeps it, and, for a
-    request that declares no tools, the model's control tokens (``control``: the pattern that finds them) skipped
-    where the engine skips them."""
-    tool = tool_parser_of(parser)
-    handed = handed_text(text, stop, tool)
-    if not tools_declared and tool not in KEEPS_SPECIAL_TOKENS and control is not None:
-        handed = control.sub("", handed)
-    return handed

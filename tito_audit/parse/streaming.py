@@ -2,10 +2,11 @@
 
 A parser that can read a completion piece by piece (SGLang's detectors: ``parse_streaming_increment``) gives an
 :class:`IncrementalParser`; one that needs the whole completion (``hf``: transformers' ``parse_response``; the
-perfect inverse, ``template``; a caller's own parser object) gives none, with the reason, and a server answers its
-stream once the completion is whole. What :func:`incremental` returns reads the text as SGLang's OpenAI server does
-for a streamed chat request: the reasoning parser first, its normal text through the tool-call parser (only when
-tools were declared), and at the end of the stream what either held back.
+perfect inverse, ``template``; vLLM's parsers, which run in a worker process; a caller's own parser object) gives
+none, with the reason, and a server answers its stream once the completion is whole. What :func:`incremental`
+returns reads the text as SGLang's OpenAI server does for a streamed chat request: the reasoning parser first, its
+normal text through the tool-call parser (only when tools were declared), and at the end of the stream what either
+held back.
 """
 
 from __future__ import annotations
@@ -57,6 +58,11 @@ def incremental(parser: Any, tools: list[dict] | None, reasoning_open: bool) -> 
     if isinstance(parser, SGLangParser):
         return SGLangStream(parser, tools, reasoning_open), ""
     name = getattr(parser, "name", type(parser).__name__)
+    if getattr(parser, "engine", "") == "vllm":
+        return None, (
+            f"the parser {name} runs in vLLM's worker process, where its streaming parse (parse_delta, one parser "
+            "state per stream) is not wired to tito-audit's stream: the whole completion is parsed once it ends"
+        )
     return None, f"the parser {name} reads whole completions only"
 
 

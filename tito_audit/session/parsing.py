@@ -1,14 +1,16 @@
 """A session's own parse of each completion (the parse stage of :mod:`tito_audit.parse`): the message the engine's
 parser makes of the sampled ids, so that a trainer's loop needs no parse of its own.
 
-The text handed to the parser is the completion decoded as it reads in the buffer, with the stop token it ended on
-trimmed (as SGLang hands it over). Call ids are new for every call, as an engine's are (``call_`` and 24 hex
-digits): the tool results a trainer appends answer those ids.
+The parser is handed what its engine hands it (:func:`tito_audit.parse.handover.hand_over`, the audit's own hand-over):
+for SGLang's parsers the completion decoded as it reads in the buffer, the stop token it ended on trimmed and, for a
+session without tools, its special tokens skipped; for vLLM's, vLLM's detokenizer over the sampled ids. Call ids are
+new for every call, as an engine's are: the tool results a trainer appends answer those ids.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from tito_audit.audit.reasoning_block import variant_reasoning
@@ -17,7 +19,8 @@ from tito_audit.conversations.reasoning_forms import OPEN
 from tito_audit.model.render import DEFAULT_CLOCK
 from tito_audit.model.threads import cached_property
 from tito_audit.parse.choice import choose_parser
-from tito_audit.parse.parser import TEMPLATE, CompletionParser, ParseInput
+from tito_audit.parse.handover import Sampled, hand_over
+from tito_audit.parse.parser import TEMPLATE, CompletionParser
 from tito_audit.session.machinery import Machinery
 
 ParserArgument = str | CompletionParser | None
@@ -29,7 +32,8 @@ def resolve_parser(value: ParserArgument, machinery: Machinery) -> CompletionPar
     if value is None:
         return None
     if isinstance(value, str):
-        choice = choose_parser(value, machinery.loaded.resolved.model_id, machinery.loaded.tokenizer)
+        resolved = machinery.loaded.resolved
+        choice = choose_parser(value, resolved.model_id, machinery.loaded.tokenizer, resolved.path)
         if choice.parser is None:
             why = "; ".join(choice.notes) or choice.why
             raise ValueError(
@@ -59,20 +63,26 @@ class SessionParser:
         with machinery.lock, machinery.rendering(DEFAULT_CLOCK):
             return variant_reasoning(machinery.renderer.text_or_none, self._tools).state == OPEN
 
-    def parse(self, text: str, stop: str | None, prompt: str, step: int) -> Message:
-        """The message the parser makes of ``text`` (the completion as it reads in the buffer; ``stop`` is the
-        text of the stop token it ended on, trimmed before parsing)."""
-        if stop and text.endswith(stop):
-            text = text[: -len(stop)]
-        given = ParseInput(
+    def parse(
+        self, text: str, stop: str | None, prompt: tuple[str, Sequence[int]], ids: Sequence[int], step: int
+    ) -> Message:
+        """The message the parser makes of ``text`` (the completion as it reads in the buffer, sampled as ``ids``;
+        ``stop`` is the text of the stop token it ended on) after ``prompt`` (its text and ids)."""
+        pattern = self._machinery.codec.written_control_pattern
+        sampled = Sampled(
             text=text,
+            ids=tuple(ids),
+            stop=stop,
             tools=self._tools,
-            prompt=prompt,
+            prompt=prompt[0],
+            prompt_ids=tuple(prompt[1]),
             reasoning_open=self.reasoning_open,
             earlier_calls=self.calls,
             call_id_seed=f"{self._seed}:{step}",
+            template_kwargs=dict(self._machinery.renderer.kwargs),
+            without_special=(lambda written: pattern.sub("", written)) if pattern is not None else None,
         )
-        message: Any = self.parser.parse(given)
+        message: Any = self.parser.parse(hand_over(self.parser, sampled))
         self.calls += len(message.get("tool_calls") or [])
         return message
 

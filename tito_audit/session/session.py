@@ -282,7 +282,8 @@ class TitoSession(BufferSteps):
             return clone_data(self._parsed[1])
         stop = self.codec.decode([completion[-1]]) if completion and completion[-1] in self.stop_ids else None
         with self._machinery.lock, self._machinery.rendering(self.clock):
-            message = self._parser.parse(self._decode_in_context(completion), stop, self._view_text, self._steps + 1)
+            prompt = (self._view_text, self._view_ids)
+            message = self._parser.parse(self._decode_in_context(completion), stop, prompt, completion, self._steps + 1)
         check_depth(message, "the parsed completion")
         self._parsed = (key, message)
         return clone_data(message)

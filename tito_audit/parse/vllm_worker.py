@@ -1,0 +1,256 @@
+"""The vLLM worker process: vLLM's own code run on what tito-audit sends (``python -m tito_audit.parse.vllm_worker``).
+
+Only :mod:`tito_audit.parse.vllm` starts it, in a process of its own whose path holds vLLM and torch; tito-audit's
+own process never imports this module (importing vLLM imports torch, and with torch importable transformers takes
+other code paths). It reads requests from standard input and writes answers to the descriptor standard output had
+when it started; anything vLLM prints goes to standard error. Each message is a 4-byte big-endian length and that
+many bytes of JSON. It ends when its standard input closes, and ignores Ctrl-C (its parent ends it).
+
+What it runs, step by step as vLLM 0.33's OpenAI server does (files under ``vllm/``):
+
+- ``open``: the model's tokenizer, loaded by ``tokenizers/registry.py`` ``get_tokenizer`` (mistral-common for a
+  Mistral folder with ``tekken.json``, as the server's ``--tokenizer-mode auto``), and the parser class
+  ``parser/parser_manager.py`` ``ParserManager.get_parser`` composes for the two names with auto tool choice on
+  (harmony for a ``gpt_oss`` model, as ``entrypoints/openai/chat_completion/serving.py`` asks), checked against that
+  tokenizer as the server checks it at start-up;
+- ``hand_over``: the text the engine hands the parser. The request (``ChatCompletionRequest``: the tools, so
+  ``tool_choice`` is ``auto`` with tools and ``none`` without, and the template's keyword arguments) is adjusted by a
+  parser made for it as ``renderers/online_renderer.py`` does (``adjust_request``: some parsers turn
+  ``skip_special_tokens`` off when tools are declared); its ``to_sampling_params`` gives the decoding settings, and the
+  engine's own detokenizer (``v1/engine/detokenizer.py``, primed with the prompt's ids) decodes the sampled ids, the
+  stop token left out when generation ended on it (``update(..., stop_terminated)``);
+- ``parse``: a new parser for the request (``serving.py`` ``_make_parser``: one per request), the prompt's ids set,
+  the calls earlier in the conversation counted, ``Parser.parse`` on the handed text and the sampled ids, and the
+  message fields picked as ``entrypoints/openai/chat_completion/message_assembly.py``
+  ``assemble_chat_message_fields`` picks them (call ids included, random where vLLM draws them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import struct
+import sys
+import tempfile
+import time
+from collections import OrderedDict
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, BinaryIO
+
+MODELS_KEPT = 4
+"""Tokenizers kept loaded at once (the least recently used goes)."""
+
+
+class Engine:
+    """vLLM's parsers and detokenizer, and the tokenizers they were opened for."""
+
+    def __init__(self) -> None:
+        started = time.perf_counter()
+        from vllm.entrypoints.openai.chat_completion.message_assembly import assemble_chat_message_fields
+        from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+        from vllm.parser import ParserManager
+        from vllm.reasoning import ReasoningParserManager
+        from vllm.tokenizers import get_tokenizer
+        from vllm.tool_parsers import ToolParserManager
+        from vllm.v1.engine.detokenizer import IncrementalDetokenizer
+
+        self.assemble = assemble_chat_message_fields
+        self.request_type = ChatCompletionRequest
+        self.parser_manager = ParserManager
+        self.get_tokenizer = get_tokenizer
+        self.detokenizer = IncrementalDetokenizer
+        self.tool_names = sorted(ToolParserManager.list_registered())
+        self.reasoning_names = sorted(ReasoningParserManager.list_registered())
+        self.models: OrderedDict[str, SimpleNamespace] = OrderedDict()
+        self.import_seconds = time.perf_counter() - started
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        op = request.get("op")
+        if op == "hello":
+            import vllm
+
+            return {"vllm": vllm.__version__, "import_seconds": round(self.import_seconds, 3)}
+        if op == "names":
+            return {"tool": self.tool_names, "reasoning": self.reasoning_names}
+        if op == "open":
+            return self.open(request)
+        model = self.models.get(str(request.get("model")))
+        if model is None:
+            return {"error": "the model was not opened in this worker", "kind": "internal"}
+        self.models.move_to_end(str(request["model"]))
+        parser_cls = model.parsers[(request.get("tool"), request.get("reasoning"))]
+        if op == "hand_over":
+            return self.hand_over(model, parser_cls, request)
+        if op == "parse":
+            return self.parse(model, parser_cls, request)
+        return {"error": f"unknown request {op!r}", "kind": "internal"}
+
+    # -- open --------------------------------------------------------------------------------------------------------
+    def open(self, request: dict[str, Any]) -> dict[str, Any]:
+        tool, reasoning = request.get("tool"), request.get("reasoning")
+        wanted = (("tool-call", tool, self.tool_names), ("reasoning", reasoning, self.reasoning_names))
+        unknown = [(kind, name, known) for kind, name, known in wanted if name is not None and name not in known]
+        if unknown:
+            kind, name, known = unknown[0]
+            return {"error": f"unknown vLLM {kind} parser {name!r} (known: {', '.join(known)})", "kind": "names"}
+        key = str(request["model"])
+        model = self.models.get(key)
+        if model is None:
+            try:
+                model = self._load(request["files"])
+            except Exception as exc:
+                return {"error": f"vLLM cannot load the model's tokenizer: {_one_line(exc)}", "kind": "tokenizer"}
+            self.models[key] = model
+            while len(self.models) > MODELS_KEPT:
+                self.models.popitem(last=False)
+        if (tool, reasoning) not in model.parsers:
+            try:
+                model.parsers[(tool, reasoning)] = self._parser_class(model, tool, reasoning)
+            except Exception as exc:
+                return {"error": _one_line(exc), "kind": "parser"}
+        return {"tokenizer": type(model.tokenizer).__name__, "harmony": model.harmony}
+
+    def _load(self, files: dict[str, str]) -> SimpleNamespace:
+        """The tokenizer of the folder ``files`` (name -> file) make, loaded as vLLM's server loads it."""
+        with tempfile.TemporaryDirectory(prefix="tito-audit-vllm-") as tmp:
+            root = Path(tmp)
+            for name, target in files.items():
+                link = root / name
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.symlink_to(target)
+            model_type = _model_type(root / "config.json")
+            tokenizer = self.get_tokenizer(str(root), trust_remote_code=False)
+        hf_config = SimpleNamespace(model_type=model_type)
+        config = SimpleNamespace(
+            hf_config=hf_config, hf_text_config=hf_config, hf_overrides=None, model=str(root), architecture=None
+        )
+        return SimpleNamespace(tokenizer=tokenizer, config=config, harmony=model_type == "gpt_oss", parsers={})
+
+    def _parser_class(self, model: SimpleNamespace, tool: str | None, reasoning: str | None) -> Any:
+        composed = self.parser_manager.get_parser(
+            tool_parser_name=tool,
+            reasoning_parser_name=reasoning,
+            enable_auto_tools=True,
+            model_name=model.config.model,
+            is_harmony=model.harmony,
+            tokenizer=model.tokenizer,
+        )
+        # The harmony parser is configured on its class (process-wide): keep this pair's configuration on a class
+        # of its own, so that another pair opened in this worker cannot change it.
+        return type(
+            composed.__name__,
+            (composed,),
+            {
+                "reasoning_parser_cls": composed.reasoning_parser_cls,
+                "tool_parser_cls": composed.tool_parser_cls,
+                "tool_strict_level": composed.tool_strict_level,
+            },
+        )
+
+    # -- hand_over and parse -----------------------------------------------------------------------------------------
+    def _request(self, request: dict[str, Any]) -> Any:
+        body: dict[str, Any] = {"messages": [{"role": "user", "content": ""}], "model": "tito-audit"}
+        if request.get("tools"):
+            body["tools"] = request["tools"]
+        if request.get("template_kwargs"):
+            body["chat_template_kwargs"] = request["template_kwargs"]
+        return self.request_type.model_validate(body)
+
+    def _parser(self, model: SimpleNamespace, parser_cls: Any, chat: Any, request: dict[str, Any]) -> Any:
+        parser = parser_cls(
+            model.tokenizer,
+            chat.tools,
+            chat_template_kwargs=chat.chat_template_kwargs or {},
+            model_config=model.config,
+        )
+        if request.get("prompt_ids"):
+            parser.set_prompt_token_ids(request["prompt_ids"])
+        return parser
+
+    def hand_over(self, model: SimpleNamespace, parser_cls: Any, request: dict[str, Any]) -> dict[str, Any]:
+        chat = self._request(request)
+        tool_choice = chat.tool_choice or "none"
+        if parser_cls.always_adjust_request or parser_cls.reasoning_parser_cls is not None or tool_choice != "none":
+            chat = self._parser(model, parser_cls, chat, request).adjust_request(request=chat)
+        ids = [int(i) for i in request["ids"]]
+        sampling = chat.to_sampling_params(max(len(ids), 1), {})
+        engine_request = SimpleNamespace(
+            request_id="tito-audit",
+            sampling_params=sampling,
+            prompt_token_ids=[int(i) for i in request.get("prompt_ids") or []],
+            prompt_embeds=None,
+        )
+        detokenizer = self.detokenizer.from_new_request(model.tokenizer, engine_request)
+        detokenizer.update(ids, bool(request.get("stopped")))
+        return {
+            "text": detokenizer.get_next_output_text(finished=True, delta=False),
+            "skip_special_tokens": bool(sampling.skip_special_tokens),
+        }
+
+    def parse(self, model: SimpleNamespace, parser_cls: Any, request: dict[str, Any]) -> dict[str, Any]:
+        chat = self._request(request)
+        parser = self._parser(model, parser_cls, chat, request)
+        parser.set_history_tool_call_count(int(request.get("earlier_calls") or 0))
+        text = str(request["text"])
+        ids = request.get("ids") or model.tokenizer.encode(text, add_special_tokens=False)
+        reasoning, content, calls = parser.parse(text, chat, enable_auto_tools=True, model_output_token_ids=ids)
+        fields = self.assemble(chat, reasoning, content, calls, enable_auto_tools=True, parser_cls=parser_cls)
+        return {
+            "reasoning": fields.reasoning,
+            "content": fields.content,
+            "tool_calls": [
+                {"id": call.id, "name": call.function.name, "arguments": call.function.arguments}
+                for call in fields.tool_calls
+            ],
+        }
+
+
+def _model_type(config: Path) -> str | None:
+    try:
+        value = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 400 else text[:397] + "..."
+
+
+def _read(stream: BinaryIO) -> dict[str, Any] | None:
+    header = stream.read(4)
+    if len(header) < 4:
+        return None
+    (size,) = struct.unpack(">I", header)
+    return json.loads(stream.read(size))
+
+
+def _write(stream: BinaryIO, message: dict[str, Any]) -> None:
+    data = json.dumps(message, ensure_ascii=False).encode("utf-8")
+    stream.write(struct.pack(">I", len(data)) + data)
+    stream.flush()
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # whatever vLLM prints goes to standard error, never into the answers
+    requests = sys.stdin.buffer
+    try:
+        engine = Engine()
+    except Exception as exc:  # reported to the parent as the first answer
+        _write(replies, {"error": f"vLLM cannot be imported: {_one_line(exc)}", "kind": "import"})
+        return
+    while (request := _read(requests)) is not None:
+        try:
+            answer = engine.handle(request)
+        except Exception as exc:
+            answer = {"error": f"{type(exc).__name__}: {_one_line(exc)}", "kind": "internal"}
+        _write(replies, answer)
+
+
+if __name__ == "__main__":
+    main()
