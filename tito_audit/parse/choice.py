@@ -165,6 +165,7 @@ def check_parser_value(value: str) -> None:
     engine = engine_named(value)
     if engine is not None:
         if not engine.available():
+            engine.check(None, None)  # raises the engine's own ParserUnavailable, naming what to install
             raise ParserUnavailable(
                 f"--parser {value}: {engine.label}'s parsers are not installed; install them with: {engine.install}"
             )
