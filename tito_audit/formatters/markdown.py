@@ -12,6 +12,7 @@ from tito_audit.formatters.common import (
     rewritten_message,
     side_labels,
     stop_tokens_line,
+    texts_at_difference,
     tools_line,
     unrealizable_line,
     visible,
@@ -32,14 +33,9 @@ def _example(cause: str, failure: Failure) -> list[str]:
         lines.append(f"  {rewritten_message(failure)}")
     if failure.detail:
         lines.append(f"  {failure.detail}")
-    if failure.expected_text or failure.actual_text:
-        offset = min(80, failure.char_index or 0)
-        lines += [
-            "  ```text",
-            f"  {left}: …{visible(failure.expected_text[offset : offset + 100])}",
-            f"  {right}: …{visible(failure.actual_text[offset : offset + 100])}",
-            "  ```",
-        ]
+    texts = texts_at_difference(failure)
+    if texts is not None:
+        lines += ["  ```text", f"  {left}: …{visible(texts[0])}", f"  {right}: …{visible(texts[1])}", "  ```"]
     if failure.expected is not None and failure.actual is not None:
         lines += [
             "  ```text",

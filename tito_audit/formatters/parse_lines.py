@@ -5,6 +5,7 @@ and the calls written inside the reasoning (rates beside the verdict), and the s
 from __future__ import annotations
 
 from tito_audit.audit.results import AuditReport, ParseResult, VariantResult, WrittenValue
+from tito_audit.formatters.common import texts_at_difference
 
 
 def parser_name(report: AuditReport) -> str | None:
@@ -118,11 +119,14 @@ def value_example_lines(variant: VariantResult) -> list[str]:
     first_of_each_type = {}
     for failure in variant.value_failures:
         first_of_each_type.setdefault(failure.category, failure)
-    return [
-        f"{failure.category}: {failure.detail} — buffer …{failure.expected_text[-70:]!r} / next prompt "
-        f"…{failure.actual_text[-70:]!r}"
-        for failure in first_of_each_type.values()
-    ]
+    lines = []
+    for failure in first_of_each_type.values():
+        texts = texts_at_difference(failure, before=40, after=30)
+        line = f"{failure.category}: {failure.detail}"
+        if texts is not None:
+            line += f" — buffer …{texts[0]!r}… / next prompt …{texts[1]!r}…"
+        lines.append(line)
+    return lines
 
 
 def beside_the_verdict(variant: VariantResult) -> list[str]:

@@ -24,6 +24,7 @@ from tito_audit.formatters.common import (
     rewritten_message,
     side_labels,
     stop_tokens_line,
+    texts_at_difference,
     tools_line,
     unrealizable_line,
     visible,
@@ -63,12 +64,9 @@ def token_diff(failure: Failure) -> Table:
     table.add_column(f"{left} (from token {start})", ratio=1, overflow="fold")
     table.add_column(right, ratio=1, overflow="fold")
     table.add_row(_tokens(failure, "expected"), _tokens(failure, "actual"))
-    if failure.expected_text or failure.actual_text:
-        offset = min(80, failure.char_index or 0)
-        table.add_row(
-            Text("…" + visible(failure.expected_text[offset : offset + 90]), style="dim"),
-            Text("…" + visible(failure.actual_text[offset : offset + 90]), style="dim"),
-        )
+    texts = texts_at_difference(failure, after=90)
+    if texts is not None:
+        table.add_row(Text("…" + visible(texts[0]), style="dim"), Text("…" + visible(texts[1]), style="dim"))
     return table
 
 
