@@ -388,6 +388,19 @@ class Settings:
 
 
 @dataclass
+class RefusedSetting:
+    """A value of the template's own keyword argument that the template cannot take (it raises on a conversation it
+    renders under the default settings): a setting no loop can run, reported beside the verdicts and never deciding
+    the model's (SPEC, Verdicts: "Conditions")."""
+
+    setting: str
+    """The variant the sweep would have audited, e.g. ``reasoning_strength=true``."""
+    kwargs: dict[str, object]
+    error: str
+    """What the template raised (one line)."""
+
+
+@dataclass
 class AuditReport:
     schema_version: int
     tool_version: str
@@ -415,6 +428,8 @@ class AuditReport:
     """The model's verdict with that parser (its worst variant's); ``verdict`` is the perfect-inverse verdict."""
     parser_way_out: str | None = None
     """When the parser makes the verdict worse: the bridging mode that holds whatever the parser returns."""
+    refused_settings: list[RefusedSetting] = field(default_factory=list)
+    """Settings of the sweep the template cannot take (not audited; see :class:`RefusedSetting`)."""
     generated_at: str = ""
     """When the report was made (ISO); with ``duration_seconds`` the only fields that vary."""
     duration_seconds: float = 0.0

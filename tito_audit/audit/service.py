@@ -21,7 +21,7 @@ from tito_audit.audit.options import (
 )
 from tito_audit.audit.recommend import parser_way_out, recommend
 from tito_audit.audit.results import AuditReport, ModelInfo, Settings, worst_verdict
-from tito_audit.audit.settings_together import settings_read_together
+from tito_audit.audit.settings_together import refused_settings, settings_read_together, without_refused
 from tito_audit.audit.variant import VariantAudit
 from tito_audit.conversations.tools import BUILT_IN
 from tito_audit.conversations.validate import check_stop_tokens
@@ -109,10 +109,15 @@ def audit(
         notes.append(cut)
     choice = choose_parser(options.parser, loaded.resolved.model_id, codec.tokenizer)
     notes.extend(choice.notes)
-    variants = variants_for(inputs, options.pinned_kwargs)
-    if loaded.template_source is not None and len(variants) > 2:
+    variants, refused = variants_for(inputs, options.pinned_kwargs), []
+    if loaded.template_source is not None:
         with frozen_clock(loaded.template_source, options.clock):
-            variants += settings_read_together(loaded, codec, inputs, options.pinned_kwargs, options.limits)
+            variants, refused = refused_settings(loaded, codec, variants, options.limits)
+            if len(variants) > 2:
+                usable = without_refused(inputs, refused, options.pinned_kwargs)
+                together = settings_read_together(loaded, codec, usable, options.pinned_kwargs, options.limits)
+                kept, refused_together = refused_settings(loaded, codec, [variants[0], *together], options.limits)
+                variants, refused = variants + kept[1:], refused + refused_together
     conversations_for = conversation_source(options)
     audits = [VariantAudit(loaded, codec, variant, options, choice.parser) for variant in variants]
     results = [variant_audit.run(conversations_for, progress) for variant_audit in audits]
@@ -147,6 +152,7 @@ def audit(
         parser=choice.describe() if choice.parser is not None else None,
         parser_verdict=parsed_verdict,
         parser_way_out=parser_way_out(verdict, parsed_verdict, results),
+        refused_settings=refused,
         generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         duration_seconds=round(time.monotonic() - started, 3),
     )
