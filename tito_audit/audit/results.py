@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tito_audit.audit.result_conditions import CallTurns, Conditions, FormSteps, RefusedSetting, ShapeSteps
+
 READY = "ready"
 READY_TOOL_ONLY = "ready-tool-only"
 BROKEN = "broken"
@@ -148,33 +150,6 @@ class UnrealizableTurns:
 
 
 @dataclass
-class FormSteps:
-    """Rollout steps of one kind after assistant turns audited in one reasoning form: how often the buffer could
-    not follow (so a reader can judge how often their model writes that form)."""
-
-    kind: str
-    form: str
-    """``reasoning absent``, ``reasoning empty`` (the model closed the block at once; ``…, sent back without it``:
-    its harness dropped the empty field) or ``reasoning present``."""
-    steps: int
-    failed: int
-
-
-@dataclass
-class ShapeSteps:
-    """Rollout steps of the conversations generated in one shape harnesses send (SPEC, Conversations), beside its
-    usual form: tool results without ``name``, results in another order, a reused call id, a ``developer`` message."""
-
-    shape: str
-    """``result names``, ``result order``, ``call ids`` or ``lead``."""
-    form: str
-    """``absent``/``kept``, ``reversed``/``as called``, ``reused``/``fresh``, ``developer``/``system``/``none``."""
-    conversations: int
-    steps: int
-    failed: int
-
-
-@dataclass
 class DriftSummary:
     """Re-render drift: what a trainer that re-tokenizes would lose (reported beside the verdict)."""
 
@@ -271,6 +246,10 @@ class ParseResult:
     """Tool-call turns with reasoning also written with their calls inside it (a drawn form, beside the verdict)."""
     calls_in_reasoning_lost: int = 0
     """Of those, the turns whose calls the parser did not find."""
+    calls: CallTurns | None = None
+    """Call turns by form, and those whose calls the parser lost."""
+    conditions: Conditions | None = None
+    """When this verdict breaks, with the step tallies it is read from."""
 
 
 @dataclass
@@ -307,6 +286,8 @@ class VariantResult:
     """Written values per type, with the parser the audit used (the perfect inverse under ``template``)."""
     value_failures: list[Failure] = field(default_factory=list)
     """The first ``value-rewritten`` step of each value type (evidence; never counted in the verdict)."""
+    conditions: Conditions | None = None
+    """When this verdict breaks, with the step tallies it is read from."""
 
 
 @dataclass
@@ -388,19 +369,6 @@ class Settings:
 
 
 @dataclass
-class RefusedSetting:
-    """A value of the template's own keyword argument that the template cannot take (it raises on a conversation it
-    renders under the default settings): a setting no loop can run, reported beside the verdicts and never deciding
-    the model's (SPEC, Verdicts: "Conditions")."""
-
-    setting: str
-    """The variant the sweep would have audited, e.g. ``reasoning_strength=true``."""
-    kwargs: dict[str, object]
-    error: str
-    """What the template raised (one line)."""
-
-
-@dataclass
 class AuditReport:
     schema_version: int
     tool_version: str
@@ -428,8 +396,12 @@ class AuditReport:
     """The model's verdict with that parser (its worst variant's); ``verdict`` is the perfect-inverse verdict."""
     parser_way_out: str | None = None
     """When the parser makes the verdict worse: the bridging mode that holds whatever the parser returns."""
+    conditions: Conditions | None = None
+    """When the model's verdict breaks (:func:`tito_audit.audit.conditions.report_conditions`)."""
+    parser_conditions: Conditions | None = None
+    """The same with the parser."""
     refused_settings: list[RefusedSetting] = field(default_factory=list)
-    """Settings of the sweep the template cannot take (not audited; see :class:`RefusedSetting`)."""
+    """Settings of the sweep the template cannot take (not audited)."""
     generated_at: str = ""
     """When the report was made (ISO); with ``duration_seconds`` the only fields that vary."""
     duration_seconds: float = 0.0

@@ -12,6 +12,7 @@ import time
 from datetime import datetime, timezone
 
 from tito_audit import __version__
+from tito_audit.audit.conditions import report_conditions
 from tito_audit.audit.options import (
     DEFAULT_COUNT,
     AuditOptions,
@@ -152,6 +153,8 @@ def audit(
         parser=choice.describe() if choice.parser is not None else None,
         parser_verdict=parsed_verdict,
         parser_way_out=parser_way_out(verdict, parsed_verdict, results),
+        conditions=report_conditions(results, lambda variant: variant),
+        parser_conditions=report_conditions(results, lambda variant: variant.parse),
         refused_settings=refused,
         generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         duration_seconds=round(time.monotonic() - started, 3),

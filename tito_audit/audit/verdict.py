@@ -25,17 +25,27 @@ FORM_WORDS = {
 }
 
 
-def verdict_for(checks: Mapping[str, CheckResult], native_tool_conversations: int) -> tuple[str, str]:
+WALKED = "the parse check walked"
+"""How the rollout with the parser says what its counts are of: the steps of the conversations it walks, fewer than
+the main check's (no conversation without declared tools, none whose arguments the template quotes)."""
+
+
+def verdict_for(
+    checks: Mapping[str, CheckResult], native_tool_conversations: int, walked_by: str | None = None
+) -> tuple[str, str]:
     """(verdict, one-line reason) from the ``rollout`` check's rows and the number of conversations audited
-    with the template's own tool support (not reshaped into chat)."""
+    with the template's own tool support (not reshaped into chat). ``walked_by`` names the check whose steps the
+    counts are (``the parse check walked``), where they are not the main check's."""
     rows = {row.category: row for row in checks["rollout"].rows}
     tool = rows.get(TOOL)
     causes = ", ".join(sorted(checks["rollout"].cause_counts)) or "no cause"
+    of, by = ("of the", f" {walked_by}") if walked_by else ("of", "")
     if native_tool_conversations == 0 or tool is None or tool.cases - tool.refused == 0:
         return UNSUPPORTED, "no conversation with tool calls and tool results rendered faithfully"
     if tool.failed:
         return BROKEN, (
-            f"{tool.failed} of {tool.cases - tool.refused} tool-only steps are not text- or seam-stable ({causes})"
+            f"{tool.failed} {of} {tool.cases - tool.refused} tool-only steps{by} are not text- or seam-stable "
+            f"({causes})"
         )
     other = [row for category, row in rows.items() if category != TOOL and row.failed]
     if other:
@@ -43,9 +53,10 @@ def verdict_for(checks: Mapping[str, CheckResult], native_tool_conversations: in
         audited = sum(r.cases - r.refused for r in other)
         kinds = "/".join(sorted(r.category for r in other))
         return READY_TOOL_ONLY, (
-            f"every tool-only step is stable; {failed} of {audited} steps with {kinds} messages are not ({causes})"
+            f"every tool-only step{by} is stable; {failed} {of} {audited} steps with {kinds} messages{by} are not "
+            f"({causes})"
         )
-    return READY, "every appended step is text- and seam-stable"
+    return READY, f"every appended step{by} is text- and seam-stable"
 
 
 def form_clause(verdict: str, forms: Sequence[FormSteps]) -> str:

@@ -18,6 +18,7 @@ from tito_audit.formatters.common import (
     visible,
     window_tokens,
 )
+from tito_audit.formatters.conditions_lines import report_condition_lines, variant_condition_lines
 from tito_audit.formatters.parse_lines import beside_the_verdict, report_parser_line, variant_parse_lines
 from tito_audit.outputs import write_atomically
 
@@ -52,6 +53,7 @@ def _variant(variant: VariantResult) -> list[str]:
         "",
         variant.verdict_reason + ".",
         "",
+        *([*(f"- {line}" for line in conditions), ""] if (conditions := variant_condition_lines(variant)) else []),
         f"Conversations audited: {variant.conversations_audited} of {variant.conversations}.",
         "",
         "| check | category | cases | passed | failed | refused |",
@@ -117,6 +119,7 @@ def to_markdown(report: AuditReport) -> str:
         "",
         *([f"**Verdict with its engine's parser: {report_parser_line(report)}**", ""] if report.parser else []),
         *([f"**{report.recommendation.line()}**", ""] if report.recommendation is not None else []),
+        *([*(f"- {line}" for line in conditions), ""] if (conditions := report_condition_lines(report)) else []),
         "| | |",
         "|---|---|",
         f"| source | {model.source} ({_cell(model.path)}) |",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from tito_audit.audit.results import AuditReport, ParseResult, VariantResult, WrittenValue
 from tito_audit.formatters.common import texts_at_difference
+from tito_audit.formatters.conditions_lines import parse_condition_lines
 
 
 def parser_name(report: AuditReport) -> str | None:
@@ -44,7 +45,7 @@ def variant_parse_lines(variant: VariantResult) -> list[str]:
     parse = variant.parse
     if parse is None:
         return []
-    lines = [f"with {parse.parser}: {parse.verdict} — {parse.verdict_reason}"]
+    lines = [f"with {parse.parser}: {parse.verdict} — {parse.verdict_reason}", *parse_condition_lines(parse)]
     lines.append(f"{parse.turns_changed} of {parse.turns_parsed} parsed turns differ from the template's message")
     if parse.conversations_skipped:
         lines.append(

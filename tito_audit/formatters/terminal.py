@@ -30,6 +30,7 @@ from tito_audit.formatters.common import (
     visible,
     window_tokens,
 )
+from tito_audit.formatters.conditions_lines import report_condition_lines, variant_condition_lines
 from tito_audit.formatters.parse_lines import beside_the_verdict, report_parser_line, variant_parse_lines
 
 VERDICT_STYLE = {
@@ -97,6 +98,7 @@ def _checks_table(variant: VariantResult) -> Table:
 def _variant_panel(variant: VariantResult) -> Panel:
     parts: list = [
         Text.assemble("verdict: ", verdict_text(variant.verdict), f" — {variant.verdict_reason}"),
+        *[Text(line, style="bold") for line in variant_condition_lines(variant)],
         Text(f"conversations audited: {variant.conversations_audited} of {variant.conversations}", style="dim"),
         _checks_table(variant),
         *[
@@ -160,6 +162,9 @@ def render_report(report: AuditReport, console: Console | None = None) -> None:
     parser_line = report_parser_line(report)
     if parser_line is not None:
         header.add_row("engine parser", Text(parser_line, style="bold blue"))
+    for line in report_condition_lines(report):
+        label = "when it breaks" if line.startswith("when it breaks") else "refused setting"
+        header.add_row(label, Text(line.removeprefix(label).removeprefix(": ").strip(), style="bold"))
     if report.recommendation is not None:
         header.add_row("way out", Text(report.recommendation.line(), style="bold cyan"))
     recommendation = report.recommendation

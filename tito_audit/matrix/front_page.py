@@ -26,7 +26,7 @@ from tito_audit.formatters.site.glossary import (
     verdict_class,
 )
 from tito_audit.formatters.site.html import attrs, document, esc
-from tito_audit.matrix.row import AUDITED, NOT_REACHABLE, short_reason, verdict_of
+from tito_audit.matrix.row import AUDITED, NOT_REACHABLE, conditions_cell, short_reason, verdict_of
 
 OTHER_FAMILY = "other"
 DATA_FILES = ("matrix.md", "matrix.csv", "matrix.json", "matrix.parquet")
@@ -43,14 +43,15 @@ STEP_GLYPHS = {
     "n/a": ("–", "na"),
 }
 COLUMNS = (
-    ("family", "9%"),
-    ("model", "22%"),
-    ("verdict", "10.5%"),
+    ("family", "8%"),
+    ("model", "18%"),
+    ("verdict", "10%"),
     ("level", "5%"),
-    ("steps", "9.5%"),
-    ("real data", "9.5%"),
-    ("main causes", "16%"),
-    ("way out", "18.5%"),
+    ("steps", "9%"),
+    ("real data", "8%"),
+    ("main causes", "13%"),
+    ("when it breaks", "14%"),
+    ("way out", "15%"),
 )
 
 
@@ -225,6 +226,7 @@ def _row(row: dict[str, Any], lead: bool) -> str:
         f"<td>{_steps(row) if row.get('status') == AUDITED else ''}</td>",
         f"<td>{_real_data(row)}</td>",
         f'<td class="causes">{"".join(cause_chip(c) for c in causes)}</td>',
+        f"<td>{_more(conditions_cell(row)) if row.get('status') == AUDITED else ''}</td>",
         f"<td>{last}</td>",
     ]
     row_attrs = attrs(

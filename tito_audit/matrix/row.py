@@ -8,6 +8,7 @@ from typing import Any
 
 from tito_audit.audit.results import AuditReport, worst_verdict
 from tito_audit.conversations.conversation import STEP_KINDS
+from tito_audit.formatters.conditions_lines import conditions_line
 from tito_audit.formatters.mask_lines import mask_cell
 from tito_audit.formatters.site.glossary import NOT_AUDITED
 from tito_audit.model.registry import family_of
@@ -29,6 +30,8 @@ COLUMNS = (
     "parser_verdict",
     "parser",
     "parser_way_out",
+    "conditions",
+    "parser_conditions",
     "written_values",
     "variant_verdicts",
     *(f"rollout_{kind}" for kind in STEP_KINDS),
@@ -63,6 +66,8 @@ VOLATILE_COLUMNS = ("generated_at", "duration_seconds")
 """The only columns that change between two runs with the same code, models, settings and seed."""
 
 _EVERYWHERE = frozenset({"noncanonical-split"})
+CONDITIONS_SHOWN = 3
+"""Conditions a matrix cell names (the rest counted); the model's page names them all."""
 
 
 def base_row(model_id: str, status: str, reason: str = "") -> dict[str, Any]:
@@ -163,7 +168,12 @@ def row_from_report(report: AuditReport, report_link: str, duration: float) -> d
         parser=parser_cell(report),
         parser_way_out=report.parser_way_out or "",
         written_values=written_values_cell(report),
-        variant_verdicts="; ".join(f"{v.name}: {v.verdict}" for v in report.variants),
+        conditions=conditions_line(report.conditions, limit=CONDITIONS_SHOWN),
+        parser_conditions=conditions_line(report.parser_conditions, limit=CONDITIONS_SHOWN),
+        variant_verdicts="; ".join(
+            [f"{v.name}: {v.verdict}" for v in report.variants]
+            + [f"{item.setting}: refused setting" for item in report.refused_settings]
+        ),
         main_causes=", ".join(cause for cause, _ in sorted(rollout_causes.items(), key=lambda kv: (-kv[1], kv[0]))),
         roundtrip_findings=", ".join(sorted(roundtrip)) if not report.text_level_only else "n/a (text level)",
         bridge=f"{bridge_cases - bridge_failed}/{bridge_cases} equal" if bridge_cases else "n/a",
@@ -208,6 +218,15 @@ def short_reason(reason: str) -> str:
     if "; tried: " in reason:
         return "not found; " + reason.rsplit("; ", 1)[-1]
     return reason
+
+
+def conditions_cell(row: dict[str, Any]) -> str:
+    """When the row's verdicts break: the perfect inverse's conditions, then the parser's (each where its verdict is
+    worse than ready)."""
+    parts = [row.get("conditions") or ""]
+    if row.get("parser_conditions"):
+        parts.append(f"with {row.get('parser')}: {row['parser_conditions']}")
+    return " · ".join(part for part in parts if part)
 
 
 def verdict_of(row: dict[str, Any]) -> str:
