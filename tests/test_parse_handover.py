@@ -195,3 +195,18 @@ def test_gpt_oss_parallel_calls_are_audited_as_the_one_call_turns_the_model_writ
     assert any("parallel tool calls -> one call per turn" in (r.accepted_after or []) for r in variant.refused)
     assert CALL_LOST not in variant.parse.fields, variant.parse.fields
     assert variant.parse.turns_parsed == 3  # two one-call turns and the answer
+
+
+@requires_shared
+@needs_sglang
+def test_gpt_oss_loses_calls_only_where_it_writes_no_analysis_first():
+    """SGLang's gpt-oss detector needs the ``<|start|>assistant`` an analysis message leaves before the call: a call
+    written with none is lost. That form is the rare one (the registry's habit), drawn for a small share of call
+    turns, and every call the parser loses is one of them: none comes from the splitting of parallel calls."""
+    model = load_by_id("openai/gpt-oss-20b", mirrors=[SHARED_TOKENIZERS], allow_hub=False)
+    parse = default_variant(audit(model, AuditOptions(parser="sglang"))).parse
+    calls = parse.calls
+    assert calls is not None and calls.rare_form == "the model calls with no analysis message first"
+    assert 0 < calls.rare_turns < calls.turns / 5
+    assert calls.lost == calls.rare_lost
+    assert any(c.kind == "rare form" for c in parse.conditions.drawn)
