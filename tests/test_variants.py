@@ -137,3 +137,6 @@ def test_a_setting_the_template_refuses_is_reported_and_decides_no_verdict(tiny_
     assert "flag is not supported" in report.refused_settings[0].error
     assert "flag=true" not in {variant.name for variant in report.variants}
     assert report.verdict == "ready"
+    from tito_audit.formatters.markdown import to_markdown
+
+    assert "refused setting flag=true (not audited; decides no verdict): " in to_markdown(report)
