@@ -38,7 +38,9 @@ FORM, RARE_FORM, SHAPE, SETTING = "form", "rare form", "shape", "setting"
 REASONING_WORDS = {
     REASONING_ABSENT: "after turns without reasoning",
     REASONING_EMPTY: "when the model closes the reasoning block at once",
-    REASONING_SENT_BACK_WITHOUT: "when the model closes the reasoning block at once",
+    REASONING_SENT_BACK_WITHOUT: (
+        "when the model closes the reasoning block at once and the harness sends it back absent"
+    ),
     REASONING_PRESENT: "after turns with reasoning",
 }
 SHAPE_WORDS = {

@@ -31,7 +31,7 @@ from tito_audit.audit.realize import RealizedConversation, realize
 from tito_audit.audit.reasoning_block import VariantReasoning, variant_reasoning
 from tito_audit.audit.results import VariantResult
 from tito_audit.audit.stops import collect_stop_tokens, model_end_token
-from tito_audit.audit.verdict import form_clause, verdict_for
+from tito_audit.audit.verdict import verdict_for
 from tito_audit.audit.written_values import LiteralCache, ValueTotals, written_values
 from tito_audit.conversations.conversation import USER, Conversation
 from tito_audit.conversations.profile import GenerationProfile
@@ -184,7 +184,6 @@ class VariantAudit:
         verdict, reason = verdict_for(totals.checks, native_tool_conversations)
         tallies = tally_steps(totals.conditions)
         forms = steps_by_form(totals.forms)
-        reason += form_clause(verdict, forms)
         self._notes(totals, allowed)
         return VariantResult(
             name=self.variant.name,

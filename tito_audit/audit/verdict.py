@@ -12,18 +12,10 @@ Re-render drift, roundtrip findings and the bridge check are reported beside the
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
-from tito_audit.audit.results import BROKEN, READY, READY_TOOL_ONLY, UNSUPPORTED, CheckResult, FormSteps
+from tito_audit.audit.results import BROKEN, READY, READY_TOOL_ONLY, UNSUPPORTED, CheckResult
 from tito_audit.conversations.conversation import TOOL
-
-FORM_WORDS = {
-    "reasoning empty": "when the model closes the reasoning block at once",
-    "reasoning present": "after turns with reasoning",
-    "reasoning absent": "after turns without reasoning",
-    "reasoning empty, sent back without it": "when the model closes the reasoning block at once",
-}
-
 
 WALKED = "the parse check walked"
 """How the rollout with the parser says what its counts are of: the steps of the conversations it walks, fewer than
@@ -57,27 +49,3 @@ def verdict_for(
             f"({causes})"
         )
     return READY, f"every appended step{by} is text- and seam-stable"
-
-
-def form_clause(verdict: str, forms: Sequence[FormSteps]) -> str:
-    """When the failing steps all follow turns of one reasoning form and the steps after the other forms hold,
-    which form that is, e.g. ``"; fails when the model closes the reasoning block at once: 33 of 33 tool steps"``
-    (a reader can judge how often their model writes it); empty otherwise."""
-    if verdict == BROKEN:
-        kinds, label = {TOOL}, "tool"
-    elif verdict == READY_TOOL_ONLY:
-        kinds, label = {form.kind for form in forms} - {TOOL}, "non-tool"
-    else:
-        return ""
-    totals: dict[str, list[int]] = {}
-    for form in forms:
-        if form.kind in kinds:  # forms said alike are one (the model closed the block at once, however sent back)
-            tally = totals.setdefault(FORM_WORDS.get(form.form, form.form), [0, 0])
-            tally[0] += form.steps
-            tally[1] += form.failed
-    failing = [(form, steps, failed) for form, (steps, failed) in totals.items() if failed]
-    holding = [form for form, (steps, failed) in totals.items() if steps and not failed]
-    if len(failing) != 1 or not holding:
-        return ""
-    words, steps, failed = failing[0]
-    return f"; fails {words}: {failed} of {steps} {label} steps"
