@@ -11,7 +11,7 @@ what was drawn, the refused settings, and the rare form of a family's habit with
 from __future__ import annotations
 
 from tito_audit.audit.result_conditions import Condition, Conditions
-from tito_audit.audit.results import READY, AuditReport, ParseResult, VariantResult
+from tito_audit.audit.results import READY, UNSUPPORTED, AuditReport, ParseResult, VariantResult
 from tito_audit.audit.step_conditions import RARE_FORM
 
 
@@ -20,10 +20,10 @@ def _counted(condition: Condition, counted: str) -> str:
 
 
 def conditions_line(conditions: Conditions | None, plain: str = "plain loop", limit: int | None = None) -> str:
-    """``plain loop ready; breaks when … (10 of 10 tool steps); …`` (empty for a ready verdict); ``limit``: at most
-    that many conditions, then how many more."""
-    if conditions is None or (conditions.verdict == READY and not conditions.breaking):
-        return ""
+    """``plain loop ready; breaks when … (10 of 10 tool steps); …`` (empty for a ready verdict, and for an unsupported
+    one no setting makes so); ``limit``: at most that many conditions, then how many more."""
+    if conditions is None or (conditions.verdict in (READY, UNSUPPORTED) and not conditions.breaking):
+        return ""  # ready breaks nowhere; unsupported has no tool step to break (its refusals say why)
     line = f"{plain} {conditions.plain_verdict}" if conditions.plain_verdict else f"no {plain} step drawn"
     shown = conditions.breaking if limit is None else conditions.breaking[:limit]
     if shown:
