@@ -92,8 +92,8 @@ def test_a_form_the_template_drops_is_when_it_breaks(tiny_model_dir, write_templ
     variant = default_variant(run_audit(tiny_model_dir, source, count=32))
     assert variant.verdict == BROKEN and variant.conditions is not None
     assert variant.conditions.plain_verdict == BROKEN
-    first = variant.conditions.breaking[0]
-    assert first.name == "when the model closes the reasoning block at once"
+    first = variant.conditions.breaking[0]  # sent back as "", absent or None: each its own form, each failing
+    assert first.name.startswith("when the model closes the reasoning block at once")
     assert first.failed == first.steps > 0
     tool_steps = next(row for row in variant.checks["rollout"].rows if row.category == "tool")
     assert sum(t.steps for t in variant.conditions.tallies if t.kind == "tool") == tool_steps.cases - tool_steps.refused
