@@ -19,6 +19,7 @@ import dataclasses
 import itertools
 import re
 import shutil
+import sys
 import typing
 from pathlib import Path
 from typing import Any
@@ -127,10 +128,11 @@ def _type_text(hint: Any, nested: list[type]) -> str:
 
 def json_reference() -> str:
     """The JSON report page (Markdown): one table per dataclass reachable from ``AuditReport``."""
-    from tito_audit.audit import engine_result, results
+    from tito_audit.audit import results
     from tito_audit.audit.service import SCHEMA_VERSION
 
-    docs = {**_field_docs(Path(results.__file__)), **_field_docs(Path(engine_result.__file__))}
+    docs: dict[tuple[str, str], str] = {}
+    read: set[str] = set()
     lines = [
         "# The JSON report",
         "",
@@ -149,6 +151,10 @@ def json_reference() -> str:
         cls = nested[done]
         done += 1
         hints = typing.get_type_hints(cls)
+        module = sys.modules[cls.__module__].__file__ or ""
+        if module not in read:  # field docs from the module that defines the class (results and its neighbours)
+            read.add(module)
+            docs.update(_field_docs(Path(module)))
         lines += [f"## {cls.__name__}", ""]
         if cls.__doc__ and not cls.__doc__.startswith(f"{cls.__name__}("):
             lines += [" ".join(cls.__doc__.split()), ""]

@@ -294,6 +294,13 @@ PROMPT_OPENS_THINK_HISTORY_DROPS_EMPTY = build(
 """MiniMax-M2-like: the prompt opens ``<think>\\n``; history renders the block only when the reasoning is not
 empty, so a turn whose model closed the block at once loses it: broken (``empty-think-dropped``)."""
 
+PROMPT_OPENS_THINK_HISTORY_CONCATENATES = build(
+    reasoning="{%- if m.reasoning_content -%}{{ '<think>\\n' + m.reasoning_content + '\\n</think>\\n' }}{%- endif -%}",
+    gen=OPEN_THINK_PROMPT,
+)
+"""As above, the block written by adding the field to text: a fix that writes the block for a turn without reasoning
+must write it empty however the field is sent (absent or None would raise in the addition)."""
+
 PROMPT_OPENS_THINK_HISTORY_KEEPS_EMPTY = build(
     reasoning="{%- if m.reasoning_content is string -%}" + OPEN_BLOCK + "{%- endif -%}", gen=OPEN_THINK_PROMPT
 )

@@ -41,8 +41,9 @@ def test_history_that_drops_or_alters_the_empty_block_is_broken_at_tool_steps(ti
     steps, failing = _tool_steps_after_empty(variant)
     assert steps > 0 and failing == steps  # every tool step after a turn that closed the block at once
     assert all(f.failed == 0 for f in variant.steps_by_form if f.kind == TOOL and f.form == "reasoning present")
-    assert "closes the reasoning block at once" in variant.verdict_reason
-    assert f"{failing} of {steps} tool steps" in variant.verdict_reason
+    empty = [c for c in variant.conditions.breaking if c.name.startswith("when the model closes the reasoning block")]
+    assert sum(c.steps for c in empty) == steps and all(c.failed == c.steps for c in empty)
+    assert variant.conditions.breaking[: len(empty)] == empty  # they come first: every step after them fails
     dropped = [f for f in variant.failures if f.check == "rollout" and "empty-think-dropped" in f.causes]
     assert dropped and all(f.message_role == ASSISTANT for f in dropped if f.category == TOOL)
     # the evidence shows what the model wrote (the closer right after the prompt's opener) and what history has
@@ -69,7 +70,13 @@ def test_empty_reasoning_sent_back_absent_is_its_own_form(tiny_model_dir, write_
     kept, dropped = forms[(TOOL, "reasoning empty")], forms[(TOOL, "reasoning empty, sent back without it")]
     assert kept[0] > 0 and kept[1] == 0
     assert dropped[0] > 0 and dropped[1] == dropped[0]
-    assert variant.verdict == BROKEN and "closes the reasoning block at once" in variant.verdict_reason
+    assert variant.verdict == BROKEN
+    named = {c.name: (c.failed, c.steps) for c in variant.conditions.breaking}
+    assert named["when the model closes the reasoning block at once and the harness sends it back absent"] == (
+        dropped[1],
+        dropped[0],
+    )
+    assert "when the model closes the reasoning block at once" not in named  # sent back as "", it holds
     failure = next(
         f for f in variant.failures if f.check == "rollout" and f.category == TOOL and "empty-think-dropped" in f.causes
     )

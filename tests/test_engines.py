@@ -9,6 +9,7 @@ parsed by each engine's parser and the next prompt rendered from what it returne
 
 from __future__ import annotations
 
+import html
 import json
 
 import pytest
@@ -141,6 +142,27 @@ def test_every_output_gives_each_engines_verdict(two_engines, good):
     )
     closing = " ".join(result.output[result.output.rindex("overall verdict") :].split())
     assert closing.startswith("overall verdict: ready; with Alpha's parser toy: ready; with Beta's parser toy: broken")
+
+
+def test_each_engines_verdict_says_when_it_breaks_with_its_own_steps(two_engines, good):
+    """The conditions beside each engine's verdict are read from that engine's rollouts alone: Beta's (it strips
+    content, so every tool step breaks) say so with Beta's step counts; Alpha's, ready, name nothing. Every output
+    shows them per engine."""
+    report = audit(good[0], AuditOptions(count=16, parser="auto"))
+    alpha, beta = report.parsers
+    assert alpha.conditions is not None and alpha.conditions.verdict == READY and not alpha.conditions.breaking
+    assert beta.conditions is not None and beta.conditions.verdict == BROKEN
+    assert beta.conditions.plain_verdict == BROKEN and beta.conditions.plain_failed > 0
+    walked = [row for row in report.variants[0].parses[1].check.rows if row.category == "tool"]
+    assert 0 < beta.conditions.plain_steps <= sum(row.cases - row.refused for row in walked)
+    markdown = to_markdown(report)
+    assert "when it breaks with Beta's parser toy: plain loop broken" in markdown
+    assert "when it breaks with Alpha's parser" not in markdown
+    assert "When it breaks with Beta's parser toy: plain loop broken" in html.unescape(model_page(report))
+    row = row_from_report(report, "models/x.md", 1.0)
+    assert row["alpha_conditions"] == "" and row["beta_conditions"].startswith("plain loop broken")
+    dumped = report_to_dict(report)
+    assert [engine["conditions"]["verdict"] for engine in dumped["parsers"]] == [READY, BROKEN]
 
 
 def test_a_report_with_two_engines_reads_back(two_engines, good):

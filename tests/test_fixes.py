@@ -45,6 +45,7 @@ def _way_out(tiny_model_dir, write_template, name: str):
         ("HISTORY_SLICED_AT_LAST_ANSWER", history_boundary.NAME, "keep reasoning in history"),
         ("PROMPT_OPENS_THINK_HISTORY_DROPS_EMPTY", empty_block_always.NAME, "keep the empty think block"),
         ("PROMPT_OPENS_THINK_HISTORY_DROPS_NEWLINE", empty_block_always.NAME, "keep the empty think block"),
+        ("PROMPT_OPENS_THINK_HISTORY_CONCATENATES", empty_block_always.NAME, "keep the empty think block"),
     ],
 )
 def test_each_fix_makes_its_template_ready_and_changes_nothing_else(tiny_model_dir, write_template, name, fix, label):

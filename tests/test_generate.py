@@ -100,3 +100,28 @@ def test_first_grid_round_visits_every_shape_once():
 
 def test_different_seeds_differ():
     assert list(generate(5, seed=1)) != list(generate(5, seed=2))
+
+
+def test_a_habit_of_text_before_each_call_leaves_a_small_share_of_calls_without():
+    """A model that writes its analysis before each call (gpt-oss, in the registry) writes a call turn with neither
+    reasoning nor content at the registry's small share, not in the grid's three cells in four; the other turns and
+    every other draw are those of a profile without the habit."""
+    from tito_audit.audit.generation import rare_share_without_text
+    from tito_audit.conversations.profile import GenerationProfile
+
+    share = rare_share_without_text("openai/gpt-oss-20b")
+    assert share is not None and 0 < share < 0.25
+    assert rare_share_without_text("Qwen/Qwen3-4B") is None
+    habit = GenerationProfile(text_before_calls=share)
+
+    def call_turns(profile):
+        return [
+            m for c in generate(400, 0, 4, profile) for m in c.messages if m.get("tool_calls") and not m.get("content")
+        ]
+
+    bare = [m for m in call_turns(habit) if not m.get("reasoning_content")]
+    turns = call_turns(habit)
+    assert 0 < len(bare) < 2 * share * len(turns), (len(bare), len(turns))
+    plain = call_turns(GenerationProfile())
+    assert len(plain) == len(turns)
+    assert sum(not m.get("reasoning_content") for m in plain) > len(plain) / 2

@@ -15,6 +15,8 @@ from tito_audit.audit.checks.trace import trace_of
 from tito_audit.audit.results import BROKEN, READY
 from tito_audit.audit.service import AuditOptions, audit
 from tito_audit.audit.stops import collect_stop_tokens, model_end_token
+from tito_audit.conversations.conversation import Conversation
+from tito_audit.conversations.tools import tool_schemas
 from tito_audit.model.loading import load_by_id
 from tito_audit.model.render import frozen_clock
 from tito_audit.parse import sglang
@@ -159,3 +161,54 @@ def test_gigachat3_hands_its_calls_to_the_parser():
     assert "<|message_sep|>" not in {t.text for t in variant.stop_tokens}
     assert CALL_LOST not in variant.parses[0].fields
     assert "stop-token-swap" in variant.checks["rollout"].cause_counts
+
+
+def _parallel_calls_after_reasoning() -> Conversation:
+    """A turn with reasoning and two parallel calls, their results, and an answer (gpt-oss's template drops every call
+    after the first, so the audit splits the turn into one-call turns)."""
+    calls = [
+        {"id": f"call_{n}", "type": "function", "function": {"name": "get_weather", "arguments": {"city": city}}}
+        for n, city in enumerate(("Paris", "Oslo"))
+    ]
+    return Conversation(
+        id="g0000",
+        messages=[
+            {"role": "user", "content": "Weather in Paris and Oslo?"},
+            {"role": "assistant", "content": "", "reasoning_content": "Need both cities.", "tool_calls": calls},
+            {"role": "tool", "tool_call_id": "call_0", "name": "get_weather", "content": "Sunny in Paris."},
+            {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "Rain in Oslo."},
+            {"role": "assistant", "content": "Sunny in Paris, rain in Oslo."},
+        ],
+        tools=tool_schemas(),
+        must_appear=["Sunny in Paris.", "Rain in Oslo."],
+    )
+
+
+@requires_shared
+@needs_sglang
+def test_gpt_oss_parallel_calls_are_audited_as_the_one_call_turns_the_model_writes():
+    """Generation stops at the first ``<|call|>``, so a turn with two calls is two one-call turns, each written as the
+    model writes a call: after its analysis message. No call is lost to that conversion (the split turns used to
+    carry no analysis message, which SGLang's gpt-oss detector does not parse)."""
+    model = load_by_id("openai/gpt-oss-20b", mirrors=[SHARED_TOKENIZERS], allow_hub=False)
+    report = audit(model, AuditOptions(conversations=[_parallel_calls_after_reasoning()], parser="sglang"))
+    variant = default_variant(report)
+    assert any("parallel tool calls -> one call per turn" in (r.accepted_after or []) for r in variant.refused)
+    (parse,) = variant.parses
+    assert CALL_LOST not in parse.fields, parse.fields
+    assert parse.turns_parsed == 3  # two one-call turns and the answer
+
+
+@requires_shared
+@needs_sglang
+def test_gpt_oss_loses_calls_only_where_it_writes_no_analysis_first():
+    """SGLang's gpt-oss detector needs the ``<|start|>assistant`` an analysis message leaves before the call: a call
+    written with none is lost. That form is the rare one (the registry's habit), drawn for a small share of call
+    turns, and every call the parser loses is one of them: none comes from the splitting of parallel calls."""
+    model = load_by_id("openai/gpt-oss-20b", mirrors=[SHARED_TOKENIZERS], allow_hub=False)
+    (parse,) = default_variant(audit(model, AuditOptions(parser="sglang"))).parses
+    calls = parse.calls
+    assert calls is not None and calls.rare_form == "the model calls with no analysis message first"
+    assert 0 < calls.rare_turns < calls.turns / 5
+    assert calls.lost == calls.rare_lost
+    assert any(c.kind == "rare form" for c in parse.conditions.drawn)

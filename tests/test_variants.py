@@ -94,3 +94,49 @@ def test_settings_read_together_are_audited_together(tiny_model_dir, write_templ
     assert report.verdict == "broken"
     assert not any("add_vision_id" in name and "," in name for name in verdicts)
     assert {"add_vision_id=false", "add_vision_id=true"} <= set(verdicts)  # still audited one at a time
+
+
+def test_a_setting_added_to_text_is_swept_over_the_strings_the_template_names():
+    """Muse-Glimmer: ``'Reasoning strength: ' + rs`` through a local falling back to ``'high'`` reads a string; a
+    boolean there raises, so the sweep passes the template's own string, never ``True``."""
+    source = (
+        "{%- set rs = strength if strength is defined and strength else 'high' -%}{{ 'Strength: ' + rs }}{{ messages }}"
+    )
+    assert names(source) == {"strength": ("high",)}
+
+
+def test_constants_a_setting_is_compared_with_through_a_local_are_its_values():
+    """Qwen3.8-like: the setting is read through ``| default`` into a local, checked against a list and compared."""
+    source = (
+        "{%- set effort = reasoning_effort | default('xhigh') -%}"
+        "{%- if effort not in ('xhigh', 'medium', 'low') -%}{{ raise_exception('no') }}{%- endif -%}"
+        "{%- if effort == 'low' -%}L{%- endif -%}{{ messages }}"
+    )
+    assert names(source) == {"reasoning_effort": ("low", "medium", "xhigh")}
+
+
+def test_a_setting_compared_with_a_number_is_swept_on_both_sides():
+    assert names("{% if budget > 0 %}b{% endif %}{{ messages }}") == {"budget": (0, 1)}
+
+
+def test_a_truth_tested_setting_stays_boolean():
+    assert names("{% set on = thinking if thinking is defined else false %}{% if on %}t{% endif %}") == {
+        "thinking": (False, True)
+    }
+
+
+def test_a_setting_the_template_refuses_is_reported_and_decides_no_verdict(tiny_model_dir, write_template):
+    """A value the template raises on (here ``flag=true``) is a refused setting: listed with what the template
+    raised, not audited, and the model's verdict is that of the settings it takes."""
+    from tests import templates
+    from tests.helpers import run_audit
+
+    source = "{%- if flag -%}{{ raise_exception('flag is not supported') }}{%- endif -%}" + templates.GOOD
+    report = run_audit(tiny_model_dir, write_template("refuses", source), count=16)
+    assert [item.setting for item in report.refused_settings] == ["flag=true"]
+    assert "flag is not supported" in report.refused_settings[0].error
+    assert "flag=true" not in {variant.name for variant in report.variants}
+    assert report.verdict == "ready"
+    from tito_audit.formatters.markdown import to_markdown
+
+    assert "refused setting flag=true (not audited; decides no verdict): " in to_markdown(report)

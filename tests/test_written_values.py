@@ -60,6 +60,25 @@ def test_a_json_literal_where_the_template_writes_python_is_value_rewritten(tiny
     assert len(types) == len(set(types)) and {"boolean", "null"} <= set(types), "one example per value type"
 
 
+def _example_windows(variant, value_type: str) -> tuple[str, str]:
+    """The buffer and next-prompt windows of the first example line of ``value_type`` as every format prints it."""
+    line = next(line for line in beside_the_verdict(variant) if line.startswith(f"e.g. {value_type}:"))
+    match = re.search(r"buffer …(['\"])(.*)\1… / next prompt …(['\"])(.*)\3…$", line)
+    assert match is not None, line
+    return match.group(2), match.group(4)
+
+
+def test_each_value_example_shows_where_the_two_texts_part(tiny_model_dir, write_template):
+    variant = default_variant(run_audit(tiny_model_dir, write_template("python", PYTHON_LITERALS), count=96))
+    for value in variant.values:
+        if not value.differing:
+            continue
+        buffer, prompt = _example_windows(variant, value.value_type)
+        assert buffer != prompt, "the two windows read the same: the difference lies outside them"
+        if value.value_type in ("boolean", "null"):  # short literals: each window shows its own whole
+            assert value.json_literal in buffer and value.template_literal in prompt
+
+
 def test_a_template_writing_json_has_no_value_to_rewrite(tiny_model_dir, write_template):
     variant = default_variant(run_audit(tiny_model_dir, write_template("good", templates.GOOD), count=48))
     values = {value.value_type: value for value in variant.values}
@@ -82,6 +101,8 @@ def test_qwen35_rewrites_json_booleans_and_reads_none_back_as_a_string():
     source = (SHARED_TOKENIZERS / "Qwen--Qwen3.5-0.8B" / "chat_template.jinja").read_text(encoding="utf-8")
     finding = next(f for f in variant.findings if f.cause == "value-rewritten")
     assert f"template line {_line_of(source, 'else args_value | string')}:" in finding.evidence
+    buffer, prompt = _example_windows(variant, "boolean")  # the published example read the same on both sides
+    assert values["boolean"].json_literal in buffer and values["boolean"].template_literal in prompt
 
 
 @requires_shared

@@ -43,6 +43,8 @@ class VariantTotals:
     """(step kind, reasoning form of the turn before) -> [steps, failed]."""
     shapes: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     """(harness shape, its form in a conversation) -> [conversations, rollout steps, failed]."""
+    conditions: dict[tuple[str, tuple[str, ...]], list[int]] = field(default_factory=dict)
+    """(step kind, the conditions it was drawn under) -> [steps, failed]."""
 
     def add_refused(self, conversation: Conversation) -> None:
         """A conversation no shape rescued: every case it would have had counts as refused."""
@@ -89,6 +91,7 @@ class VariantTotals:
             tally = self.forms.setdefault(key, [0, 0])
             tally[0] += steps
             tally[1] += failed
+        add_tallies(self.conditions, outcome.conditions)
         self.completions += outcome.completions
         self.completions_without_stop += outcome.completions_without_stop
 
@@ -103,6 +106,14 @@ class VariantTotals:
                 tally[0] += 1
                 tally[1] += len(steps)
                 tally[2] += failed
+
+
+def add_tallies(into: dict[tuple, list[int]], more: dict[tuple, list[int]]) -> None:
+    """``more``'s ``key -> [steps, failed]`` counts added to ``into``."""
+    for key, counts in more.items():
+        tally = into.setdefault(key, [0] * len(counts))
+        for index, count in enumerate(counts):
+            tally[index] += count
 
 
 def steps_by_shape(shapes: dict[tuple[str, str], list[int]]) -> list[ShapeSteps]:

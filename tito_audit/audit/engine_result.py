@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tito_audit.audit.result_conditions import Conditions
+
 
 @dataclass
 class EngineVerdict:
@@ -33,3 +35,6 @@ class EngineVerdict:
     way_out: str | None = None
     """When these parsers make the verdict worse than the perfect inverse's: the bridging mode that holds whatever
     the parser returns."""
+    conditions: Conditions | None = None
+    """When this verdict breaks: the plain loop's verdict with these parsers and the forms, shapes and settings
+    whose steps fail (:func:`tito_audit.audit.conditions.report_conditions` over this engine's parse results)."""

@@ -2,7 +2,9 @@
 
 The variants' :class:`~tito_audit.audit.results.ParseResult` of one engine (the i-th of each variant's ``parses``)
 sum into that engine's :class:`~tito_audit.audit.results.EngineVerdict`: its worst variant's verdict and reason, the
-causes and the fields the parse changed, and the way out when the parser makes things worse.
+causes and the fields the parse changed, when that verdict breaks (its conditions:
+:func:`~tito_audit.audit.conditions.report_conditions` over that engine's parse results), and the way out when the
+parser makes things worse.
 
 **Which verdict decides.** A command's outcome (``audit``'s exit code, ``check``'s ``verdict:`` requirement) follows
 the verdict with the engine's parser when one ran, since that is what a loop behind that engine sees: the engine
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tito_audit.audit.conditions import report_conditions
 from tito_audit.audit.recommend import parser_way_out
 from tito_audit.audit.results import AuditReport, EngineVerdict, ParseResult, VariantResult, worst_verdict
 from tito_audit.parse.parser import ParserChoice
@@ -28,12 +31,16 @@ def engine_verdicts(choices: Sequence[ParserChoice], verdict: str, results: list
         parses = [(variant.name, variant.parses[index]) for variant in results if len(variant.parses) > index]
         if not parses:
             continue
-        verdicts.append(_engine_verdict(choice, verdict, parses, results))
+        verdicts.append(_engine_verdict(choice, verdict, parses, results, index))
     return verdicts
 
 
 def _engine_verdict(
-    choice: ParserChoice, verdict: str, parses: list[tuple[str, ParseResult]], results: list[VariantResult]
+    choice: ParserChoice,
+    verdict: str,
+    parses: list[tuple[str, ParseResult]],
+    results: list[VariantResult],
+    index: int,
 ) -> EngineVerdict:
     worst = worst_verdict([parse.verdict for _, parse in parses])
     name, deciding = next((name, parse) for name, parse in parses if parse.verdict == worst)
@@ -56,7 +63,12 @@ def _engine_verdict(
         causes=dict(sorted(causes.items())),
         fields=dict(sorted(fields.items())),
         way_out=parser_way_out(verdict, worst, results),
+        conditions=report_conditions(results, lambda variant: _nth_parse(variant, index)),
     )
+
+
+def _nth_parse(variant: VariantResult, index: int) -> ParseResult | None:
+    return variant.parses[index] if len(variant.parses) > index else None
 
 
 def deciding_verdict(report: AuditReport, engine: str | None = None) -> str:

@@ -7,6 +7,8 @@
 - **Text a model never samples**: the template's reasoning closer (a sampled ``</think>`` ends the reasoning) and the
   tokenizer's control tokens.
 - **The developer role**: whether the template renders a ``developer`` message at all.
+- **Habits**: where the registry records that the family's model writes text before each call (gpt-oss's analysis
+  message), call turns carry it but for a small share drawn without (:func:`rare_share_without_text`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from tito_audit.conversations.conversation import ASSISTANT, USER, Message
 from tito_audit.conversations.profile import GenerationProfile
 from tito_audit.conversations.reasoning_forms import OPEN
 from tito_audit.conversations.tools import BUILT_IN, ToolSet, built_in_tools, user_tools
-from tito_audit.model.registry import registry_parsers
+from tito_audit.model.registry import TEXT_BEFORE_CALLS, registry_habit, registry_parsers
 from tito_audit.model.tokens import TokenCodec
 
 TextRender = Callable[[Sequence[Message], "list[dict] | None", bool], "str | None"]
@@ -108,7 +110,15 @@ def generation_profile(
         tools=tools,
         unsampled=unsampled_texts(codec, reasoning),
         developer=renders_developer(render),
+        text_before_calls=rare_share_without_text(model_id),
     )
+
+
+def rare_share_without_text(model_id: str | None) -> float | None:
+    """The share of call turns drawn with no text before the call, where the registry records that the family's
+    model writes text (its analysis) before each call (:func:`tito_audit.model.registry.registry_habit`)."""
+    habit = registry_habit(model_id) if model_id else None
+    return habit.rare_share if habit is not None and habit.habit == TEXT_BEFORE_CALLS else None
 
 
 def tools_of(settings: Settings) -> ToolSet:

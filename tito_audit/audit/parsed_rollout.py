@@ -47,6 +47,7 @@ from tito_audit.audit.parsed_turns import answer_with_ids, parse_with, parser_in
 from tito_audit.audit.realize import MessageRef
 from tito_audit.audit.reasoning_calls import calls_in_reasoning
 from tito_audit.audit.results import Failure
+from tito_audit.audit.step_conditions import rare_call, step_tags
 from tito_audit.conversations.conversation import ASSISTANT, TOOL, Message, steps_of
 from tito_audit.model.render import RenderedPrefix, RenderError
 from tito_audit.parse.fields import (
@@ -87,6 +88,11 @@ class ParsedOutcome:
     """1 when the conversation carries tool calls but declares no tools: no engine parses calls then."""
     calls_in_reasoning: list[int] = field(default_factory=lambda: [0, 0])
     """[tool-call turns with reasoning written with their calls inside the reasoning, of them: calls lost]."""
+    conditions: dict[tuple[str, tuple[str, ...]], list[int]] = field(default_factory=dict)
+    """(step kind, the conditions the step was drawn under) -> [steps, failed steps]."""
+    call_turns: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
+    """[call turns parsed, of them: those whose calls the parser lost, those written in the rare form of the
+    family's habit (a call with no text before it), of those: lost]."""
 
 
 @dataclass
@@ -99,6 +105,8 @@ class _Walk:
     fields_by_turn: dict[int, list[str]] = field(default_factory=dict)
     model_layout_turns: set[int] = field(default_factory=set)
     calls: int = 0
+    layout: str | None = None
+    """The name of the layout the family's model writes (where it differs from the template's)."""
 
 
 def parsed_rollout(
@@ -127,7 +135,7 @@ def parsed_rollout(
         return outcome
     rng = random.Random(f"written:{seed}:{context.conversation.id}")
     first = context.renders[(turns[0], True)]
-    walk = _Walk(list(messages), list(first.ids), first.text)
+    walk = _Walk(list(messages), list(first.ids), first.text, layout=layout.name if layout is not None else None)
     control = {step.turn: step for step in trace.steps}
     steps = {step.after: step for step in steps_of(messages)}
     completions = {completion.turn: completion for completion in trace.completions}
@@ -194,6 +202,10 @@ def _parse_turn(
     outcome.turns_parsed += 1
     outcome.turns_changed += bool(set(fields) - {ID_CHANGED})
     walk.fields_by_turn[j] = fields
+    if original.get("tool_calls"):
+        lost, rare = CALL_LOST in fields, rare_call(original, context.setup.rare_form)
+        for index, counted in enumerate((True, lost, rare, lost and rare)):
+            outcome.call_turns[index] += counted
     if not fields:
         return  # the parse gave the message back: history keeps the very same message
     walk.history[j] = parsed
@@ -217,6 +229,9 @@ def _step(
     """Join the buffer with the prompt rendered from the parsed history before ``step.turn``; False when the
     template refuses that history (the rollout cannot go on)."""
     k = step.turn
+    previous = step.previous.turn
+    own_layout = walk.layout if previous in walk.model_layout_turns else None
+    tags = step_tags(context.conversation, previous, k, step.previous.form, context.setup.rare_form, own_layout)
     changed = [j for j, fields in sorted(walk.fields_by_turn.items()) if fields and j < k]
     try:
         prompt = render_next(context, walk.history, k) if changed else context.renders[(k, True)]
@@ -229,22 +244,21 @@ def _step(
             if ARGUMENTS_AS_OBJECT in fields
             else "template refused the parsed message"
         )
-        _count(outcome, step.kind, FAILED, [field_name])
+        _count(outcome, step.kind, FAILED, [field_name], tags)
         failure = Failure(NAME, "refused", step.kind, context.conversation.id, k, step.roles, [LOSSY])
         failure.detail = f"{field_name}: {exc}"
         outcome.failures.append(failure)
         return False
     joined = _join(context, walk, prompt)
-    previous = step.previous.turn
     lost = CALL_LOST in walk.fields_by_turn.get(previous, []) and bool(context.conversation.tools)
     if joined.followed and not lost:
         bridge = joined.bridge or []
         walk.ids += bridge
         walk.text = prompt.text
-        _count(outcome, step.kind, PASSED, [])
+        _count(outcome, step.kind, PASSED, [], tags)
         return True
     if joined.followed:  # the lost call re-rendered as content keeps the prefix; the harness never got its call
-        _count(outcome, step.kind, FAILED, [CALL_LOST])
+        _count(outcome, step.kind, FAILED, [CALL_LOST], tags)
         failure = Failure(NAME, "call", step.kind, context.conversation.id, k, step.roles, [LOSSY])
         failure.detail = f"the parse changed: {', '.join(walk.fields_by_turn[previous])} (the prefix holds)"
         failure.message_index, failure.message_role, failure.message_was_last = previous, ASSISTANT, True
@@ -263,14 +277,17 @@ def _step(
         causes = ([REFORMATTED] if reformatted else []) + ([LOSSY] if rerendered or not reformatted else [])
         if not rerendered and reformatted:
             fields = []
-    _count(outcome, step.kind, FAILED, fields)
+    _count(outcome, step.kind, FAILED, fields, tags)
     outcome.failures.append(_failure(context, walk, step, joined, causes, fields, changed))
     walk.ids, walk.text = list(prompt.ids), prompt.text
     return True
 
 
-def _count(outcome: ParsedOutcome, kind: str, status: str, fields: list[str]) -> None:
+def _count(outcome: ParsedOutcome, kind: str, status: str, fields: list[str], tags: tuple[str, ...]) -> None:
     outcome.tallies.append(Tally(NAME, kind, status))
+    tally = outcome.conditions.setdefault((kind, tags), [0, 0])
+    tally[0] += 1
+    tally[1] += status == FAILED
     for name in fields:
         outcome.fields[name] = outcome.fields.get(name, 0) + 1
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tito_audit.audit.aggregate import add_tallies
 from tito_audit.audit.checks.outcome import count_into
+from tito_audit.audit.conditions import conditions_of, tally_steps
 from tito_audit.audit.parsed_rollout import NAME, ParsedOutcome
+from tito_audit.audit.result_conditions import CallTurns
 from tito_audit.audit.results import CheckResult, Failure, ParseResult, WrittenLayout
-from tito_audit.audit.verdict import verdict_for
+from tito_audit.audit.verdict import WALKED, verdict_for
 from tito_audit.parse.parser import CompletionParser, engine_of
 from tito_audit.parse.written import LAYOUTS
 
@@ -24,6 +27,8 @@ class ParsedTotals:
     without_tools: int = 0
     turns_in_model_layout: int = 0
     calls_in_reasoning: list[int] = field(default_factory=lambda: [0, 0])
+    conditions: dict[tuple[str, tuple[str, ...]], list[int]] = field(default_factory=dict)
+    call_turns: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
 
     def add(self, outcome: ParsedOutcome, shape_changes: list[str]) -> None:
         for tally in outcome.tallies:
@@ -40,6 +45,8 @@ class ParsedTotals:
         self.turns_in_model_layout += outcome.turns_in_model_layout
         self.calls_in_reasoning[0] += outcome.calls_in_reasoning[0]
         self.calls_in_reasoning[1] += outcome.calls_in_reasoning[1]
+        add_tallies(self.conditions, outcome.conditions)
+        self.call_turns = [a + b for a, b in zip(self.call_turns, outcome.call_turns, strict=True)]
         self.turns_parsed += outcome.turns_parsed
         self.turns_changed += outcome.turns_changed
         for layout, (steps, differing) in outcome.written.items():
@@ -47,10 +54,17 @@ class ParsedTotals:
             tally[0] += steps
             tally[1] += differing
 
-    def result(self, parser: CompletionParser, native_tool_conversations: int, failures: list[Failure]) -> ParseResult:
+    def result(
+        self,
+        parser: CompletionParser,
+        native_tool_conversations: int,
+        failures: list[Failure],
+        rare_form: str | None = None,
+    ) -> ParseResult:
         """The variant's result with ``parser``; ``failures`` are the examples kept (see ``keep_examples``)."""
         self.check.rows.sort(key=lambda row: row.category)
-        verdict, reason = verdict_for({"rollout": self.check}, native_tool_conversations)
+        verdict, reason = verdict_for({"rollout": self.check}, native_tool_conversations, WALKED)
+        tallies = tally_steps(self.conditions)
         order = [layout.name for layout in LAYOUTS]
         written = [WrittenLayout(name, *self.written[name]) for name in sorted(self.written, key=order.index)]
         return ParseResult(
@@ -69,4 +83,6 @@ class ParsedTotals:
             turns_in_model_layout=self.turns_in_model_layout,
             calls_in_reasoning=self.calls_in_reasoning[0],
             calls_in_reasoning_lost=self.calls_in_reasoning[1],
+            calls=CallTurns(*self.call_turns[:2], rare_form or "", *self.call_turns[2:]),
+            conditions=conditions_of(tallies, verdict),
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tito_audit.audit.engine_result import EngineVerdict
+from tito_audit.audit.result_conditions import CallTurns, Conditions, FormSteps, RefusedSetting, ShapeSteps
 
 READY = "ready"
 READY_TOOL_ONLY = "ready-tool-only"
@@ -150,33 +151,6 @@ class UnrealizableTurns:
 
 
 @dataclass
-class FormSteps:
-    """Rollout steps of one kind after assistant turns audited in one reasoning form: how often the buffer could
-    not follow (so a reader can judge how often their model writes that form)."""
-
-    kind: str
-    form: str
-    """``reasoning absent``, ``reasoning empty`` (the model closed the block at once; ``…, sent back without it``:
-    its harness dropped the empty field) or ``reasoning present``."""
-    steps: int
-    failed: int
-
-
-@dataclass
-class ShapeSteps:
-    """Rollout steps of the conversations generated in one shape harnesses send (SPEC, Conversations), beside its
-    usual form: tool results without ``name``, results in another order, a reused call id, a ``developer`` message."""
-
-    shape: str
-    """``result names``, ``result order``, ``call ids`` or ``lead``."""
-    form: str
-    """``absent``/``kept``, ``reversed``/``as called``, ``reused``/``fresh``, ``developer``/``system``/``none``."""
-    conversations: int
-    steps: int
-    failed: int
-
-
-@dataclass
 class DriftSummary:
     """Re-render drift: what a trainer that re-tokenizes would lose (reported beside the verdict)."""
 
@@ -275,6 +249,10 @@ class ParseResult:
     """Of those, the turns whose calls the parser did not find."""
     engine: str = ""
     """The serving engine whose parsers these are (``sglang``, ``vllm``); "" for transformers' parser or a caller's."""
+    calls: CallTurns | None = None
+    """Call turns by form, and those whose calls the parser lost."""
+    conditions: Conditions | None = None
+    """When this verdict breaks, with the step tallies it is read from."""
 
 
 @dataclass
@@ -312,6 +290,8 @@ class VariantResult:
     values_parser: str = "template"
     value_failures: list[Failure] = field(default_factory=list)
     """The first ``value-rewritten`` step of each value type (evidence; never counted in the verdict)."""
+    conditions: Conditions | None = None
+    """When this verdict breaks, with the step tallies it is read from."""
 
 
 @dataclass
@@ -415,6 +395,11 @@ class AuditReport:
     """A setting that earns a better verdict than the model's, when there is one."""
     parsers: list[EngineVerdict] = field(default_factory=list)
     """The verdict with each engine's parser (none: ``--parser template``); ``verdict``: the perfect inverse's."""
+    conditions: Conditions | None = None
+    """When ``verdict`` (the perfect inverse's) breaks (:func:`tito_audit.audit.conditions.report_conditions`);
+    each engine's parser verdict carries its own (``parsers``)."""
+    refused_settings: list[RefusedSetting] = field(default_factory=list)
+    """Settings of the sweep the template cannot take (not audited)."""
     generated_at: str = ""
     """When the report was made (ISO); with ``duration_seconds`` the only fields that vary."""
     duration_seconds: float = 0.0

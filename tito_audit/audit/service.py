@@ -12,6 +12,7 @@ import time
 from datetime import datetime, timezone
 
 from tito_audit import __version__
+from tito_audit.audit.conditions import report_conditions
 from tito_audit.audit.engine_verdicts import engine_verdicts
 from tito_audit.audit.options import (
     DEFAULT_COUNT,
@@ -22,7 +23,7 @@ from tito_audit.audit.options import (
 )
 from tito_audit.audit.recommend import recommend
 from tito_audit.audit.results import AuditReport, ModelInfo, Settings, worst_verdict
-from tito_audit.audit.settings_together import settings_read_together
+from tito_audit.audit.settings_together import refused_settings, settings_read_together, without_refused
 from tito_audit.audit.variant import VariantAudit
 from tito_audit.conversations.tools import BUILT_IN
 from tito_audit.conversations.validate import check_stop_tokens
@@ -119,10 +120,15 @@ def audit(
         notes.append(cut)
     plan = choose_parsers(options.parser, loaded.resolved.model_id, codec.tokenizer, loaded.resolved.path)
     notes.extend(plan.notes)
-    variants = variants_for(inputs, options.pinned_kwargs)
-    if loaded.template_source is not None and len(variants) > 2:
+    variants, refused = variants_for(inputs, options.pinned_kwargs), []
+    if loaded.template_source is not None:
         with frozen_clock(loaded.template_source, options.clock):
-            variants += settings_read_together(loaded, codec, inputs, options.pinned_kwargs, options.limits)
+            variants, refused = refused_settings(loaded, codec, variants, options.limits)
+            if len(variants) > 2:
+                usable = without_refused(inputs, refused, options.pinned_kwargs)
+                together = settings_read_together(loaded, codec, usable, options.pinned_kwargs, options.limits)
+                kept, refused_together = refused_settings(loaded, codec, [variants[0], *together], options.limits)
+                variants, refused = variants + kept[1:], refused + refused_together
     conversations_for = conversation_source(options)
     audits = [VariantAudit(loaded, codec, variant, options, plan.parsers) for variant in variants]
     results = [variant_audit.run(conversations_for, progress) for variant_audit in audits]
@@ -154,6 +160,8 @@ def audit(
         notes=notes,
         recommendation=recommend(results, prompts),
         parsers=engine_verdicts(plan.choices, verdict, results),
+        conditions=report_conditions(results, lambda variant: variant),
+        refused_settings=refused,
         generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         duration_seconds=round(time.monotonic() - started, 3),
     )

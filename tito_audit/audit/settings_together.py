@@ -13,12 +13,14 @@ so that neither single variant audits what the pair does. Inputs that never chan
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
+from tito_audit.audit.result_conditions import RefusedSetting
 from tito_audit.conversations.conversation import ASSISTANT, SYSTEM, TOOL, USER, Message
 from tito_audit.conversations.tools import tool_schemas
 from tito_audit.model.loaded import LoadedModel
-from tito_audit.model.render import Renderer, RenderLimits
+from tito_audit.model.render import Renderer, RenderError, RenderLimits
 from tito_audit.model.tokens import TokenCodec
 from tito_audit.model.variants import MAX_COMBINATIONS, TemplateInput, Variant, format_value
 
@@ -65,6 +67,50 @@ def settings_read_together(
                     if len(found) >= MAX_COMBINATIONS:
                         return found
     return found
+
+
+def refused_settings(
+    model: LoadedModel, codec: TokenCodec, variants: Sequence[Variant], limits: RenderLimits
+) -> tuple[list[Variant], list[RefusedSetting]]:
+    """The variants the template can take, and those it cannot: a setting under which the probe rollout (with and
+    without a system message) raises where the first variant (the defaults, or the pinned settings) renders it. A
+    value of the wrong type (``True`` where the template adds a string) is such a setting; it is reported, never
+    audited as the model's verdict."""
+    if len(variants) < 2:
+        return list(variants), []
+    probes = [PROBE, PROBE[1:]]
+    tools = tool_schemas()
+    base = Renderer(model, codec, variants[0].kwargs, limits)
+    renders = [base.text_or_none(probe, tools, True) is not None for probe in probes]
+    kept, refused = [variants[0]], []
+    for variant in variants[1:]:
+        renderer = Renderer(model, codec, variant.kwargs, limits)
+        error = None
+        for probe, rendered in zip(probes, renders, strict=True):
+            if not rendered:
+                continue
+            try:
+                renderer.text(probe, tools, True)
+            except RenderError as exc:
+                error = str(exc)
+                break
+        if error is None:
+            kept.append(variant)
+        else:
+            refused.append(RefusedSetting(variant.name, dict(variant.kwargs), error))
+    return kept, refused
+
+
+def without_refused(
+    inputs: Sequence[TemplateInput], refused: Sequence[RefusedSetting], pinned: dict[str, Any]
+) -> list[TemplateInput]:
+    """``inputs`` without the values of the refused one-setting variants (never combined with another setting)."""
+    gone = set()
+    for item in refused:
+        own = {name: value for name, value in item.kwargs.items() if name not in pinned}
+        if len(own) == 1:
+            gone |= {(name, repr(value)) for name, value in own.items()}
+    return [replace(item, values=tuple(v for v in item.values if (item.name, repr(v)) not in gone)) for item in inputs]
 
 
 def _renders(model: LoadedModel, codec: TokenCodec, kwargs: dict, limits: RenderLimits) -> tuple[str | None, ...]:

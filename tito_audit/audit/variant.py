@@ -23,6 +23,7 @@ from tito_audit.audit.aggregate import (
 from tito_audit.audit.checks import run_checks
 from tito_audit.audit.checks.context import CheckSetup, RolloutContext
 from tito_audit.audit.checks.mask import variant_notes as mask_notes
+from tito_audit.audit.conditions import conditions_of, tally_steps
 from tito_audit.audit.findings import FindingContext, run_findings
 from tito_audit.audit.generation import generation_profile
 from tito_audit.audit.options import AuditOptions, ConversationSource, ProgressCallback
@@ -32,7 +33,7 @@ from tito_audit.audit.realize import RealizedConversation, realize
 from tito_audit.audit.reasoning_block import VariantReasoning, variant_reasoning
 from tito_audit.audit.results import StopToken, VariantResult
 from tito_audit.audit.stops import collect_stop_tokens, model_end_token
-from tito_audit.audit.verdict import form_clause, verdict_for
+from tito_audit.audit.verdict import verdict_for
 from tito_audit.audit.written_values import LiteralCache, ValueTotals, written_values
 from tito_audit.conversations.conversation import USER, Conversation
 from tito_audit.conversations.profile import GenerationProfile
@@ -40,6 +41,7 @@ from tito_audit.conversations.reasoning_forms import CLOSED, OPEN
 from tito_audit.conversations.shapes import NOT_NATIVE_TOOLS
 from tito_audit.conversations.tools import tool_schemas
 from tito_audit.model.loaded import LoadedModel
+from tito_audit.model.registry import TEXT_BEFORE_CALLS, registry_habit
 from tito_audit.model.render import Renderer, RenderError, frozen_clock
 from tito_audit.model.threads import cached_property
 from tito_audit.model.tokens import TokenCodec
@@ -79,6 +81,13 @@ class VariantAudit:
     def layout(self) -> OutputLayout | None:
         """The layout the family's model writes its turns in, where it differs from the template's history."""
         return output_layout(self.model.resolved.model_id)
+
+    @cached_property
+    def rare_form(self) -> str | None:
+        """The words of the rare form of the family's habit of text before each call (None without that habit)."""
+        model_id = self.model.resolved.model_id
+        habit = registry_habit(model_id) if model_id else None
+        return habit.rare_form if habit is not None and habit.habit == TEXT_BEFORE_CALLS else None
 
     @cached_property
     def profile(self) -> GenerationProfile:
@@ -129,6 +138,7 @@ class VariantAudit:
             self.options.seed,
             model.text_level_only,
             model_end_token(stop_tokens),
+            self.rare_form,
         )
         return stop_tokens, setup
 
@@ -183,8 +193,8 @@ class VariantAudit:
                 )
             )
         verdict, reason = verdict_for(totals.checks, native_tool_conversations)
+        tallies = tally_steps(totals.conditions)
         forms = steps_by_form(totals.forms)
-        reason += form_clause(verdict, forms)
         self._notes(totals, allowed)
         return VariantResult(
             name=self.variant.name,
@@ -208,12 +218,14 @@ class VariantAudit:
                     parser,
                     native_tool_conversations,
                     keep_examples(totals_parsed.failures, options.max_examples_per_group),
+                    self.rare_form,
                 )
                 for parser, totals_parsed in zip(self.parsers, parsed, strict=True)
             ],
             values=values.result(),
             values_parser=values_parser.name if values_parser is not None else TEMPLATE,
             value_failures=values.failures,
+            conditions=conditions_of(tallies, verdict),
         )
 
     def _notes(self, totals: VariantTotals, allowed: tuple[str, ...] | None) -> None:

@@ -83,9 +83,13 @@ def realizable_kind(kind: str, allowed: tuple[str, ...] | None) -> str:
 
 
 class _Builder:
-    def __init__(self, shape: dict[str, str], rng: random.Random, profile: GenerationProfile) -> None:
+    def __init__(
+        self, shape: dict[str, str], rng: random.Random, profile: GenerationProfile, habit_rng: random.Random
+    ) -> None:
         self.shape = shape
         self.rng = rng
+        self.habit_rng = habit_rng
+        """Draws the rare form of a habit (its own generator: the other draws stay as they are)."""
         self.profile = profile
         self.messages: list[Message] = []
         self.must_appear: list[str] = []
@@ -121,13 +125,10 @@ class _Builder:
         """Give ``message`` the reasoning of the conversation's cell, in a form the prompt admits. The random draws
         depend only on the cell's kind, so a conversation whose reasoning a variant does not allow differs from the
         unrestricted one in its reasoning alone."""
-        kind = self.shape["reasoning"]
-        text = None
-        if kind == "present":
-            text = self.rng.choice(["The user wants data; call the tool.", "I should verify the result first."])
-            if self.rng.random() < 0.5:
-                fragment = self.sampled_stress()
-                text = fragment + text if self.rng.random() < 0.5 else text + fragment
+        cell, kind = self.shape["reasoning"], self._habitual_kind(message)
+        text = self._reasoning_text(self.rng) if cell == "present" else None  # the cell's draws, whatever the habit
+        if kind == "present" and text is None:  # reasoning the habit adds draws apart, leaving every other draw
+            text = self._reasoning_text(self.habit_rng)
         if self.profile.prompt_opens_reasoning and kind in ("absent", "none"):
             # the model closed the block at once; the harness sends the empty reasoning back absent or None
             self.dropped_reasoning = True
@@ -143,6 +144,24 @@ class _Builder:
             message["reasoning_content"] = ""
             return
         message["reasoning_content"] = text if text is not None else "Let me think about which tool to use."
+
+    def _reasoning_text(self, rng: random.Random) -> str:
+        text = rng.choice(["The user wants data; call the tool.", "I should verify the result first."])
+        if rng.random() < 0.5:
+            fragment = self.profile.pick_sampled(rng, [STRESS_TEXTS[name] for name in SAMPLED_STRESS])
+            text = fragment + text if rng.random() < 0.5 else text + fragment
+        return text
+
+    def _habitual_kind(self, message: Message) -> str:
+        """The cell's reasoning kind, or, for a call turn with no content of a model that writes text before each
+        call (:attr:`GenerationProfile.text_before_calls`), reasoning: present, but for the rare share drawn without
+        (the cell's kind when it has none, else absent)."""
+        kind, share = self.shape["reasoning"], self.profile.text_before_calls
+        if share is None or not message.get("tool_calls") or message.get("content"):
+            return kind
+        if self.habit_rng.random() < share:
+            return "absent" if kind == "present" else kind
+        return "present"
 
     def call_id(self, function: str, first_of_turn: bool) -> str:
         """The next call's id; with the ``reused`` harness shape, the first call of the second tool-call turn takes
@@ -276,7 +295,7 @@ def generate_conversation(
     shape = dict(SHAPE_GRID[order[index % len(SHAPE_GRID)]])
     rng = random.Random(f"conversation:{seed}:{index}")
     shape.update(_harness_shapes(random.Random(f"harness:{seed}:{index}"), profile))
-    build = _Builder(shape, rng, profile)
+    build = _Builder(shape, rng, profile, random.Random(f"habit:{seed}:{index}"))
     if rng.random() < 0.7:
         lead = "developer" if shape[LEAD] == "developer" else SYSTEM
         build.add({"role": lead, "content": decorate("You are a helpful agent with tools.", rng, 0.3)})

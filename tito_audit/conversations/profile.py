@@ -41,6 +41,10 @@ class GenerationProfile:
     """Text a model never writes in its own turn (reasoning, content, arguments)."""
     developer: bool = False
     """The template renders a ``developer`` message (some conversations then lead with one)."""
+    text_before_calls: float | None = None
+    """Where the family's model writes text before each call by habit (the registry's ``model_habits``): the share
+    of call turns drawn without any (no reasoning, no content), its rare form; None: no such habit, every form is
+    drawn as the grid says."""
 
     def key(self) -> tuple:
         """What identifies the conversations this profile gives (the cache key of a variant's conversations)."""
@@ -52,6 +56,7 @@ class GenerationProfile:
             self.tools.key,
             self.unsampled,
             self.developer,
+            self.text_before_calls,
         )
 
     def sampled_text(self, text: str) -> bool:

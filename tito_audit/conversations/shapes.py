@@ -117,17 +117,17 @@ def _arguments_to(kind: type) -> Callable[[Conversation], Conversation]:
 
 
 def _split_parallel_calls(conversation: Conversation) -> Conversation:
-    """Turn an assistant message with n calls and its n results into n (call, result) pairs."""
+    """Turn an assistant message with n calls and its n results into n (call, result) pairs: the one-call turns a
+    model writes where its generation stops at its first call (gpt-oss stops at ``<|call|>``). Each turn is written
+    as the first one was (the same content and reasoning): a model that writes its reasoning before a call writes it
+    before each, and a turn without it stays a form the conversation drew, not one the split made."""
     messages: list[Message] = []
     pending: dict[str, Message] = {}
     for message in conversation.messages:
         calls = message.get("tool_calls") or []
         if message.get("role") == ASSISTANT and len(calls) > 1:
-            for number, call in enumerate(calls):
+            for call in calls:
                 part = {**message, "tool_calls": [call]}
-                if number > 0:
-                    part["content"] = ""
-                    part.pop("reasoning_content", None)
                 messages.append(part)
                 pending[call["id"]] = part
             continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tito_audit.audit.diff import WINDOW_CHARS
 from tito_audit.audit.results import AuditReport, Failure, TokenWindow, UnrealizableTurns, VariantResult
 
 CHECK_ORDER = ("rollout", "append", "bridge", "roundtrip", "mask")
@@ -30,6 +31,18 @@ def location(failure: Failure) -> str:
     if failure.char_index is not None:
         where += f", char {failure.char_index}"
     return where
+
+
+def texts_at_difference(failure: Failure, before: int = 0, after: int = 100) -> tuple[str, str] | None:
+    """Both text windows of ``failure`` from ``before`` characters before their first differing character to
+    ``after`` characters past it (None when the failure has no text windows). The records keep
+    :data:`~tito_audit.audit.diff.WINDOW_CHARS` characters either side of ``char_index``; every format cuts its
+    example here, so that both sides always show where they part."""
+    if failure.char_index is None or not (failure.expected_text or failure.actual_text):
+        return None
+    at = min(WINDOW_CHARS, failure.char_index)
+    start = max(0, at - before)
+    return failure.expected_text[start : at + after], failure.actual_text[start : at + after]
 
 
 def rewritten_message(failure: Failure) -> str:

@@ -14,9 +14,9 @@ from rich.text import Text
 
 from tito_audit.audit.results import AuditReport, EngineVerdict
 from tito_audit.formatters.common import location, rewritten_message, visible
-from tito_audit.formatters.parse_lines import engine_words
 from tito_audit.formatters.terminal import token_diff, verdict_text
 from tito_audit.outputs import write_atomically
+from tito_audit.parse.engines import engine_words
 from tito_audit.repair.explain import ExplainReport, Explanation
 
 

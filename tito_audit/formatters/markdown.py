@@ -12,16 +12,18 @@ from tito_audit.formatters.common import (
     rewritten_message,
     side_labels,
     stop_tokens_line,
+    texts_at_difference,
     tools_line,
     unrealizable_line,
     visible,
     window_tokens,
 )
+from tito_audit.formatters.conditions_lines import report_condition_lines, variant_condition_lines
 from tito_audit.formatters.parse_lines import (
     beside_the_verdict,
     parse_examples,
+    parse_result_lines,
     report_parser_lines,
-    variant_parse_lines,
 )
 from tito_audit.outputs import write_atomically
 
@@ -37,14 +39,9 @@ def _example(cause: str, failure: Failure) -> list[str]:
         lines.append(f"  {rewritten_message(failure)}")
     if failure.detail:
         lines.append(f"  {failure.detail}")
-    if failure.expected_text or failure.actual_text:
-        offset = min(80, failure.char_index or 0)
-        lines += [
-            "  ```text",
-            f"  {left}: …{visible(failure.expected_text[offset : offset + 100])}",
-            f"  {right}: …{visible(failure.actual_text[offset : offset + 100])}",
-            "  ```",
-        ]
+    texts = texts_at_difference(failure)
+    if texts is not None:
+        lines += ["  ```text", f"  {left}: …{visible(texts[0])}", f"  {right}: …{visible(texts[1])}", "  ```"]
     if failure.expected is not None and failure.actual is not None:
         lines += [
             "  ```text",
@@ -61,6 +58,7 @@ def _variant(variant: VariantResult) -> list[str]:
         "",
         variant.verdict_reason + ".",
         "",
+        *([*(f"- {line}" for line in conditions), ""] if (conditions := variant_condition_lines(variant)) else []),
         f"Conversations audited: {variant.conversations_audited} of {variant.conversations}.",
         "",
         "| check | category | cases | passed | failed | refused |",
@@ -82,12 +80,9 @@ def _variant(variant: VariantResult) -> list[str]:
             )
         )
         lines.append("")
-    parse_lines = variant_parse_lines(variant)
-    if parse_lines:
-        lines += [f"With the engine's parser: **{parse_lines[0]}**", ""] + [
-            f"- {_cell(line)}" for line in parse_lines[1:]
-        ]
-        lines.append("")
+    for parse in variant.parses:
+        parse_lines = parse_result_lines(parse)
+        lines += [f"**{_cell(parse_lines[0])}**", "", *(f"- {_cell(line)}" for line in parse_lines[1:]), ""]
     beside = beside_the_verdict(variant)
     if beside:
         lines += [f"- {_cell(line)}" for line in beside] + [""]
@@ -125,6 +120,7 @@ def to_markdown(report: AuditReport) -> str:
         "",
         *[part for line in report_parser_lines(report) for part in (f"**Verdict {line}**", "")],
         *([f"**{report.recommendation.line()}**", ""] if report.recommendation is not None else []),
+        *([*(f"- {line}" for line in conditions), ""] if (conditions := report_condition_lines(report)) else []),
         "| | |",
         "|---|---|",
         f"| source | {model.source} ({_cell(model.path)}) |",

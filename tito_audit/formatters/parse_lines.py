@@ -6,14 +6,9 @@ the steps by the shapes harnesses send."""
 from __future__ import annotations
 
 from tito_audit.audit.results import AuditReport, EngineVerdict, Failure, ParseResult, VariantResult, WrittenValue
-from tito_audit.parse.engines import engine_named
-
-
-def engine_words(engine: str, parser: str) -> str:
-    """How prose names a parser: ``SGLang's parser qwen25+qwen3`` (for ``sglang qwen25+qwen3``), or the parser's name
-    alone (``hf``, a caller's own)."""
-    known = engine_named(engine) if engine else None
-    return f"{known.label}'s parser {parser.removeprefix(engine + ' ')}" if known is not None else parser
+from tito_audit.formatters.common import texts_at_difference
+from tito_audit.formatters.conditions_lines import parse_condition_lines
+from tito_audit.parse.engines import engine_words
 
 
 def engine_verdict_line(verdict: EngineVerdict) -> str:
@@ -62,8 +57,12 @@ def variant_parse_lines(variant: VariantResult) -> list[str]:
 
 
 def parse_result_lines(parse: ParseResult) -> list[str]:
-    """One engine's rollout with its parser: its verdict and reason, then what the parse changed and the rates."""
-    lines = [f"with {engine_words(parse.engine, parse.parser)}: {parse.verdict} — {parse.verdict_reason}"]
+    """One engine's rollout with its parser: its verdict and reason, when it breaks, then what the parse changed and
+    the rates."""
+    lines = [
+        f"with {engine_words(parse.engine, parse.parser)}: {parse.verdict} — {parse.verdict_reason}",
+        *parse_condition_lines(parse),
+    ]
     lines.append(f"{parse.turns_changed} of {parse.turns_parsed} parsed turns differ from the template's message")
     if parse.conversations_skipped:
         lines.append(
@@ -138,11 +137,14 @@ def value_example_lines(variant: VariantResult) -> list[str]:
     first_of_each_type = {}
     for failure in variant.value_failures:
         first_of_each_type.setdefault(failure.category, failure)
-    return [
-        f"{failure.category}: {failure.detail} — buffer …{failure.expected_text[-70:]!r} / next prompt "
-        f"…{failure.actual_text[-70:]!r}"
-        for failure in first_of_each_type.values()
-    ]
+    lines = []
+    for failure in first_of_each_type.values():
+        texts = texts_at_difference(failure, before=40, after=30)
+        line = f"{failure.category}: {failure.detail}"
+        if texts is not None:
+            line += f" — buffer …{texts[0]!r}… / next prompt …{texts[1]!r}…"
+        lines.append(line)
+    return lines
 
 
 def beside_the_verdict(variant: VariantResult) -> list[str]:

@@ -24,18 +24,20 @@ from tito_audit.formatters.common import (
     rewritten_message,
     side_labels,
     stop_tokens_line,
+    texts_at_difference,
     tools_line,
     unrealizable_line,
     visible,
     window_tokens,
 )
+from tito_audit.formatters.conditions_lines import report_condition_lines, variant_condition_lines
 from tito_audit.formatters.parse_lines import (
     beside_the_verdict,
     engine_verdict_line,
-    engine_words,
     parse_examples,
     variant_parse_lines,
 )
+from tito_audit.parse.engines import engine_words
 
 VERDICT_STYLE = {
     READY: "bold green",
@@ -69,12 +71,9 @@ def token_diff(failure: Failure) -> Table:
     table.add_column(f"{left} (from token {start})", ratio=1, overflow="fold")
     table.add_column(right, ratio=1, overflow="fold")
     table.add_row(_tokens(failure, "expected"), _tokens(failure, "actual"))
-    if failure.expected_text or failure.actual_text:
-        offset = min(80, failure.char_index or 0)
-        table.add_row(
-            Text("…" + visible(failure.expected_text[offset : offset + 90]), style="dim"),
-            Text("…" + visible(failure.actual_text[offset : offset + 90]), style="dim"),
-        )
+    texts = texts_at_difference(failure, after=90)
+    if texts is not None:
+        table.add_row(Text("…" + visible(texts[0]), style="dim"), Text("…" + visible(texts[1]), style="dim"))
     return table
 
 
@@ -105,6 +104,7 @@ def _checks_table(variant: VariantResult) -> Table:
 def _variant_panel(variant: VariantResult) -> Panel:
     parts: list = [
         Text.assemble("verdict: ", verdict_text(variant.verdict), f" — {variant.verdict_reason}"),
+        *[Text(line, style="bold") for line in variant_condition_lines(variant)],
         Text(f"conversations audited: {variant.conversations_audited} of {variant.conversations}", style="dim"),
         _checks_table(variant),
         *[
@@ -166,6 +166,9 @@ def render_report(report: AuditReport, console: Console | None = None) -> None:
     header.add_row("verdict", verdict_text(report.verdict))
     for engine_verdict in report.parsers:
         header.add_row("engine parser", Text(engine_verdict_line(engine_verdict), style="bold blue"))
+    for line in report_condition_lines(report):
+        label = "when it breaks" if line.startswith("when it breaks") else "refused setting"
+        header.add_row(label, Text(line.removeprefix(label).removeprefix(": ").strip(), style="bold"))
     if report.recommendation is not None:
         header.add_row("way out", Text(report.recommendation.line(), style="bold cyan"))
     recommendation = report.recommendation

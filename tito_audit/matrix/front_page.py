@@ -26,7 +26,7 @@ from tito_audit.formatters.site.glossary import (
     verdict_class,
 )
 from tito_audit.formatters.site.html import attrs, document, esc
-from tito_audit.matrix.row import AUDITED, NOT_REACHABLE, short_reason, verdict_of
+from tito_audit.matrix.row import AUDITED, NOT_REACHABLE, conditions_cell, short_reason, verdict_of
 from tito_audit.parse import engines
 from tito_audit.parse.engines import Engine
 
@@ -44,7 +44,7 @@ STEP_GLYPHS = {
     "refused": ("⊘", "refused"),
     "n/a": ("–", "na"),
 }
-ENGINE_WIDTH = 8.5
+ENGINE_WIDTH = 7.5
 """Per cent of the table's width each engine's column takes (the way-out column takes what is left)."""
 PARSERS_PAGE = "parsers.html"
 """The page where the engines' parsers disagree (:mod:`tito_audit.matrix.disagreement_page`), beside this one."""
@@ -52,9 +52,9 @@ PARSERS_PAGE = "parsers.html"
 
 def columns() -> tuple[tuple[str, str], ...]:
     """The table's columns and their widths: a column per engine (:data:`~tito_audit.parse.engines.ENGINES`) after
-    the perfect-inverse verdict's."""
-    fixed = (("family", 8.0), ("model", 18.0), ("verdict", 9.0), ("level", 4.5), ("steps", 8.0))
-    after = (("real data", 7.5), ("main causes", 13.0))
+    the perfect-inverse verdict's; ``when it breaks`` holds the conditions of every verdict worse than ready."""
+    fixed = (("family", 7.0), ("model", 16.0), ("verdict", 8.5), ("level", 4.5), ("steps", 7.5))
+    after = (("real data", 6.5), ("main causes", 10.5), ("when it breaks", 13.0))
     parsers = tuple((f"{engine.label} parser", ENGINE_WIDTH) for engine in engines.ENGINES)
     used = sum(width for _, width in (*fixed, *parsers, *after))
     return tuple((title, f"{width:g}%") for title, width in (*fixed, *parsers, *after, ("way out", 100 - used)))
@@ -161,12 +161,15 @@ def _steps(row: dict[str, Any]) -> str:
 
 
 def _engine_verdict(row: dict[str, Any], engine: Engine) -> str:
-    """The row's verdict with ``engine``'s documented parsers (the parsers on hover), or why there is none."""
+    """The row's verdict with ``engine``'s documented parsers (the parsers and when it breaks on hover), or why
+    there is none."""
     verdict = row.get(f"{engine.name}_verdict") or ""
     parser = str(row.get(f"{engine.name}_parser") or "none recorded")
     if verdict not in VERDICTS:
         return f'<span class="muted small" title="{esc(engine.label)}\'s parser: {esc(parser)}">–</span>'
     title = f"with {engine.label}'s parser {parser.removeprefix(engine.name + ' ')}: {verdict}"
+    conditions = row.get(f"{engine.name}_conditions") or ""
+    title += f" — {conditions}" if conditions else ""
     way_out = row.get(f"{engine.name}_way_out") or ""
     title += f"; way out: {way_out}" if way_out else ""
     return f'<span title="{esc(title)}">{verdict_chip(verdict)}</span>'
@@ -247,6 +250,7 @@ def _row(row: dict[str, Any], lead: bool) -> str:
         ),
         f"<td>{_real_data(row)}</td>",
         f'<td class="causes">{"".join(cause_chip(c) for c in causes)}</td>',
+        f"<td>{_more(conditions_cell(row)) if row.get('status') == AUDITED else ''}</td>",
         f"<td>{last}</td>",
     ]
     row_attrs = attrs(

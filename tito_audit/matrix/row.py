@@ -8,6 +8,7 @@ from typing import Any
 
 from tito_audit.audit.results import AuditReport, worst_verdict
 from tito_audit.conversations.conversation import STEP_KINDS
+from tito_audit.formatters.conditions_lines import conditions_line
 from tito_audit.formatters.mask_lines import mask_cell
 from tito_audit.formatters.site.glossary import NOT_AUDITED
 from tito_audit.model.registry import family_of
@@ -21,11 +22,15 @@ FAILED_TO_LOAD = "not audited: failed to load"
 AUDIT_ERROR = "not audited: audit error"
 
 
+ENGINE_PARTS = ("verdict", "conditions", "parser", "way_out")
+
+
 def engine_columns() -> tuple[str, ...]:
-    """Three columns per engine (:data:`~tito_audit.parse.engines.ENGINES`, in order): ``<engine>_verdict`` (the
-    model's verdict with that engine's documented parsers), ``<engine>_parser`` (those parsers, or why there is no
-    verdict with them) and ``<engine>_way_out`` (the bridging mode that holds when they make the verdict worse)."""
-    return tuple(f"{engine.name}_{part}" for engine in engines.ENGINES for part in ("verdict", "parser", "way_out"))
+    """Four columns per engine (:data:`~tito_audit.parse.engines.ENGINES`, in order): ``<engine>_verdict`` (the
+    model's verdict with that engine's documented parsers), ``<engine>_conditions`` (when that verdict breaks, as
+    ``conditions`` says it for the perfect inverse), ``<engine>_parser`` (those parsers, or why there is no verdict
+    with them) and ``<engine>_way_out`` (the bridging mode that holds when they make the verdict worse)."""
+    return tuple(f"{engine.name}_{part}" for engine in engines.ENGINES for part in ENGINE_PARTS)
 
 
 COLUMNS = (
@@ -37,6 +42,7 @@ COLUMNS = (
     "audit_level",
     "stop_tokens",
     "verdict",
+    "conditions",
     *engine_columns(),
     "written_values",
     "variant_verdicts",
@@ -72,6 +78,8 @@ VOLATILE_COLUMNS = ("generated_at", "duration_seconds")
 """The only columns that change between two runs with the same code, models, settings and seed."""
 
 _EVERYWHERE = frozenset({"noncanonical-split"})
+CONDITIONS_SHOWN = 3
+"""Conditions a matrix cell names (the rest counted); the model's page names them all."""
 
 
 def base_row(model_id: str, status: str, reason: str = "") -> dict[str, Any]:
@@ -115,8 +123,9 @@ def stop_tokens_cell(report: AuditReport) -> str:
 
 
 def engine_cells(report: AuditReport, engine: Engine) -> dict[str, str]:
-    """The three columns of ``engine``: its parser verdict, its parsers (``sglang qwen25+qwen3``, or why there is no
-    verdict with them: ``not installed``, ``none recorded``) and its way out when its parser makes things worse."""
+    """The columns of ``engine``: its parser verdict, when that verdict breaks, its parsers (``sglang qwen25+qwen3``,
+    or why there is no verdict with them: ``not installed``, ``none recorded``) and its way out when its parser makes
+    things worse."""
     audited = next((verdict for verdict in report.parsers if verdict.engine == engine.name), None)
     if audited is not None:
         parser = audited.parser
@@ -126,6 +135,9 @@ def engine_cells(report: AuditReport, engine: Engine) -> dict[str, str]:
         parser = "none recorded"
     return {
         f"{engine.name}_verdict": audited.verdict if audited is not None else "",
+        f"{engine.name}_conditions": (
+            conditions_line(audited.conditions, limit=CONDITIONS_SHOWN) if audited is not None else ""
+        ),
         f"{engine.name}_parser": parser,
         f"{engine.name}_way_out": (audited.way_out or "") if audited is not None else "",
     }
@@ -178,7 +190,11 @@ def row_from_report(report: AuditReport, report_link: str, duration: float) -> d
         stop_tokens=stop_tokens_cell(report),
         verdict=worst_verdict([v.verdict for v in report.variants]),  # derived: a row never contradicts its variants
         written_values=written_values_cell(report),
-        variant_verdicts="; ".join(f"{v.name}: {v.verdict}" for v in report.variants),
+        conditions=conditions_line(report.conditions, limit=CONDITIONS_SHOWN),
+        variant_verdicts="; ".join(
+            [f"{v.name}: {v.verdict}" for v in report.variants]
+            + [f"{item.setting}: refused setting" for item in report.refused_settings]
+        ),
         main_causes=", ".join(cause for cause, _ in sorted(rollout_causes.items(), key=lambda kv: (-kv[1], kv[0]))),
         roundtrip_findings=", ".join(sorted(roundtrip)) if not report.text_level_only else "n/a (text level)",
         bridge=f"{bridge_cases - bridge_failed}/{bridge_cases} equal" if bridge_cases else "n/a",
@@ -225,6 +241,16 @@ def short_reason(reason: str) -> str:
     if "; tried: " in reason:
         return "not found; " + reason.rsplit("; ", 1)[-1]
     return reason
+
+
+def conditions_cell(row: dict[str, Any]) -> str:
+    """When the row's verdicts break: the perfect inverse's conditions, then each engine's parser's (``with SGLang's
+    parser: plain loop ready; breaks when …``; each where its verdict is worse than ready)."""
+    parts = [row.get("conditions") or ""]
+    for engine in engines.ENGINES:
+        if row.get(f"{engine.name}_conditions"):
+            parts.append(f"with {engine.label}'s parser: {row[f'{engine.name}_conditions']}")
+    return " · ".join(part for part in parts if part)
 
 
 def verdict_of(row: dict[str, Any]) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tito_audit.matrix.front_page import front_page
-from tito_audit.matrix.row import COLUMNS, short_reason
+from tito_audit.matrix.row import COLUMNS, conditions_cell, short_reason
 from tito_audit.outputs import ensure_folder, write_if_changed
 from tito_audit.parse import engines
 
@@ -19,6 +19,7 @@ MARKDOWN_COLUMNS = (
     ("level", "audit_level"),
     ("verdict", "verdict"),
     *((f"with {engine.label}'s parser", f"{engine.name}_verdict") for engine in engines.ENGINES),
+    ("when it breaks", "conditions"),
     ("with real data", "verdict_with_real_data"),
     ("variants", "variant_verdicts"),
     ("tool", "rollout_tool"),
@@ -35,6 +36,9 @@ MARKDOWN_COLUMNS = (
 
 
 ENGINE_VERDICTS = {f"{engine.name}_verdict": engine.name for engine in engines.ENGINES}
+CELL_LIMITS = {"conditions": 480, "variant_verdicts": 220, "refused_shapes": 220}
+"""Characters a Markdown cell shows (160 for the others); ``conditions`` holds the perfect inverse's and each
+engine's."""
 
 
 def _cell(value: Any, limit: int = 160) -> str:
@@ -58,6 +62,9 @@ def to_markdown(rows: Sequence[dict[str, Any]], settings: dict[str, Any]) -> str
         "`JSON literals re-rendered`: beside the verdict, with the engine's parser, the tool steps whose next prompt "
         "no longer continues an argument value the model wrote as JSON where the template writes another literal "
         "(`false` where it writes `False`), per value type, and the values the parser reads back as other values. "
+        "`when it breaks`: the plain loop's verdict (the model writes as it does by habit, no unusual harness shape, "
+        "the default settings) and the settings, forms and shapes the failures come with, failing of drawn steps; "
+        "then the same with each engine's parser. "
         "`training mask`: beside the verdict, for templates with `{% generation %}` blocks, the assistant turns whose "
         "mask leaves out the stop token or sampled tokens or trains tokens the template wrote (`n/a`: no blocks).",
         "",
@@ -76,7 +83,9 @@ def to_markdown(rows: Sequence[dict[str, Any]], settings: dict[str, Any]) -> str
                 value = f"[same as {row['same_as']}]({value})" if row.get("same_as") else f"[report]({value})"
             if key == "variant_verdicts" and row.get("reason"):
                 value = short_reason(row["reason"])
-            cell = _cell(value, 220 if key in ("variant_verdicts", "refused_shapes") else 160)
+            if key == "conditions":
+                value = conditions_cell(row)
+            cell = _cell(value, CELL_LIMITS.get(key, 160))
             if key == "way_out" and value and row.get("fix_report"):
                 cell = f"[{cell}]({row['fix_report']})"
             cells.append(cell)

@@ -120,3 +120,32 @@ def registry_output_layout(model_id: str) -> str | None:
         if any(model.lower() == wanted for model in entry["models"]):
             return str(entry["layout"])
     return None
+
+
+TEXT_BEFORE_CALLS = "text before each call"
+"""The habit of a model that writes text (its reasoning, or content its template renders as such) before each call."""
+
+
+@dataclass(frozen=True)
+class RegistryHabit:
+    """What a family's model writes by habit where its template admits other forms too (``model_habits``): the
+    generator writes the habit and draws ``rare_form`` for a share ``rare_share`` of the turns it concerns."""
+
+    habit: str
+    rare_form: str
+    """The other form, in the words a report uses for it (``the model calls with no analysis message first``)."""
+    rare_share: float
+    source: str
+
+
+def registry_habit(model_id: str) -> RegistryHabit | None:
+    """The habit the registry records for ``model_id``'s model (case-insensitive), if any.
+
+    >>> registry_habit("openai/gpt-oss-20b").habit
+    'text before each call'
+    """
+    wanted = model_id.lower()
+    for entry in _data().get("model_habits", []):
+        if any(model.lower() == wanted for model in entry["models"]):
+            return RegistryHabit(entry["habit"], entry["rare_form"], float(entry["rare_share"]), entry["source"])
+    return None

@@ -20,6 +20,13 @@ import jinja2
 from jinja2 import meta, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from tito_audit.model.setting_types import (
+    compared_constants,
+    concatenated_names,
+    literal_alternatives,
+    sources_of,
+    value_aliases,
+)
 from tito_audit.model.threads import imported
 
 STANDARD_INPUTS = frozenset(
@@ -82,13 +89,6 @@ def parse_template(source: str) -> nodes.Template:
     return jinja_environment().parse(source)
 
 
-def _name_of(node: nodes.Node) -> str | None:
-    """The keyword argument an expression tests: ``name``, or ``name | default(...)`` (its default applied)."""
-    if isinstance(node, nodes.Filter) and node.name in {"default", "d"} and node.node is not None:
-        node = node.node
-    return node.name if isinstance(node, nodes.Name) else None
-
-
 def template_inputs(source: str, special_token_names: Iterable[str] = ()) -> list[TemplateInput]:
     """The template's own keyword arguments, sorted by name.
 
@@ -104,37 +104,42 @@ def template_inputs(source: str, special_token_names: Iterable[str] = ()) -> lis
     names = {n for n in undeclared if not n.endswith("_token") and (n not in assigned or n in defaulted)}
     tested: dict[str, set[Any]] = {n: set() for n in names}
     truthy: set[str] = set()
+    aliases = value_aliases(ast)
 
-    def note_test(expr: nodes.Node) -> None:
-        name = _name_of(expr)
-        if name in tested:
-            truthy.add(name)
+    def read(expr: nodes.Node) -> set[str]:
+        """The inputs whose value ``expr`` holds, directly or through a local set from them."""
+        return sources_of(expr, aliases) & names
 
     for node in ast.find_all((nodes.If, nodes.CondExpr, nodes.Not, nodes.And, nodes.Or, nodes.Test, nodes.Compare)):
         if isinstance(node, (nodes.If, nodes.CondExpr)):
-            note_test(node.test)
+            truthy.update(read(node.test))
         elif isinstance(node, nodes.Not):
-            note_test(node.node)
+            truthy.update(read(node.node))
         elif isinstance(node, (nodes.And, nodes.Or)):
-            note_test(node.left)
-            note_test(node.right)
+            truthy.update(read(node.left) | read(node.right))
         elif isinstance(node, nodes.Test):
-            name = _name_of(node.node)
-            if name in tested and node.name in {"true", "false", "sameas"}:
-                tested[name].update({True, False})
-                truthy.add(name)
-        elif isinstance(node, nodes.Compare) and all(op.op in {"eq", "ne"} for op in node.ops):
-            operands = [node.expr, *(op.expr for op in node.ops)]
-            found = [n for n in (_name_of(o) for o in operands) if n in tested]
-            consts = [o.value for o in operands if isinstance(o, nodes.Const)]
-            for name in found:
-                tested[name].update(c for c in consts if isinstance(c, (str, int, float, bool)))
-                if consts:
+            if node.name in {"true", "false", "sameas"}:
+                for name in read(node.node):
+                    tested[name].update({True, False})
                     truthy.add(name)
+        else:
+            for name, consts in compared_constants(node, aliases).items():
+                if name in tested and consts:
+                    tested[name].update(consts)
+                    truthy.add(name)
+    # read as text (added to a string): only strings; the constants the template falls back to are its own values
+    concatenated = concatenated_names(ast, aliases) & names
+    for name, alternatives in literal_alternatives(ast, aliases).items():
+        if name not in truthy:  # only a setting that changes the template's path is swept
+            continue
+        kinds = {_kind(v) for v in tested[name]} | ({"text"} if name in concatenated else set())
+        tested[name].update(v for v in alternatives if _kind(v) in kinds)
+    for name in concatenated:
+        tested[name] = {v for v in tested[name] if isinstance(v, str)}
     structured = _structured_names(ast)
     inputs = []
     for name in sorted(names):
-        if name in structured:
+        if name in structured or name in concatenated:
             tested[name] = {v for v in tested[name] if not isinstance(v, bool)}
             if not tested[name]:
                 truthy.discard(name)
@@ -144,6 +149,13 @@ def template_inputs(source: str, special_token_names: Iterable[str] = ()) -> lis
         ordered = sorted(values, key=lambda v: (type(v).__name__, str(v)))[:MAX_VALUES_PER_KWARG]
         inputs.append(TemplateInput(name=name, tested=name in truthy, values=tuple(ordered)))
     return inputs
+
+
+def _kind(value: Any) -> str:
+    """``text``, ``number`` or ``boolean``: the values of one kind a setting is read as."""
+    if isinstance(value, bool):
+        return "boolean"
+    return "text" if isinstance(value, str) else "number"
 
 
 def _assigned_names(ast: nodes.Template) -> set[str]:

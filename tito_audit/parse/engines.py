@@ -131,6 +131,13 @@ def engine_label(name: str) -> str:
     return engine.label if engine is not None else name
 
 
+def engine_words(engine: str, parser: str) -> str:
+    """How prose names a parser: ``SGLang's parser qwen25+qwen3`` (for ``sglang qwen25+qwen3``), or the parser's name
+    alone (``hf``, a caller's own)."""
+    known = engine_named(engine) if engine else None
+    return f"{known.label}'s parser {parser.removeprefix(engine + ' ')}" if known is not None else parser
+
+
 def installed(engine: Engine) -> bool:
     """Whether the engine's parsers are installed (nothing imported)."""
     return engine.installed()

@@ -35,6 +35,9 @@ class CheckSetup:
     end_id: int | None = None
     """The stop token the model samples to end a turn whose rendering holds none (its end-of-sequence token, from
     the generation config, the tokenizer or the registry; see :func:`tito_audit.audit.stops.model_end_token`)."""
+    rare_form: str | None = None
+    """Where the family's model writes text before each call by habit: the words of the rare form, a call turn
+    without any (tagged on the steps after such turns: :mod:`tito_audit.audit.step_conditions`)."""
     stop_texts: tuple[str, ...] = field(init=False)
     _texts: dict[int, str] = field(init=False, default_factory=dict, repr=False)
     """Each token's text, decoded once (failure windows decode the same few hundred tokens again and again);
@@ -52,8 +55,9 @@ class CheckSetup:
         seed: int,
         text_only: bool = False,
         end_id: int | None = None,
+        rare_form: str | None = None,
     ) -> CheckSetup:
-        return cls(renderer, codec, frozenset(stop_ids), seed, text_only, end_id)
+        return cls(renderer, codec, frozenset(stop_ids), seed, text_only, end_id, rare_form)
 
     @cached_property
     def controls(self) -> tuple[str, ...]:

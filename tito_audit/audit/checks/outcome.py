@@ -59,6 +59,15 @@ class Outcome:
     forms: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     """(step kind, reasoning form of the turn before the step) -> [steps, steps the buffer could not follow]."""
 
+    conditions: dict[tuple[str, tuple[str, ...]], list[int]] = field(default_factory=dict)
+    """(step kind, the conditions the step was drawn under) -> [steps, steps the buffer could not follow]."""
+
+    def count_conditions(self, kind: str, tags: tuple[str, ...], followed: bool) -> None:
+        """One rollout step, by the conditions it was drawn under (:mod:`tito_audit.audit.step_conditions`)."""
+        tally = self.conditions.setdefault((kind, tags), [0, 0])
+        tally[0] += 1
+        tally[1] += not followed
+
     def count(self, check: str, category: str, status: str) -> None:
         self.tallies.append(Tally(check, category, status))
 

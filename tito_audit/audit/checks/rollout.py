@@ -31,6 +31,7 @@ from tito_audit.audit.diff import first_difference, mismatched_positions
 from tito_audit.audit.join import Join
 from tito_audit.audit.realize import MessageRef, owner_of, was_last_in_rollout
 from tito_audit.audit.results import Failure
+from tito_audit.audit.step_conditions import step_tags
 from tito_audit.conversations.conversation import ASSISTANT
 from tito_audit.model.render import RenderedPrefix
 from tito_audit.model.tokens import REPLACEMENT_CHAR
@@ -41,8 +42,11 @@ NAME = "rollout"
 def check(context: RolloutContext, outcome: Outcome) -> None:
     trace = trace_of(context)
     final = len(context.conversation.messages)
+    rare_form = context.setup.rare_form
     for step in trace.steps:
         outcome.count_form(step.kind, step.previous.form, step.followed)
+        tags = step_tags(context.conversation, step.previous.turn, step.turn, step.previous.form, rare_form)
+        outcome.count_conditions(step.kind, tags, step.followed)
         outcome.final_steps += step.turn == final
         if step.text_index is not None:
             outcome.count(NAME, step.kind, FAILED)

@@ -6,7 +6,6 @@ out, the matrix's stored :class:`FixPage`), the data of the JSON report.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from tito_audit.audit.results import READY, UNSUPPORTED, AuditReport, Failure, VariantResult
@@ -19,13 +18,16 @@ from tito_audit.formatters.common import (
     tools_line,
     unrealizable_line,
 )
+from tito_audit.formatters.conditions_lines import variant_condition_lines
 from tito_audit.formatters.fix_report import FixPage
 from tito_audit.formatters.parse_lines import beside_the_verdict, variant_parse_lines
 from tito_audit.formatters.site import markdown_lite
+from tito_audit.formatters.site.conditions_list import conditions_list
 from tito_audit.formatters.site.examples import Example, examples
 from tito_audit.formatters.site.glossary import VERDICTS, cause_chip, glossary, verdict_chip
 from tito_audit.formatters.site.highlight import diff_html, source_lines
 from tito_audit.formatters.site.html import document, esc
+from tito_audit.formatters.site.links import PageLinks
 from tito_audit.formatters.site.mask_line import mask_line
 from tito_audit.formatters.site.parser_line import parser_line
 from tito_audit.formatters.site.tokens import text_diff, token_diff
@@ -42,30 +44,6 @@ def row_labels(failure: Failure) -> tuple[str, str]:
     if failure.aspect != "control-token" and failure.check in ROW_LABELS:
         return ROW_LABELS[failure.check]
     return side_labels(failure)
-
-
-@dataclass(frozen=True)
-class PageLinks:
-    """Where the page's neighbours are, relative to it (None: not linked)."""
-
-    index: str | None = None
-    """The matrix's front page."""
-    json: str | None = None
-    markdown: str | None = None
-    fix: str | None = None
-    """The way-out page (Markdown)."""
-    diff: str | None = None
-
-    @classmethod
-    def published(cls, stem: str, way_out: FixPage | None) -> PageLinks:
-        """The links of a page in ``reports/models/`` (the way-out files in ``reports/fixes/``)."""
-        return cls(
-            index="../index.html",
-            json=f"{stem}.json",
-            markdown=f"{stem}.md",
-            fix=f"../fixes/{stem}.md" if way_out is not None else None,
-            diff=f"../fixes/{stem}.diff" if way_out is not None and way_out.diff is not None else None,
-        )
 
 
 def _sentence(text: str) -> str:
@@ -137,6 +115,7 @@ def _verdict(report: AuditReport, way_out: FixPage | None) -> str:
         f'<div id="verdict">{verdict_chip(report.verdict, big=True)}</div>'
         f'<p class="reason" id="reason">{esc(worst_reason(report))}</p>'
         + parser_line(report)
+        + conditions_list(report)
         + mask_line(report)
         + (f'<div class="variants" aria-label="verdict per variant">{variants}</div>' if variants else "")
         + _way_out_line(report, way_out)
@@ -346,6 +325,7 @@ def _variant_details(variant: VariantResult) -> str:
     for name, check in variant.checks.items():
         if check.cause_counts:
             facts.append(f"{name} causes: " + ", ".join(f"{c} ×{n}" for c, n in sorted(check.cause_counts.items())))
+    facts += variant_condition_lines(variant)
     facts += variant_parse_lines(variant)
     facts += beside_the_verdict(variant)
     facts.append(f"Re-render drift: {drift_line(variant)}.")

@@ -13,6 +13,7 @@ from collections.abc import Collection
 
 from tito_audit.audit.diff import WINDOW_CHARS
 from tito_audit.audit.results import Failure, TokenWindow
+from tito_audit.formatters.common import texts_at_difference
 from tito_audit.formatters.site.html import esc
 
 _VISIBLE = str.maketrans({" ": "·", "\n": "⏎", "\t": "⇥", "\r": "␍"})
@@ -99,11 +100,11 @@ def token_diff(failure: Failure, labels: tuple[str, str], specials: Collection[s
     )
 
 
-def _text_line(text: str, at: int, label: str) -> str:
-    shown_from = max(0, at - TEXT_BEFORE)
-    same, rest = text[shown_from:at], text[at : at + TEXT_AFTER]
-    lead = "…" if shown_from > 0 else ""
-    tail = "…" if len(text) > at + TEXT_AFTER else ""
+def _text_line(window: str, at: int, cut_before: bool, label: str) -> str:
+    """One side's text window, the part from its first differing character (``at``) on marked."""
+    same, rest = window[:at], window[at:]
+    lead = "…" if cut_before else ""
+    tail = "…" if len(rest) >= TEXT_AFTER else ""
     changed = f'<mark class="first">{visible_html(rest)}</mark>' if rest else '<mark class="first">(ends)</mark>'
     return (
         f'<div class="textrow"><span class="side">{esc(label)}</span>'
@@ -114,12 +115,14 @@ def _text_line(text: str, at: int, label: str) -> str:
 def text_diff(failure: Failure, labels: tuple[str, str]) -> str:
     """The divergence as text: both text windows from a little before the first differing character, the rest
     of each side marked (empty when the failure has no text windows)."""
-    if failure.char_index is None or not (failure.expected_text or failure.actual_text):
+    texts = texts_at_difference(failure, TEXT_BEFORE, TEXT_AFTER)
+    if texts is None or failure.char_index is None:
         return ""
-    at = min(WINDOW_CHARS, failure.char_index)  # the windows start WINDOW_CHARS before the divergence
+    at = min(TEXT_BEFORE, WINDOW_CHARS, failure.char_index)
+    cut_before = failure.char_index > at
     return (
         f'<div class="textdiff" aria-label="the same place as text, from character {failure.char_index}">'
-        + _text_line(failure.expected_text, at, labels[0])
-        + _text_line(failure.actual_text, at, labels[1])
+        + _text_line(texts[0], at, cut_before, labels[0])
+        + _text_line(texts[1], at, cut_before, labels[1])
         + "</div>"
     )

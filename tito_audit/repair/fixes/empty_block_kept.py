@@ -65,7 +65,28 @@ def edits(source: TemplateSource, always: bool = False) -> list[Edit]:
             collected.take(
                 index, index, "true" if always else f"({token.text} or {local_fields[token.text]} is string)"
             )
+    if always:
+        collected.edits += _reads_as_text(source, if_tags)
     return collected.edits
+
+
+def _reads_as_text(source: TemplateSource, if_tags: set[int]) -> list[Edit]:
+    """Each read of the reasoning field whose value is written (``'<think>' + message.reasoning_content``, ``{% set
+    rc = message.reasoning_content %}``), outside ``if`` tests and ``is`` tests, as ``(field if field is string else
+    "")``: once the block is written for every turn, a turn without the field (absent, or None) writes it empty
+    instead of raising in the addition."""
+    reads = [t for t in evaluated(source) if _in_assistant_turn(t) and t.tag not in if_tags]
+    out = []
+    for index in range(len(reads)):
+        field = _field_at(reads, index)
+        if field is None:
+            continue
+        end = index + field[1]
+        following = reads[end + 1] if end + 1 < len(reads) and reads[end + 1].tag == reads[end].tag else None
+        if following is not None and following.text == "is":
+            continue
+        out.append(Edit(reads[index].start, reads[end].end, f'({field[0]} if {field[0]} is string else "")', NAME))
+    return out
 
 
 def touches(messages: Sequence[Message], k: int, gp: bool) -> bool:

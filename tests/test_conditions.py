@@ -1,0 +1,128 @@
+"""When a verdict breaks (SPEC, Verdicts: "Conditions"): the plain loop's verdict and the forms, shapes and settings
+the failures come with, read from the steps as they were walked; expectations follow from each template's reading
+(tests/templates.py) or, for the shared models, from the issue's hand renders."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import templates
+from tests.conftest import SHARED_TOKENIZERS, requires_shared
+from tests.helpers import default_variant, run_audit
+from tito_audit.audit.conditions import conditions_of, tally_steps
+from tito_audit.audit.results import BROKEN, READY, READY_TOOL_ONLY
+from tito_audit.formatters.conditions_lines import conditions_line
+from tito_audit.parse import sglang
+
+SHARED_TEMPLATES = SHARED_TOKENIZERS.parent / "templates"
+needs_sglang = pytest.mark.skipif(not sglang.available(), reason="SGLang's parsers (extra 'sglang') are not installed")
+
+BACK = "shape: when two assistant turns run back to back"
+DEVELOPER = "shape: when a developer message leads the conversation"
+WITHOUT = "form: after turns without reasoning"
+WITH = "form: after turns with reasoning"
+
+
+def test_a_shape_whose_steps_alone_fail_is_named_and_the_plain_loop_holds():
+    """GigaChat3.1-like with its parser: the ten failing tool steps follow two assistant turns back to back; a
+    developer message drawn in some of the same conversations fails only alongside them and is not named."""
+    tallies = tally_steps(
+        {
+            ("tool", (WITHOUT,)): [60, 0],
+            ("tool", (WITH,)): [40, 0],
+            ("tool", (BACK, WITHOUT)): [8, 8],
+            ("tool", (BACK, DEVELOPER, WITH)): [2, 2],
+            ("tool", (DEVELOPER, WITH)): [10, 0],
+        }
+    )
+    found = conditions_of(tallies, BROKEN)
+    assert (found.plain_verdict, found.plain_steps, found.plain_failed) == (READY, 100, 0)
+    assert [(c.name, c.failed, c.steps) for c in found.breaking] == [
+        ("when two assistant turns run back to back", 10, 10)
+    ]
+    assert (
+        conditions_line(found)
+        == "plain loop ready; breaks when two assistant turns run back to back (10 of 10 tool steps)"
+    )
+    assert {c.name: (c.failed, c.steps) for c in found.drawn}["when a developer message leads the conversation"] == (
+        2,
+        12,
+    )
+
+
+def test_a_condition_common_among_the_failing_kind_is_not_named():
+    """Every user step fails, every assistant step holds (Qwen3.5's pruned reasoning): a shape drawn more often among
+    user steps than among assistant steps fails more often, but no more than the user steps drawn without it."""
+    tallies = tally_steps(
+        {
+            ("tool", (WITH,)): [50, 0],
+            ("user", (WITH,)): [30, 30],
+            ("user", (DEVELOPER, WITH)): [10, 10],
+            ("assistant", (BACK, WITH)): [20, 0],
+            ("assistant", (BACK, DEVELOPER, WITH)): [1, 0],
+        }
+    )
+    found = conditions_of(tallies, READY_TOOL_ONLY)
+    assert found.counted == "non-tool" and found.plain_verdict == READY_TOOL_ONLY
+    assert found.breaking == []
+    assert conditions_line(found).endswith("no form, shape or setting makes it break more often")
+
+
+def test_conditions_that_fail_only_together_are_named_together():
+    """Muse-Glimmer-like: a nameless tool result whose call id a later turn reuses is re-rendered under another tool's
+    name: neither shape alone fails as often as the two together."""
+    names, reused = "shape: when tool results carry no name", "shape: when a later turn reuses a call id"
+    tallies = tally_steps(
+        {
+            ("tool", (WITHOUT,)): [80, 0],
+            ("tool", (WITHOUT, names)): [30, 0],
+            ("tool", (WITHOUT, reused)): [11, 0],
+            ("tool", (WITHOUT, names, reused)): [3, 1],
+        }
+    )
+    (found,) = conditions_of(tallies, BROKEN).breaking
+    assert found.name == "when a later turn reuses a call id and tool results carry no name"
+    assert (found.failed, found.steps) == (1, 3)
+
+
+def test_a_form_the_template_drops_is_when_it_breaks(tiny_model_dir, write_template):
+    """The prompt opens ``<think>\\n`` and history drops an empty block: the steps after the turns whose model closed
+    the block at once fail, every one of them, and those steps are the plain loop's (a model writes that form)."""
+    source = write_template("drops", templates.PROMPT_OPENS_THINK_HISTORY_DROPS_EMPTY)
+    variant = default_variant(run_audit(tiny_model_dir, source, count=32))
+    assert variant.verdict == BROKEN and variant.conditions is not None
+    assert variant.conditions.plain_verdict == BROKEN
+    first = variant.conditions.breaking[0]  # sent back as "", absent or None: each its own form, each failing
+    assert first.name.startswith("when the model closes the reasoning block at once")
+    assert first.failed == first.steps > 0
+    tool_steps = next(row for row in variant.checks["rollout"].rows if row.category == "tool")
+    assert sum(t.steps for t in variant.conditions.tallies if t.kind == "tool") == tool_steps.cases - tool_steps.refused
+
+
+def test_a_setting_worse_than_the_defaults_is_a_condition_of_the_model(tiny_model_dir, write_template):
+    """Each setting alone keeps the buffer; thinking on with history reasoning kept does not: the model is broken,
+    its plain loop (the default settings) ready, and it breaks with that pair of settings."""
+    report = run_audit(tiny_model_dir, write_template("together", templates.ONLY_TOGETHER), count=32)
+    conditions = report.conditions
+    assert report.verdict == BROKEN and conditions is not None and conditions.plain_verdict == READY
+    first = conditions.breaking[0]
+    assert (first.kind, first.name) == ("setting", "with enable_thinking=true,preserve_thinking=true")
+    assert 0 < first.failed <= first.steps
+
+
+@requires_shared
+@needs_sglang
+def test_gigachat31_breaks_with_its_parser_only_when_two_assistant_turns_run_back_to_back():
+    """The template writes no generation prompt after an assistant message, so the model writes
+    ``assistant<|role_sep|>`` itself and SGLang's detector keeps it as content; a plain tool loop holds."""
+    from tito_audit.audit.service import AuditOptions, audit
+    from tito_audit.model.loading import load_by_id
+
+    model = load_by_id("ai-sage/GigaChat3.1-10B-A1.8B", mirrors=[SHARED_TEMPLATES], allow_hub=False)
+    report = audit(model, AuditOptions(parser="sglang"))
+    (sglang,) = report.parsers
+    parsed = sglang.conditions
+    assert sglang.engine == "sglang" and sglang.verdict == BROKEN
+    assert parsed is not None and parsed.plain_verdict == READY
+    assert [c.name for c in parsed.breaking] == ["when two assistant turns run back to back"]
+    assert parsed.breaking[0].failed == parsed.breaking[0].steps

@@ -1,0 +1,151 @@
+"""The type a template reads a keyword argument as, from its Jinja AST: what values a settings sweep may pass.
+
+A template reads its own settings in three ways, often through a local it sets first
+(``{% set rs = reasoning_strength if reasoning_strength else 'high' %}``):
+
+- **concatenated with text** (``'Reasoning strength: ' + rs``): a string; a boolean there raises (``TypeError: can
+  only concatenate str``), so the sweep passes the strings the template names for it: those it is compared with and
+  the literal it falls back to (``'high'``);
+- **compared with constants** (``effort == 'low'``, ``effort in ('low', 'high')``, ``budget > 0``): those constants
+  (and, for an ordered comparison with a number, one past it, so that both sides of the test are audited);
+- **tested for truth** only: booleans (:mod:`tito_audit.model.variants`).
+
+>>> from jinja2 import Environment
+>>> ast = Environment().parse(
+...     "{% set rs = strength if strength is defined and strength else 'high' %}{{ 'Strength: ' + rs }}")
+>>> aliases = value_aliases(ast)
+>>> sorted(aliases["rs"]), sorted(concatenated_names(ast, aliases)), literal_alternatives(ast, aliases)["strength"]
+(['strength'], ['rs', 'strength'], {'high'})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from jinja2 import nodes
+
+PASSING_FILTERS = frozenset({"default", "d", "trim", "lower", "upper", "string", "title", "capitalize"})
+"""Filters whose result is their input's value (or its text): a local set through one still holds the setting."""
+_STRING_FILTERS = frozenset({"string", "trim", "lower", "upper", "title", "capitalize", "join", "tojson", "replace"})
+_ORDERED = frozenset({"lt", "gt", "lteq", "gteq"})
+
+
+def _yielded(expr: nodes.Node) -> set[str]:
+    """The names whose value ``expr`` may evaluate to: a name, either branch of ``a if t else b``, either side of
+    ``a or b`` / ``a and b`` (Jinja returns an operand), a name through a filter that passes it on."""
+    if isinstance(expr, nodes.Name):
+        return {expr.name}
+    if isinstance(expr, nodes.CondExpr):
+        return _yielded(expr.expr1) | (_yielded(expr.expr2) if expr.expr2 is not None else set())
+    if isinstance(expr, (nodes.Or, nodes.And)):
+        return _yielded(expr.left) | _yielded(expr.right)
+    if isinstance(expr, nodes.Filter) and expr.name in PASSING_FILTERS and expr.node is not None:
+        return _yielded(expr.node)
+    return set()
+
+
+def value_aliases(ast: nodes.Template) -> dict[str, set[str]]:
+    """Each name set from others' values (``{% set rs = reasoning_strength | default('high') %}``) -> the names it
+    may hold the value of, followed through chains of such sets; a name set from itself maps to itself."""
+    direct: dict[str, set[str]] = {}
+    for node in ast.find_all(nodes.Assign):
+        if isinstance(node.target, nodes.Name):
+            direct.setdefault(node.target.name, set()).update(_yielded(node.node))
+    resolved = {name: set(sources) for name, sources in direct.items()}
+    changed = True
+    while changed:
+        changed = False
+        for name, sources in resolved.items():
+            grown = set(sources)
+            for source in sources:
+                grown |= resolved.get(source, set())
+            if grown != sources:
+                resolved[name], changed = grown, True
+    return resolved
+
+
+def sources_of(expr: nodes.Node, aliases: dict[str, set[str]]) -> set[str]:
+    """The names (inputs among them) whose value ``expr`` may hold, through locals set from them."""
+    found: set[str] = set()
+    for name in _yielded(expr):
+        found |= {name} | aliases.get(name, set())
+    return found
+
+
+def _stringy(node: nodes.Node) -> bool:
+    """Whether ``node`` is text: a string constant, a concatenation with one, a filter that makes text."""
+    if isinstance(node, nodes.Const):
+        return isinstance(node.value, str)
+    if isinstance(node, nodes.Add):
+        return _stringy(node.left) or _stringy(node.right)
+    if isinstance(node, nodes.Concat):
+        return True
+    return isinstance(node, nodes.Filter) and node.name in _STRING_FILTERS
+
+
+def concatenated_names(ast: nodes.Template, aliases: dict[str, set[str]]) -> set[str]:
+    """Names added (``+``) to text, directly or through a local set from them: the template reads them as
+    strings (``~`` and printing convert any value; ``+`` does not)."""
+    names: set[str] = set()
+    for node in ast.find_all(nodes.Add):
+        for operand, other in ((node.left, node.right), (node.right, node.left)):
+            if _stringy(other):
+                names |= sources_of(operand, aliases)
+    return names
+
+
+def literal_alternatives(ast: nodes.Template, aliases: dict[str, set[str]]) -> dict[str, set[object]]:
+    """Per name, the constants the template falls back to in its place: ``x if x else 'high'``,
+    ``x | default('high')``, ``x or 'high'``, ``{% set x = 'high' %}`` (its documented default)."""
+    found: dict[str, set[object]] = {}
+
+    def note(names: Iterable[str], constant: nodes.Node | None) -> None:
+        if isinstance(constant, nodes.Const) and isinstance(constant.value, (str, int, float)):
+            for name in names:
+                found.setdefault(name, set()).add(constant.value)
+
+    for node in ast.find_all(nodes.CondExpr):
+        note(sources_of(node.expr1, aliases), node.expr2)
+        if node.expr2 is not None:
+            note(sources_of(node.expr2, aliases), node.expr1)
+    for node in ast.find_all(nodes.Or):
+        note(sources_of(node.left, aliases), node.right)
+    for node in ast.find_all(nodes.Filter):
+        if node.name in {"default", "d"} and node.node is not None and node.args:
+            note(sources_of(node.node, aliases), node.args[0])
+    for node in ast.find_all(nodes.Assign):
+        if isinstance(node.target, nodes.Name):
+            note({node.target.name}, node.node)
+    return found
+
+
+def compared_constants(node: nodes.Compare, aliases: dict[str, set[str]]) -> dict[str, set[object]]:
+    """The constants each name (through its aliases) is compared with in ``node``: ``==``/``!=`` a constant,
+    ``in``/``not in`` a list of constants, ``<``/``>``/``<=``/``>=`` a number (that number and one past it)."""
+    found: dict[str, set[object]] = {}
+    left = node.expr
+    for op in node.ops:
+        right = op.expr
+        pairs = ((left, right), (right, left))
+        for subject, constant in pairs:
+            names = sources_of(subject, aliases)
+            if not names:
+                continue
+            values: set[object] = set()
+            if op.op in {"eq", "ne"} and isinstance(constant, nodes.Const):
+                values = {constant.value} if isinstance(constant.value, (str, int, float, bool)) else set()
+            elif op.op in {"in", "notin"} and subject is left and isinstance(constant, (nodes.List, nodes.Tuple)):
+                values = {i.value for i in constant.items if isinstance(i, nodes.Const) and isinstance(i.value, str)}
+            elif op.op in {"in", "notin"} and subject is left and isinstance(constant, nodes.Const):
+                items = constant.value if isinstance(constant.value, (tuple, list)) else ()
+                values = {item for item in items if isinstance(item, str)}
+            elif op.op in _ORDERED and _is_number(constant):
+                values = {constant.value, constant.value + 1}  # type: ignore[attr-defined]
+            for name in names:
+                found.setdefault(name, set()).update(values)
+        left = right
+    return found
+
+
+def _is_number(node: nodes.Node) -> bool:
+    return isinstance(node, nodes.Const) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
