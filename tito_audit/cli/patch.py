@@ -15,12 +15,15 @@ from tito_audit.cli.outcomes import finish
 from tito_audit.errors import BadInputError
 from tito_audit.outputs import write_outputs
 
-OutputOpt = Annotated[Path, typer.Option("-o", "--output", help="Write the patched template here.")]
-DiffOpt = Annotated[Path | None, typer.Option("--diff", help="Write the unified diff here (default: OUTPUT.diff).")]
+OutputOpt = Annotated[Path, typer.Option("-o", "--output", metavar="FILE", help="Write the patched template here.")]
+DiffOpt = Annotated[
+    Path | None, typer.Option("--diff", metavar="FILE", help="Write the unified diff here (default: OUTPUT.diff).")
+]
 TrainingOpt = Annotated[
     Path | None,
     typer.Option(
         "--training",
+        metavar="FILE",
         help="Write the training form (generation blocks around what the model samples, for assistant-only loss) "
         "here (default: OUTPUT with .training before its suffix).",
     ),
