@@ -10,6 +10,10 @@ Requirements (``--require``, or ``require`` under ``[tool.tito-audit]`` in ``pyp
 - ``bridge``: the history-free stand-in suffix equals the real bridge;
 - ``roundtrip``: no decode/re-encode finding besides non-canonical splits (which every BPE model shows).
 
+The verdict and the rollout requirements judge the loop that decides (:mod:`tito_audit.audit.deciding`): with an
+engine's parser audited, the rollout walked with that parser (its verdict, its failing steps); without one, the
+template's. ``append``, ``bridge`` and ``roundtrip`` are properties of the template alone.
+
 Any requirement can name one variant: ``rollout:tool@enable_thinking=false``; without it, every variant
 must pass. Failures whose causes are all allowed (``--allow-cause``) do not count. With a baseline
 report, only failures the baseline does not have count (a regression gate).
@@ -31,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from tito_audit import inputs
+from tito_audit.audit.deciding import VariantLoop, variant_loop
 from tito_audit.audit.results import CAUSES, VERDICT_ORDER, AuditReport, Failure, VariantResult
 from tito_audit.conversations.conversation import STEP_KINDS
 from tito_audit.errors import BadInputError
@@ -266,14 +271,26 @@ def _failure_key(variant: str, failure: Failure | dict[str, Any]) -> tuple:
 
 
 def _baseline_keys(baseline: dict[str, Any]) -> set[tuple]:
-    return {_failure_key(v["name"], f) for v in baseline.get("variants", []) for f in v.get("failures", [])}
+    keys = set()
+    for variant in baseline.get("variants", []):
+        parsed = (variant.get("parse") or {}).get("failures", []) if isinstance(variant.get("parse"), dict) else []
+        keys |= {_failure_key(variant["name"], failure) for failure in [*variant.get("failures", []), *parsed]}
+    return keys
+
+
+def _failures(requirement: Requirement, variant: VariantResult, loop: VariantLoop) -> list[Failure]:
+    """The failures ``requirement`` counts in ``variant``: the rollout's in the deciding loop, the others' in the
+    template's checks."""
+    if requirement.kind != "rollout":
+        return [failure for failure in variant.failures if _selects(requirement, failure)]
+    return [
+        failure
+        for failure in loop.rollout_failures
+        if failure.category == requirement.target and (loop.parse is not None or failure.aspect in ("text", "seam"))
+    ]
 
 
 def _selects(requirement: Requirement, failure: Failure) -> bool:
-    if requirement.kind == "rollout":
-        return (
-            failure.check == "rollout" and failure.aspect in ("text", "seam") and failure.category == requirement.target
-        )
     if requirement.kind == "append":
         return failure.check == "append" and failure.category.startswith(f"{requirement.target} after ")
     if requirement.kind == "bridge":
@@ -283,9 +300,9 @@ def _selects(requirement: Requirement, failure: Failure) -> bool:
     return False
 
 
-def _cases(requirement: Requirement, variant: VariantResult) -> int:
+def _cases(requirement: Requirement, variant: VariantResult, loop: VariantLoop) -> int:
     check = {"rollout": "rollout", "append": "append", "bridge": "bridge", "roundtrip": "roundtrip"}[requirement.kind]
-    rows = variant.checks[check].rows
+    rows = loop.parse.check.rows if check == "rollout" and loop.parse is not None else variant.checks[check].rows
     if requirement.kind == "rollout":
         rows = [r for r in rows if r.category == requirement.target]
     elif requirement.kind == "append":
@@ -309,20 +326,25 @@ def evaluate(report: AuditReport, policy: Policy) -> list[RequirementResult]:
             continue
         counted: list[tuple[str, Failure]] = []
         cases = 0
+        parsers: list[str] = []
         for variant in variants:
-            cases += _cases(requirement, variant)
-            for failure in variant.failures:
-                if not _selects(requirement, failure) or set(failure.causes) <= policy.allowed_causes:
+            loop = variant_loop(variant)
+            if requirement.kind == "rollout" and loop.parse is not None and loop.loop not in parsers:
+                parsers.append(loop.loop)
+            cases += _cases(requirement, variant, loop)
+            for failure in _failures(requirement, variant, loop):
+                if set(failure.causes) <= policy.allowed_causes:
                     continue
                 if baseline is not None and _failure_key(variant.name, failure) in baseline:
                     continue
                 counted.append((variant.name, failure))
+        under = f" with {', '.join(parsers)}" if parsers else ""
         if cases == 0:
             results.append(RequirementResult(requirement.text, False, "no case could be audited (all refused)"))
             continue
         if not counted:
             scope = "new " if baseline is not None else ""
-            results.append(RequirementResult(requirement.text, True, f"no {scope}failure in {cases} cases"))
+            results.append(RequirementResult(requirement.text, True, f"no {scope}failure in {cases} cases{under}"))
             continue
         causes: dict[str, int] = {}
         for _, failure in counted:
@@ -335,7 +357,7 @@ def evaluate(report: AuditReport, policy: Policy) -> list[RequirementResult]:
             RequirementResult(
                 requirement.text,
                 False,
-                f"{len(counted)} {new}failures in {cases} cases ({summary}); e.g. {examples[0]}",
+                f"{len(counted)} {new}failures in {cases} cases{under} ({summary}); e.g. {examples[0]}",
                 failures=len(counted),
                 examples=examples,
             )
@@ -345,9 +367,11 @@ def evaluate(report: AuditReport, policy: Policy) -> list[RequirementResult]:
 
 def _verdict_result(requirement: Requirement, variants: Sequence[VariantResult]) -> RequirementResult:
     limit = VERDICT_ORDER.index(requirement.target or "ready")
-    worst = max(variants, key=lambda v: VERDICT_ORDER.index(v.verdict))
-    if VERDICT_ORDER.index(worst.verdict) <= limit:
-        return RequirementResult(requirement.text, True, f"verdict {worst.verdict}")
+    loops = [(variant, variant_loop(variant)) for variant in variants]
+    worst, loop = max(loops, key=lambda pair: VERDICT_ORDER.index(pair[1].verdict))
+    under = f" with {loop.loop}" if loop.parse is not None else ""
+    if VERDICT_ORDER.index(loop.verdict) <= limit:
+        return RequirementResult(requirement.text, True, f"verdict {loop.verdict}{under}")
     return RequirementResult(
-        requirement.text, False, f"variant {worst.name} is {worst.verdict}: {worst.verdict_reason}", failures=1
+        requirement.text, False, f"variant {worst.name} is {loop.verdict}{under}: {loop.reason}", failures=1
     )
