@@ -9,11 +9,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
-from rich.text import Text
 
 from tito_audit.cli.app import app
-from tito_audit.cli.options import CacheOpt, LimitOpt, MirrorOpt, NoHubOpt, ParserOpt, Sampling, with_option_groups
+from tito_audit.cli.options import (
+    CacheOpt,
+    LimitOpt,
+    MirrorOpt,
+    NoHubOpt,
+    ParserOpt,
+    Sampling,
+    check_mirrors,
+    with_option_groups,
+)
 from tito_audit.cli.outcomes import err
 from tito_audit.cli.progress import ProgressLines, folder_state, what_changed
 from tito_audit.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_ROWS_FAILED, BadInputError, OutputError
@@ -152,6 +159,7 @@ def matrix_command(
     from tito_audit.model.registry import registry_model_ids
 
     console = Console()
+    check_mirrors(mirror)
     chosen = list(models or [])
     if models_file is not None:
         chosen += read_models_file(models_file)
@@ -280,20 +288,9 @@ def _run_with_bars(models: list[str], options: MatrixOptions, console: Console) 
 
 
 def _print_summary(run: MatrixRun, changed: str, console: Console) -> None:
-    from tito_audit.formatters.terminal import verdict_text
+    from tito_audit.formatters.results_table import print_results
 
-    table = Table(header_style="bold")
-    for column in ("model", "verdict", "with its engine's parser", "level", "main causes"):
-        table.add_column(column, overflow="fold")
-    for row in run.rows:
-        verdict = verdict_text(row["verdict"] or row["status"])
-        if row.get("same_as"):
-            verdict.append(f" (same as {row['same_as']})", style="dim")
-        parsed = verdict_text(row["parser_verdict"]) if row.get("parser_verdict") else Text("-", style="dim")
-        if row.get("parser_verdict"):
-            parsed.append(f" ({row['parser']})", style="dim")
-        table.add_row(row["model_id"], verdict, parsed, row["audit_level"], row["main_causes"])
-    console.print(table)
+    print_results(run.rows, console)
     audited = sum(1 for row in run.rows if row["status"] == "audited")
     store = run.store
     console.print(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from datetime import datetime
 from pathlib import Path
@@ -172,6 +172,17 @@ class ModelSource:
     revision: RevisionOpt = None
     no_hub: NoHubOpt = False
     trust_remote_code: RemoteCodeOpt = False
+
+    def __post_init__(self) -> None:
+        check_mirrors(self.mirror)
+
+
+def check_mirrors(mirrors: Sequence[Path]) -> None:
+    """Every ``--mirror`` is a folder: a mistyped one is its own error, not a model that cannot be found."""
+    for mirror in mirrors:
+        if not mirror.is_dir():
+            what = "is a file, not a folder" if mirror.exists() else "no such folder"
+            raise BadInputError(f"--mirror {mirror}: {what} (a mirror is a folder of <org>--<name>/ model folders)")
 
 
 @dataclass(frozen=True)

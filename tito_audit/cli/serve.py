@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import re
+import socket
 import warnings
 from pathlib import Path
 from typing import Annotated
@@ -140,6 +142,28 @@ def size_in_bytes(value: str, option: str) -> int:
     return int(float(match.group(1)) * UNITS[unit])
 
 
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host``:``port`` as uvicorn would bind it (address reuse on, IPv6 for an address with
+    a colon); a port in use, a port the user may not bind or a host that is not an address of this machine is bad
+    input naming the option (exit 2, before anything else is said)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family=family)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.set_inheritable(True)
+        return sock
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            why = f"--port {port}: {host}:{port} is already in use (another server listens there); give another --port"
+        elif exc.errno == errno.EACCES:
+            why = f"--port {port}: permission denied (ports below 1024 need privileges); give another --port"
+        else:
+            why = f"--host {host}: cannot listen there ({exc.strerror or exc}); give an address of this machine"
+        raise BadInputError(why) from None
+
+
 @app.command("serve")
 @with_option_groups
 def serve_command(
@@ -234,10 +258,16 @@ def serve_command(
         on_rewrite=on_rewrite,
         match=match,
     )
+    sock = bind(host, port)  # before the model loads and before any banner: a busy port is one error line
     try:
         gateway = Gateway(config)
     except AuditError as exc:  # its text may hold brackets (pip extras) that the console would read as markup
+        sock.close()
         raise type(exc)(escape(str(exc))) from None
+    except BaseException:
+        sock.close()
+        raise
+    port = sock.getsockname()[1]  # --port 0: the port the system chose
     if host not in ("127.0.0.1", "localhost", "::1") and not api_key:
         err.print(f"warning: serving on {host} without --api-key: anyone who reaches it can use it", highlight=False)
     err.print(
@@ -247,4 +277,4 @@ def serve_command(
         highlight=False,
         soft_wrap=True,
     )
-    serve(gateway)
+    serve(gateway, sock)
