@@ -49,11 +49,17 @@ def results_table(rows: Sequence[Row]) -> Table:
     """The rows as a table; the model column never wraps, the others wrap between words (cut only when the terminal
     is narrower than :func:`narrowest_width`)."""
     table = Table(header_style="bold")
-    for number, (header, _) in enumerate(COLUMNS):
-        table.add_column(header, no_wrap=number == 0)
+    for number, (header, cell) in enumerate(COLUMNS):
+        table.add_column(header, no_wrap=number == 0, min_width=_longest_word(number, header, cell, rows))
     for row in rows:
         table.add_row(*(cell(row) for _, cell in COLUMNS))
     return table
+
+
+def _longest_word(number: int, header: str, cell: Callable[[Row], Text], rows: Sequence[Row]) -> int:
+    texts = [header, *(cell(row).plain for row in rows)]
+    words = texts if number == 0 else [word for text in texts for word in text.split()]
+    return max(map(len, words), default=0)
 
 
 def narrowest_width(rows: Sequence[Row]) -> int:
@@ -61,9 +67,7 @@ def narrowest_width(rows: Sequence[Row]) -> int:
     any narrower and a word is cut."""
     width = len(COLUMNS) + 1  # the vertical rules
     for number, (header, cell) in enumerate(COLUMNS):
-        texts = [header, *(cell(row).plain for row in rows)]
-        words = texts if number == 0 else [word for text in texts for word in text.split()]
-        width += max(map(len, words), default=0) + 2  # one space of padding on each side
+        width += _longest_word(number, header, cell, rows) + 2  # one space of padding on each side
     return width
 
 
