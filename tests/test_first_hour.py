@@ -4,6 +4,7 @@ changed nothing, and the gateway names what its counts count."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shlex
@@ -23,7 +24,8 @@ from tests.conftest import SHARED_TOKENIZERS, requires_shared
 from tests.test_cli import run_cli
 from tito_audit.cli import app
 from tito_audit.formatters.results_table import narrowest_width, print_results
-from tito_audit.model.resolve import near_miss, resolve_model
+from tito_audit.model.near_miss import near_miss
+from tito_audit.model.resolve import folder_name, resolve_model
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ("audit", "check", "explain", "patch", "matrix", "replay", "serve")
@@ -47,7 +49,7 @@ def test_every_suggested_command_runs_as_printed(tiny_model_dir, tmp_path):
     for command in printed:
         words = shlex.split(command.replace("-o FILE", "-o fixed.jinja"))
         assert words[2] == "tiny-org/tiny-model"
-        pairs = list(zip(words, words[1:]))
+        pairs = list(itertools.pairwise(words))
         assert all((found[k], found[k + 1]) in pairs for k in (0, 3, 5)) and "--no-hub" in words
         pasted = subprocess.run(
             [sys.executable, "-m", "tito_audit.cli", *words[1:]], capture_output=True, text=True, cwd=tmp_path
@@ -129,11 +131,11 @@ def test_a_near_miss_id_gets_did_you_mean(tmp_path, tiny_model_dir):
     (mirror / "Acme--Tiny-Chat").mkdir(parents=True)
     for item in tiny_model_dir.iterdir():
         (mirror / "Acme--Tiny-Chat" / item.name).write_bytes(item.read_bytes())
-    assert near_miss("acme/tiny-chat", [mirror]) == ("Acme/Tiny-Chat", mirror)
-    assert near_miss("Acme/Tiny_Chat", [mirror]) == ("Acme/Tiny-Chat", mirror)
-    assert near_miss("Acme/Tiny-Chats", [mirror]) == ("Acme/Tiny-Chat", mirror)
-    assert near_miss("Acme/Tiny-Chat2", [mirror]) is None, "a digit is another model, not a typo"
-    assert near_miss("Other/Model", [mirror]) is None
+    assert near_miss(folder_name("acme/tiny-chat"), [mirror]) == ("Acme/Tiny-Chat", mirror)
+    assert near_miss(folder_name("Acme/Tiny_Chat"), [mirror]) == ("Acme/Tiny-Chat", mirror)
+    assert near_miss(folder_name("Acme/Tiny-Chats"), [mirror]) == ("Acme/Tiny-Chat", mirror)
+    assert near_miss(folder_name("Acme/Tiny-Chat2"), [mirror]) is None, "a digit is another model, not a typo"
+    assert near_miss(folder_name("Other/Model"), [mirror]) is None
     with pytest.raises(Exception, match=r"did you mean 'Acme/Tiny-Chat'\? it is in mirror"):
         resolve_model("acme/tiny-chat", mirrors=[mirror], allow_hub=False)
     result = run_cli("audit", "Acme/tiny-chat", "--mirror", str(mirror), "--no-hub")

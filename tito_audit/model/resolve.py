@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tito_audit.errors import ResolutionError
+from tito_audit.model.near_miss import near_miss
 from tito_audit.model.threads import first_import
 from tito_audit.outputs import new_folder
 
@@ -260,38 +261,9 @@ def resolve_model(
                 revision=revision,
                 location=f"hub:{model}@{revision or 'main'}",
             )
-    near = near_miss(model, [*mirrors, *mirrors_from_env()])
+    near = near_miss(folder_name(model), [*mirrors, *mirrors_from_env()])
     hint = f" (did you mean '{near[0]}'? it is in mirror {near[1]})" if near is not None else ""
     raise ResolutionError(f"model '{model}' not found{hint}; tried: " + "; ".join(tried))
-
-
-def near_miss(model: str, mirrors: Sequence[Path]) -> tuple[str, Path] | None:
-    """The model id of a mirror folder whose name is ``model``'s but for letter case and separators (``-``, ``_``,
-    ``.``), or for one letter more or less; with the mirror that holds it. A digit is never a typo's (``Qwen3-8B`` is
-    another model than ``Qwen3-4B``). None when no folder comes that close."""
-    wanted = _loose(folder_name(model))
-    for mirror in mirrors:
-        try:
-            names = sorted(entry.name for entry in mirror.iterdir() if entry.is_dir())
-        except OSError:
-            continue
-        for name in names:
-            if name != folder_name(model) and (_loose(name) == wanted or _one_letter_apart(_loose(name), wanted)):
-                return name.replace("--", "/", 1), mirror
-    return None
-
-
-def _loose(name: str) -> str:
-    return "".join(c for c in name.casefold() if c not in "-_.")
-
-
-def _one_letter_apart(a: str, b: str) -> bool:
-    """``a`` and ``b`` differ by one letter (not a digit) inserted or deleted."""
-    longer, shorter = (a, b) if len(a) > len(b) else (b, a)
-    if len(longer) != len(shorter) + 1:
-        return False
-    at = next((k for k in range(len(shorter)) if longer[k] != shorter[k]), len(shorter))
-    return longer[at].isalpha() and longer[:at] + longer[at + 1 :] == shorter
 
 
 MANIFEST = ".complete"
