@@ -31,7 +31,7 @@ $(ALL_STAMP): $(MATRIX_STAMP)
 	@echo "== make: what the test suite and CI use besides: tests, docs, Ray, the gateway (extra dev)"
 	$(BIN)/pip install --progress-bar off -e ".[dev]" -c constraints.txt
 	@echo "== make: the llama.cpp engine (extra llamacpp) for its tests and make bench-gateway: llama-cpp-python builds"
-	@echo "   from source the first time (about 27 minutes on 2 busy cores; then pip's cached wheel); GGML_NATIVE=OFF"
+	@echo "   from source the first time (10 minutes on 2 idle cores, 27 on busy ones; then pip's cached wheel); GGML_NATIVE=OFF"
 	@echo "   keeps that wheel usable on any x86-64 with AVX2"
 	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install --verbose --progress-bar off -e ".[llamacpp]" -c constraints.txt \
 		|| echo "llama-cpp-python could not be built (a C++ toolchain and cmake are needed): the llama.cpp tests skip"
