@@ -220,3 +220,27 @@ def test_json_of_a_break_keeps_its_old_field():
     record = break_record(SessionBreak(step=1, turn=4, aspect="text", causes=["x"], roles=["tool"]))
     assert (record["step"], record["turn"], record["answer_message_index"]) == (1, 4, 4)
     json.dumps(record)
+
+
+# -- the Markdown model page -------------------------------------------------------------------------------------
+def test_the_markdown_page_has_the_html_pages_glossary_and_links_its_way_out(tiny_model_dir, tmp_path):
+    from tests.helpers import load
+    from tito_audit.audit.service import AuditOptions, audit
+    from tito_audit.formatters.fix_report import FixPage
+    from tito_audit.formatters.markdown import to_markdown
+    from tito_audit.formatters.site import model_page
+    from tito_audit.formatters.site.glossary import CAUSES
+
+    template = tmp_path / "chat.jinja"
+    template.write_text(templates.MULTILINE_EMPTY_THINK, encoding="utf-8")
+    report = audit(load(tiny_model_dir, template), AuditOptions(count=12, parser="template"))
+    way_out = FixPage("fix (2 lines): keep the empty think block → ready", None, True, [], None)
+    page = to_markdown(report, way_out, "../fixes/tiny.md")
+    assert "**Way out: fix (2 lines): keep the empty think block → ready** ([its page](../fixes/tiny.md))" in page
+    glossary = page.split("## Glossary", 1)[1]
+    html_causes = re.findall(r'id="cause-([a-z0-9-]+)"', model_page(report))
+    assert html_causes and "empty-think-dropped" in html_causes
+    for cause in html_causes:
+        assert f"- `{cause}`: {CAUSES[cause]}" in glossary, cause
+    assert f"- **{report.verdict}**: " in glossary
+    assert "`tito-audit patch " in page.split("## Next", 1)[1], "a fix was offered: the page says how to write it"

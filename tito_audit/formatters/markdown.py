@@ -132,7 +132,7 @@ def to_markdown(
     model = report.model
     way = f"**Way out: {_cell(way_out.summary)}**" if way_out is not None else ""
     if way and fix_link:
-        way += f" ([the way-out page: the fix, its diff, the training form]({fix_link}))"
+        way += f" ([its page]({fix_link}))"
     lines = [
         f"# tito-audit: {model.model_id} — **{report.verdict}**",
         "",
