@@ -88,3 +88,13 @@ def test_patch_audit_and_check_agree_on_qwen3s_patched_template(tmp_path):
     checked = run_cli("check", "Qwen/Qwen3-4B", *source, "--template", str(out), "--require", "verdict:ready-tool-only")
     assert audited.stdout.startswith("ready Qwen/Qwen3-4B (broken with sglang qwen25+qwen3)"), audited.stdout
     assert (patched.returncode, audited.returncode, checked.returncode) == (1, 1, 1), checked.stdout
+
+
+def test_a_baseline_made_with_the_parser_holds_its_failing_steps(good, tmp_path):
+    from tito_audit.formatters.json_report import to_json
+
+    report = audit(good, AuditOptions(count=24, parser=ToyParser(strip=True)))
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(to_json(report), encoding="utf-8")
+    results = evaluate(report, build_policy({}, ["rollout:tool"], [], baseline))
+    assert [(r.passed, r.reason.split(" in ")[0]) for r in results] == [(True, "no new failure")]

@@ -80,7 +80,6 @@ def patch_command(
 
     before = run_audit(loaded, options)
     way = find_way_out(loaded, before, replace(options, parser="template"), run_audit)
-    in_loop = way_out_in_loop(way, loaded, before, options, run_audit)
     training = way.training
     trained: list[tuple[str, Path, str | bytes]] = []
     if training is not None and training.offered and training.source is not None:
@@ -89,12 +88,13 @@ def patch_command(
         render_setting(way, console, model_words(model, source, settings))
         write_outputs(trained)  # the model's own template serves; only its training form is written
         render_training(training, [p for _, p, _ in trained], console)
-        raise _in_loop_exit(in_loop, console)
+        raise _in_loop_exit(way_out_in_loop(way, loaded, before, options, run_audit), console)
     if way.kind != FIX or way.fix is None or way.fix.patched_source is None:
         render_no_fix(way, console)
         raise finish(False)
     # both files or neither: a template without its diff (or a diff of a template not written) misleads
     write_outputs([("-o", output, way.fix.patched_source), ("--diff", diff_file, way.fix.diff(output.name)), *trained])
+    in_loop = way_out_in_loop(way, loaded, before, options, run_audit)
     render_fix(way.fix, [output, diff_file], console, in_loop)
     render_training(training, [p for _, p, _ in trained], console)
     raise _in_loop_exit(in_loop, console)

@@ -271,10 +271,13 @@ def _failure_key(variant: str, failure: Failure | dict[str, Any]) -> tuple:
 
 
 def _baseline_keys(baseline: dict[str, Any]) -> set[tuple]:
+    """The baseline's failing steps: the template's checks', and the parser's walk's when it was made with one."""
     keys = set()
     for variant in baseline.get("variants", []):
-        parsed = (variant.get("parse") or {}).get("failures", []) if isinstance(variant.get("parse"), dict) else []
-        keys |= {_failure_key(variant["name"], failure) for failure in [*variant.get("failures", []), *parsed]}
+        parse = variant.get("parse")
+        parsed = parse.get("failures", []) if isinstance(parse, dict) else []
+        failures = [*variant.get("failures", []), *(failure for failure in parsed if isinstance(failure, dict))]
+        keys |= {_failure_key(variant["name"], failure) for failure in failures}
     return keys
 
 
