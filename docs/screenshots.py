@@ -8,6 +8,7 @@ Usage: python docs/screenshots.py [BROKEN_MODEL_ID] [READY_MODEL_ID]
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tempfile
@@ -20,9 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.browser import chromium, console_errors  # noqa: E402
-
 REPORTS = ROOT / "reports"
+SIDECAR = ROOT / "docs" / "screenshots.json"
+BROKEN, READY = "Qwen/Qwen3-4B", "Qwen/Qwen3-4B-Instruct-2507"
 SHOTS = {
     "front-page.png": ("index.html", 1400, 900),
     "model-broken.png": ("models/{broken}.html", 1400, 1000),
@@ -36,8 +37,42 @@ class _Quiet(SimpleHTTPRequestHandler):
         pass
 
 
+def figures(reports: Path, broken: str = BROKEN, ready: str = READY) -> dict[str, dict]:
+    """What the matrix's screenshots show, read from ``reports``: per picture, the figures on it (the front page's
+    counts; a model page's verdict, the reason under it, the verdict with each engine's parser, each variant's).
+    """
+    rows = json.loads((reports / "matrix.json").read_text(encoding="utf-8"))
+    verdicts: dict[str, int] = {}
+    not_audited: dict[str, int] = {}
+    for row in rows:
+        if row["status"] == "audited":
+            verdicts[row["verdict"]] = verdicts.get(row["verdict"], 0) + 1
+        else:
+            not_audited[row["status"]] = not_audited.get(row["status"], 0) + 1
+    shown = {
+        "front-page.png": {
+            "models": len(rows),
+            "verdicts": dict(sorted(verdicts.items())),
+            "not audited": dict(sorted(not_audited.items())),
+        }
+    }
+    for name, model in (("model-broken.png", broken), ("model-ready.png", ready)):
+        report = json.loads((reports / "models" / f"{model.replace('/', '--', 1)}.json").read_text(encoding="utf-8"))
+        worst = next((v for v in report["variants"] if v["verdict"] == report["verdict"]), None)
+        shown[name] = {
+            "model": model,
+            "verdict": report["verdict"],
+            "reason": worst["verdict_reason"] if worst is not None else "",
+            "verdicts with the engines' parsers": {e["parser"]: e["verdict"] for e in report.get("parsers", [])},
+            "variants": {variant["name"]: variant["verdict"] for variant in report["variants"]},
+        }
+    return shown
+
+
 def docs_shots() -> int:
     """Build the docs site, serve it on 127.0.0.1 and take its screenshots."""
+    from tests.browser import chromium, console_errors
+
     with tempfile.TemporaryDirectory() as tmp:
         built = subprocess.run(
             [str(Path(sys.executable).parent / "mkdocs"), "build", "--strict", "-q", "--site-dir", tmp],
@@ -67,7 +102,9 @@ def docs_shots() -> int:
     return 0
 
 
-def main(broken: str = "Qwen/Qwen3-4B", ready: str = "Qwen/Qwen3-4B-Instruct-2507") -> int:
+def main(broken: str = BROKEN, ready: str = READY) -> int:
+    from tests.browser import chromium, console_errors
+
     stems = {"broken": broken.replace("/", "--", 1), "ready": ready.replace("/", "--", 1)}
     for name, (page, width, height) in SHOTS.items():
         path = REPORTS / page.format(**stems)
@@ -86,6 +123,8 @@ def main(broken: str = "Qwen/Qwen3-4B", ready: str = "Qwen/Qwen3-4B-Instruct-250
         finally:
             browser.quit()
         print(f"docs/{name} <- reports/{page.format(**stems)}")
+    SIDECAR.write_text(json.dumps(figures(REPORTS, broken, ready), indent=1, ensure_ascii=False) + "\n", "utf-8")
+    print(f"docs/{SIDECAR.name} <- the figures they show")
     return docs_shots()
 
 

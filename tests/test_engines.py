@@ -19,7 +19,7 @@ from tests import templates
 from tests.conftest import SHARED_TOKENIZERS, requires_shared
 from tests.helpers import load
 from tests.test_parse_step import ToyParser
-from tito_audit.audit.engine_verdicts import deciding_variant_verdict, deciding_verdict
+from tito_audit.audit.deciding import deciding_verdict, variant_loop
 from tito_audit.audit.results import BROKEN, READY
 from tito_audit.audit.serialization import report_from_dict
 from tito_audit.audit.service import AuditOptions, audit
@@ -91,13 +91,16 @@ def test_auto_gives_a_verdict_with_each_engine_installed(two_engines, good):
 
 def test_the_verdict_that_decides_is_the_named_engines_or_the_worst(two_engines, good):
     both = audit(good[0], AuditOptions(count=16, parser="auto"))
-    assert deciding_verdict(both) == BROKEN
-    assert deciding_verdict(both, "alpha") == READY and deciding_verdict(both, "beta") == BROKEN
-    assert all(deciding_variant_verdict(v) == BROKEN for v in both.variants)
+    assert deciding_verdict(both) == ("beta toy", BROKEN)
+    assert deciding_verdict(both, "alpha") == ("alpha toy", READY)
+    assert deciding_verdict(both, "beta") == deciding_verdict(both, "beta toy") == ("beta toy", BROKEN)
+    with pytest.raises(ValueError, match="gamma"):
+        deciding_verdict(both, "gamma")  # not audited (not installed): it names nothing to decide by
+    assert all((variant_loop(v).loop, variant_loop(v).verdict) == ("beta toy", BROKEN) for v in both.variants)
     named = audit(good[0], AuditOptions(count=16, parser="alpha"))
-    assert [v.engine for v in named.parsers] == ["alpha"] and deciding_verdict(named) == READY
+    assert [v.engine for v in named.parsers] == ["alpha"] and deciding_verdict(named) == ("alpha toy", READY)
     plain = audit(good[0], AuditOptions(count=16, parser="template"))
-    assert plain.parsers == [] and deciding_verdict(plain) == plain.verdict == READY
+    assert plain.parsers == [] and deciding_verdict(plain) == ("template", plain.verdict) == ("template", READY)
 
 
 def test_the_exit_code_follows_the_rule(two_engines, good):
@@ -120,7 +123,10 @@ def test_checks_verdict_requirement_follows_the_rule(two_engines, good):
     (result,) = evaluate(report, Policy([parse_requirement("verdict:ready")]))
     assert not result.passed and "broken with beta toy" in result.reason
     (tool,) = evaluate(report, Policy([parse_requirement("rollout:tool")]))
-    assert tool.passed, "step requirements stay the template's own"
+    assert not tool.passed, "rollout requirements judge each engine's walk: Beta's strips content"
+    assert "with beta toy" in tool.reason and "parse-lossy" in tool.reason
+    (append,) = evaluate(report, Policy([parse_requirement("append:tool")]))
+    assert append.passed, "appending a message is the template's alone"
     named = audit(good[0], AuditOptions(count=16, parser="alpha"))
     (result,) = evaluate(named, Policy([parse_requirement("verdict:ready")]))
     assert result.passed and result.reason == "verdict ready with alpha toy"

@@ -108,7 +108,10 @@ def test_qwen3_patch_is_ready_where_it_can_be(tmp_path):
     if not (SHARED_TOKENIZERS / "Qwen--Qwen3-4B").is_dir():
         pytest.skip("Qwen3-4B is not in ../shared/tokenizers")
     out = tmp_path / "qwen3.jinja"
-    result = run_cli("patch", "Qwen/Qwen3-4B", "--mirror", str(SHARED_TOKENIZERS), "-n", "24", "-o", str(out))
+    # the template alone (--parser template): with SGLang's parsers the loop stays broken (tests/test_exit_rule.py)
+    result = run_cli(
+        "patch", "Qwen/Qwen3-4B", "--mirror", str(SHARED_TOKENIZERS), "-n", "24", "--parser", "template", "-o", str(out)
+    )
     assert "no-change proof holds" in result.stdout
     from tito_audit.audit.service import AuditOptions, audit
     from tito_audit.model.loaded import load_model

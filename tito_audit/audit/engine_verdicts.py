@@ -1,4 +1,4 @@
-"""One parser verdict per engine (SPEC "Engines differ"), and the rule that says which verdict decides an outcome.
+"""One parser verdict per engine (SPEC "Engines differ").
 
 The variants' :class:`~tito_audit.audit.results.ParseResult` of one engine (the i-th of each variant's ``parses``)
 sum into that engine's :class:`~tito_audit.audit.results.EngineVerdict`: its worst variant's verdict and reason, the
@@ -6,11 +6,7 @@ causes and the fields the parse changed, when that verdict breaks (its condition
 :func:`~tito_audit.audit.conditions.report_conditions` over that engine's parse results), and the way out when the
 parser makes things worse.
 
-**Which verdict decides.** A command's outcome (``audit``'s exit code, ``check``'s ``verdict:`` requirement) follows
-the verdict with the engine's parser when one ran, since that is what a loop behind that engine sees: the engine
-the user named (``--parser vllm`` audits with that one alone), or the worst of the engines audited (``auto``: a
-model ready behind SGLang and broken behind vLLM fails). With no engine's parser (``--parser template``, or none
-recorded or installed for the model) the perfect-inverse verdict decides.
+Which of these verdicts decides a command's result: :mod:`tito_audit.audit.deciding`.
 """
 
 from __future__ import annotations
@@ -19,7 +15,7 @@ from collections.abc import Sequence
 
 from tito_audit.audit.conditions import report_conditions
 from tito_audit.audit.recommend import parser_way_out
-from tito_audit.audit.results import AuditReport, EngineVerdict, ParseResult, VariantResult, worst_verdict
+from tito_audit.audit.results import EngineVerdict, ParseResult, VariantResult, worst_verdict
 from tito_audit.parse.parser import ParserChoice
 
 
@@ -69,18 +65,3 @@ def _engine_verdict(
 
 def _nth_parse(variant: VariantResult, index: int) -> ParseResult | None:
     return variant.parses[index] if len(variant.parses) > index else None
-
-
-def deciding_verdict(report: AuditReport, engine: str | None = None) -> str:
-    """The verdict that decides ``report``'s outcome (see the module docstring): with ``engine`` (an engine the
-    report audited), that engine's parser verdict; else the worst parser verdict of the engines audited; with none,
-    the perfect-inverse verdict."""
-    verdicts = [e.verdict for e in report.parsers if engine is None or e.engine == engine]
-    if engine is not None and not verdicts:
-        raise ValueError(f"the report has no verdict with {engine}'s parser")
-    return worst_verdict(verdicts) if verdicts else report.verdict
-
-
-def deciding_variant_verdict(variant: VariantResult) -> str:
-    """The same rule for one variant: the worst of its engines' parse verdicts, else its perfect-inverse verdict."""
-    return worst_verdict([parse.verdict for parse in variant.parses]) if variant.parses else variant.verdict

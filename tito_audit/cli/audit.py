@@ -50,6 +50,7 @@ def audit_command(
         audit_with_progress,
         fail_if_refused_everything,
         load,
+        model_words,
     )
     from tito_audit.formatters.explanations import attach_explanations
     from tito_audit.formatters.json_report import to_json
@@ -63,12 +64,13 @@ def audit_command(
     add_conversation_inputs(options, inputs)
     loaded = load(model, source)
     report = audit_with_progress(loaded, options, console, show=not quiet)
+    words = model_words(model, source, settings)
     attach_explanations(report, loaded)
     outputs = []
     if json_path is not None:
         outputs.append(("--json", json_path, to_json(report)))
     if markdown_path is not None:
-        outputs.append(("--markdown", markdown_path, to_markdown(report)))
+        outputs.append(("--markdown", markdown_path, to_markdown(report, model_words=words)))
     if html_path is not None:
         outputs.append(("--html", html_path, model_page(report)))
     write_outputs(outputs)
@@ -78,5 +80,5 @@ def audit_command(
         with_parser = f" ({'; '.join(others)})" if others else ""
         console.print(verdict_text(report.verdict), f"{report.model.model_id}{with_parser}")
     else:
-        render_report(report, console)
+        render_report(report, console, words)
     raise typer.Exit(exit_code_for(report))

@@ -27,23 +27,35 @@ from tito_audit.outputs import check_outputs, write_outputs
 
 RequireOpt = Annotated[
     list[str],
-    typer.Option("--require", help="A required property (see docs/ci.md). Repeatable; default rollout:tool."),
+    typer.Option(
+        "--require",
+        metavar="REQUIREMENT",
+        help="A required property (see docs/ci.md). Repeatable; default rollout:tool.",
+    ),
 ]
 AllowCauseOpt = Annotated[
-    list[str], typer.Option("--allow-cause", help="A cause label whose failures do not count. Repeatable.")
+    list[str],
+    typer.Option("--allow-cause", metavar="CAUSE", help="A cause label whose failures do not count. Repeatable."),
 ]
 BaselineOpt = Annotated[
-    Path | None, typer.Option("--baseline", help="A JSON report to compare with: only new failures count.")
+    Path | None,
+    typer.Option("--baseline", metavar="FILE", help="A JSON report to compare with: only new failures count."),
 ]
-JunitOpt = Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here.")]
+JunitOpt = Annotated[Path | None, typer.Option("--junit", metavar="FILE", help="Write JUnit XML here.")]
 GithubOpt = Annotated[bool, typer.Option("--github", help="Print GitHub Actions ::error annotations.")]
-CheckJsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the check result as JSON here.")]
-ReportOpt = Annotated[
-    Path | None, typer.Option("--report", help="Also write the full audit report (JSON) here, e.g. a new baseline.")
+CheckJsonOpt = Annotated[
+    Path | None, typer.Option("--json", metavar="FILE", help="Write the check result as JSON here.")
 ]
-ConfigOpt = Annotated[Path, typer.Option("--config", help="pyproject.toml whose [tool.tito-audit] holds a policy.")]
+ReportOpt = Annotated[
+    Path | None,
+    typer.Option("--report", metavar="FILE", help="Also write the full audit report (JSON) here, e.g. a new baseline."),
+]
+ConfigOpt = Annotated[
+    Path, typer.Option("--config", metavar="FILE", help="pyproject.toml whose [tool.tito-audit] holds a policy.")
+]
 SummaryOpt = Annotated[
-    Path | None, typer.Option("--summary", help="Write a Markdown job summary here (verdicts and requirements).")
+    Path | None,
+    typer.Option("--summary", metavar="FILE", help="Write a Markdown job summary here (verdicts and requirements)."),
 ]
 PolicySampling = Annotated[Sampling, GroupDefaults(seed=None, count=None)]
 """Seed and count default to the policy's (else 0 and 96)."""

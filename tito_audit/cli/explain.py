@@ -35,7 +35,10 @@ def explain_command(
     case: CaseOpt = None,
     json_path: JsonOutOpt = None,
 ) -> None:
-    """Every distinct cause with its evidence and the template lines that produce it (or one case in full)."""
+    """Every distinct cause with its evidence and the template lines that produce it (or one case in full).
+
+    Exit 0 when the deciding verdict (the engine's parser's when one ran, else the template's) is ready or
+    ready-tool-only, 1 when it is worse, 2 when it could not run (docs/errors.md)."""
     from tito_audit.cli.wiring import audit_options, audit_with_progress, load
     from tito_audit.formatters import explain as explain_format
     from tito_audit.model.loaded import codec_for

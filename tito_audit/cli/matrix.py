@@ -9,12 +9,20 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
-from rich.text import Text
 
 from tito_audit.cli.app import app
-from tito_audit.cli.options import CacheOpt, LimitOpt, MirrorOpt, NoHubOpt, ParserOpt, Sampling, with_option_groups
+from tito_audit.cli.options import (
+    CacheOpt,
+    LimitOpt,
+    MirrorOpt,
+    NoHubOpt,
+    ParserOpt,
+    Sampling,
+    check_mirrors,
+    with_option_groups,
+)
 from tito_audit.cli.outcomes import err
+from tito_audit.cli.progress import ProgressLines, folder_state, what_changed
 from tito_audit.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_ROWS_FAILED, BadInputError, OutputError
 from tito_audit.matrix.options import BACKENDS, DEFAULT_AUDIT_SECONDS, LOCAL
 from tito_audit.outputs import WriteFailed
@@ -25,31 +33,38 @@ if TYPE_CHECKING:
 # The matrix machinery is imported when the command runs (``tito-audit --help`` needs none of it).
 
 ModelsArg = Annotated[
-    list[str] | None, typer.Argument(help="Model ids or folders (default: every model of the family registry).")
+    list[str] | None,
+    typer.Argument(metavar="MODELS", help="Model ids or folders (default: every model of the family registry)."),
 ]
 ModelsFileOpt = Annotated[
-    Path | None, typer.Option("--models-file", help="A file with one model id per line (# comments).")
+    Path | None, typer.Option("--models-file", metavar="FILE", help="A file with one model id per line (# comments).")
 ]
-OutOpt = Annotated[Path, typer.Option("--out", help="Output folder.")]
+OutOpt = Annotated[Path, typer.Option("--out", metavar="DIR", help="Output folder.")]
 JobsOpt = Annotated[int, typer.Option("--jobs", "-j", min=1, help="Worker processes (default: the number of cores).")]
 RealConversationsOpt = Annotated[
-    list[str], typer.Option("--conversations", help="Real trajectories for the combined-audit column (repeatable).")
+    list[str],
+    typer.Option(
+        "--conversations", metavar="SOURCE", help="Real trajectories for the combined-audit column (repeatable)."
+    ),
 ]
 DEFAULT_JOBS = os.cpu_count() or 1
-ReadmeOpt = Annotated[Path | None, typer.Option("--update-readme", help="Rewrite the matrix block of this README.")]
+ReadmeOpt = Annotated[
+    Path | None, typer.Option("--update-readme", metavar="FILE", help="Rewrite the matrix block of this README.")
+]
 FromHubOpt = Annotated[
     str | None,
     typer.Option(
         "--from-hub",
         metavar="FILTER",
-        help="Add the Hub's chat models matching FILTER: author=ORG,tag=TAG,search=TEXT,sort=downloads,limit=N "
-        "(needs network).",
+        help="Add the Hub's chat models matching FILTER, key=value pairs joined by commas (author=ORG, tag=TAG, "
+        "search=TEXT, sort=downloads, limit=N); needs network.",
     ),
 ]
 ResultsCacheOpt = Annotated[
     Path | None,
     typer.Option(
         "--results-cache",
+        metavar="DIR",
         help="Folder of stored audit results, keyed by file digests, settings and tool version "
         "(default: results/ in the cache folder; also TITO_AUDIT_RESULTS_CACHE).",
     ),
@@ -60,13 +75,16 @@ NoResultsCacheOpt = Annotated[
 BackendOpt = Annotated[
     str,
     typer.Option(
-        "--backend", help="Where audits run: local (worker processes) or ray (local Ray, or RAY_ADDRESS's cluster)."
+        "--backend",
+        metavar="NAME",
+        help="Where audits run: local (worker processes) or ray (local Ray, or RAY_ADDRESS's cluster).",
     ),
 ]
 CorpusOpt = Annotated[
     Path | None,
     typer.Option(
         "--corpus",
+        metavar="DIR",
         help="A template corpus (index.json + templates/): audit and publish every template instead of model ids; "
         "token level where a --mirror folder holds the vocabulary of a model that ships the template.",
     ),
@@ -75,6 +93,7 @@ AuditSecondsOpt = Annotated[
     float,
     typer.Option(
         "--audit-seconds",
+        metavar="SECONDS",
         min=0,
         help="Wall-clock limit of one model's audit in a worker process (0: none); past it the worker is replaced "
         "and the row says why.",
@@ -140,6 +159,7 @@ def matrix_command(
     from tito_audit.model.registry import registry_model_ids
 
     console = Console()
+    check_mirrors(mirror)
     chosen = list(models or [])
     if models_file is not None:
         chosen += read_models_file(models_file)
@@ -173,10 +193,11 @@ def matrix_command(
     )
     if corpus is not None:
         _corpus(corpus, options, sampling.count is None, cache_dir, console)
+    before = folder_state(out)
     try:
         run = _run_with_progress(chosen, options, console)
         rows = run.rows
-        written = write_matrix(rows, out, options.settings_record(sorted(set(chosen)) if given else "registry"))
+        write_matrix(rows, out, options.settings_record(sorted(set(chosen)) if given else "registry"))
     except WriteFailed as failed:
         raise OutputError(f"--out {failed.path}: {failed.reason}") from failed
     except MatrixInterrupted as interrupted:  # what was kept, in one line; typer would say nothing
@@ -189,7 +210,7 @@ def matrix_command(
             raise OutputError(f"--update-readme {failed.path}: {failed.reason}") from failed
         except (OSError, ValueError) as exc:
             raise BadInputError(f"--update-readme: {exc}") from exc
-    _print_summary(run, written, console)
+    _print_summary(run, what_changed(out, before, folder_state(out)), console)
     failed = [row["model_id"] for row in rows if row["status"] == AUDIT_ERROR]
     if failed:
         err.print(
@@ -229,8 +250,17 @@ def _corpus(
 
 
 def _run_with_progress(models: list[str], options: MatrixOptions, console: Console) -> MatrixRun:
-    """The matrix rows, with an overall bar and one bar per model being audited (on a terminal)."""
-    from tito_audit.matrix.run import ProgressEvent, run_matrix
+    """The matrix rows, with an overall bar and one bar per model being audited (on a terminal); off a terminal, a
+    line on stderr per model as it is done, with its time."""
+    from tito_audit.matrix.run import run_matrix
+
+    if not console.is_terminal:
+        return run_matrix(models, options, ProgressLines(len(set(models))))
+    return _run_with_bars(models, options, console)
+
+
+def _run_with_bars(models: list[str], options: MatrixOptions, console: Console) -> MatrixRun:
+    from tito_audit.matrix.run import run_matrix
 
     with Progress(
         TextColumn("{task.description}"),
@@ -239,12 +269,11 @@ def _run_with_progress(models: list[str], options: MatrixOptions, console: Conso
         TimeElapsedColumn(),
         console=console,
         transient=True,
-        disable=not console.is_terminal,
     ) as progress:
         overall = progress.add_task(f"[bold]{len(models)} models", total=len(set(models)))
         tasks: dict[str, Any] = {}
 
-        def on_event(event: ProgressEvent) -> None:
+        def on_event(event: tuple[str, str, int, int]) -> None:
             model_id, stage, done, total = event
             if stage == "done":
                 progress.advance(overall)
@@ -258,27 +287,10 @@ def _run_with_progress(models: list[str], options: MatrixOptions, console: Conso
         return run_matrix(models, options, on_event)
 
 
-def _print_summary(run: MatrixRun, written: list[Path], console: Console) -> None:
-    from tito_audit.formatters.terminal import verdict_text
-    from tito_audit.parse.engines import ENGINES
+def _print_summary(run: MatrixRun, changed: str, console: Console) -> None:
+    from tito_audit.formatters.results_table import print_results
 
-    table = Table(header_style="bold")
-    shown = [engine for engine in ENGINES if any(row.get(f"{engine.name}_verdict") for row in run.rows)]
-    for column in ("model", "verdict", *(f"with {engine.label}'s parser" for engine in shown), "level", "main causes"):
-        table.add_column(column, overflow="fold")
-    for row in run.rows:
-        verdict = verdict_text(row["verdict"] or row["status"])
-        if row.get("same_as"):
-            verdict.append(f" (same as {row['same_as']})", style="dim")
-        parsed = []
-        for engine in shown:
-            with_engine = row.get(f"{engine.name}_verdict")
-            cell = verdict_text(with_engine) if with_engine else Text("-", style="dim")
-            if with_engine:
-                cell.append(f" ({row[f'{engine.name}_parser'].removeprefix(engine.name + ' ')})", style="dim")
-            parsed.append(cell)
-        table.add_row(row["model_id"], verdict, *parsed, row["audit_level"], row["main_causes"])
-    console.print(table)
+    print_results(run.rows, console)
     audited = sum(1 for row in run.rows if row["status"] == "audited")
     store = run.store
     console.print(
@@ -286,7 +298,7 @@ def _print_summary(run: MatrixRun, written: list[Path], console: Console) -> Non
         f"{run.audited} audited in this run, {run.pairs - run.audited} from stored results"
         + (f" ({store.corrupt} corrupt entries recomputed)" if store.corrupt else "")
     )
-    console.print("wrote " + ", ".join(str(p) for p in written))
+    console.print(changed, highlight=False, soft_wrap=True)
     for note in dict.fromkeys(run.notes[:NOTES_SHOWN]):
         err.print(f"note: {note}", highlight=False, soft_wrap=True)
     if len(run.notes) > NOTES_SHOWN:

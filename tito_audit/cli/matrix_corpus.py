@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tito_audit.cli.outcomes import err
+from tito_audit.cli.progress import ProgressLines, folder_state, what_changed
 from tito_audit.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_ROWS_FAILED, OutputError
 from tito_audit.outputs import WriteFailed
 
@@ -35,6 +36,7 @@ def corpus_command(corpus: Path, options: MatrixOptions, stage_dir: Path, consol
     def problem(line: str) -> None:
         err.print(line, highlight=False, soft_wrap=True, markup=False)
 
+    before = folder_state(options.out_dir)
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -45,8 +47,11 @@ def corpus_command(corpus: Path, options: MatrixOptions, stage_dir: Path, consol
         disable=not console.is_terminal,
     ) as progress:
         overall = progress.add_task("[bold]corpus templates", total=None)
+        lines = ProgressLines(None, noun="corpus templates") if not console.is_terminal else None
 
         def on_event(event: tuple[str, str, int, int]) -> None:
+            if lines is not None:
+                lines(event)
             if event[1] == "done":
                 progress.advance(overall)
 
@@ -64,7 +69,7 @@ def corpus_command(corpus: Path, options: MatrixOptions, stage_dir: Path, consol
         f"{run.from_store} from stored results; {len(run.problems)} corpus entries with a problem",
         highlight=False,
     )
-    console.print("wrote " + ", ".join(str(p) for p in run.written), highlight=False)
+    console.print(what_changed(options.out_dir, before, folder_state(options.out_dir)), highlight=False, soft_wrap=True)
     for note in dict.fromkeys(run.notes[:5]):
         err.print(f"note: {note}", highlight=False, soft_wrap=True)
     failed = [row["name"] for row in run.rows if row["status"] == AUDIT_ERROR]

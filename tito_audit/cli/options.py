@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, TypeVar, get_args, get_origin, get_type_hints
+from types import NoneType, UnionType
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 import typer
+from typer.models import ParameterInfo
 
 from tito_audit.audit.options import DEFAULT_COUNT
 from tito_audit.conversations.generate import DEFAULT_MAX_TURNS, MAX_TURNS_LIMIT
@@ -27,26 +29,42 @@ from tito_audit.model.render_guard import DEFAULT_CLOCK, RenderLimits
 from tito_audit.model.variants import parse_kwarg
 
 # -- option types ------------------------------------------------------------------------------------
-ModelArg = Annotated[str, typer.Argument(help="Hub model id (org/name) or a local folder with tokenizer files.")]
+ModelArg = Annotated[
+    str, typer.Argument(metavar="MODEL", help="Hub model id (org/name) or a local folder with tokenizer files.")
+]
 TemplateOpt = Annotated[
-    Path | None, typer.Option("--template", help="Audit this Jinja template file instead of the model's.")
+    Path | None,
+    typer.Option("--template", metavar="FILE", help="Audit this Jinja template file instead of the model's."),
 ]
 TemplateNameOpt = Annotated[
-    str | None, typer.Option("--template-name", help="Pick a named template of the tokenizer (e.g. tool_use).")
+    str | None,
+    typer.Option("--template-name", metavar="NAME", help="Pick a named template of the tokenizer (e.g. tool_use)."),
 ]
 KwargOpt = Annotated[
     list[str],
-    typer.Option("--kwarg", help="Pin a template keyword argument, name=value (JSON value or string). Repeatable."),
+    typer.Option(
+        "--kwarg",
+        metavar="NAME=VALUE",
+        help="Pin a template keyword argument, name=value (JSON value or string). Repeatable.",
+    ),
 ]
 MirrorOpt = Annotated[
     list[Path],
-    typer.Option("--mirror", help="Folder of <org>--<name>/ model folders. Repeatable; also TITO_AUDIT_MIRROR."),
+    typer.Option(
+        "--mirror", metavar="DIR", help="Folder of <org>--<name>/ model folders. Repeatable; also TITO_AUDIT_MIRROR."
+    ),
 ]
 CacheOpt = Annotated[
     Path | None,
-    typer.Option("--cache-dir", help="Cache of downloaded files (default templates_cache/; also TITO_AUDIT_CACHE)."),
+    typer.Option(
+        "--cache-dir",
+        metavar="DIR",
+        help="Cache of downloaded files (default templates_cache/; also TITO_AUDIT_CACHE).",
+    ),
 ]
-RevisionOpt = Annotated[str | None, typer.Option("--revision", help="Hub revision (branch, tag or commit).")]
+RevisionOpt = Annotated[
+    str | None, typer.Option("--revision", metavar="REV", help="Hub revision (branch, tag or commit).")
+]
 NoHubOpt = Annotated[bool, typer.Option("--no-hub", help="Never contact the Hugging Face Hub.")]
 RemoteCodeOpt = Annotated[
     bool, typer.Option("--trust-remote-code", help="Allow the model's own tokenizer code to run.")
@@ -61,34 +79,50 @@ MaxTurnsOpt = Annotated[
         "--max-turns", min=2, max=MAX_TURNS_LIMIT, help="Maximum assistant turns per conversation (at most 100)."
     ),
 ]
-StopTokenOpt = Annotated[list[str], typer.Option("--stop-token", help="An extra stop token (its text). Repeatable.")]
+StopTokenOpt = Annotated[
+    list[str], typer.Option("--stop-token", metavar="TEXT", help="An extra stop token (its text). Repeatable.")
+]
 ClockOpt = Annotated[
     str | None,
-    typer.Option("--clock", help="Date templates see through strftime_now (ISO; default 2026-01-15T09:30)."),
+    typer.Option(
+        "--clock", metavar="DATE", help="Date templates see through strftime_now (ISO; default 2026-01-15T09:30)."
+    ),
 ]
 MaxCharsOpt = Annotated[
     int, typer.Option("--max-render-chars", min=1000, help="Refuse renders longer than this (characters).")
 ]
 MaxSecondsOpt = Annotated[
-    float, typer.Option("--max-render-seconds", min=0.0, help="Refuse renders slower than this (0: no limit).")
+    float,
+    typer.Option(
+        "--max-render-seconds", min=0.0, metavar="SECONDS", help="Refuse renders slower than this (0: no limit)."
+    ),
 ]
 ConversationsOpt = Annotated[
     list[str],
-    typer.Option("--conversations", help="Real trajectories: a JSON/JSONL/Parquet/.traj file or a hub data set id."),
+    typer.Option(
+        "--conversations",
+        metavar="SOURCE",
+        help="Real trajectories: a JSON, JSONL, Parquet or .traj file, or a hub data set id.",
+    ),
 ]
-SplitOpt = Annotated[str, typer.Option("--split", help="Split of a hub data set.")]
+SplitOpt = Annotated[str, typer.Option("--split", metavar="NAME", help="Split of a hub data set.")]
 LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="Read at most N records per source.")]
 ToolsOpt = Annotated[
     Path | None,
     typer.Option(
         "--tools",
+        metavar="FILE",
         help="Your tools (the OpenAI tools JSON you give your engine): generated conversations declare and call them, "
         "with arguments drawn from their schemas; records of --conversations that carry none take them too.",
     ),
 ]
 ScenarioOpt = Annotated[
     list[str],
-    typer.Option("--scenario", help="An RL-environment scenario pack (repeatable): " + ", ".join(scenario_names())),
+    typer.Option(
+        "--scenario",
+        metavar="PACK",
+        help="An RL-environment scenario pack (repeatable): " + ", ".join(scenario_names()),
+    ),
 ]
 MaxMessagesOpt = Annotated[
     int,
@@ -100,12 +134,17 @@ MaxMessagesOpt = Annotated[
 ]
 WithGeneratedOpt = Annotated[
     bool,
-    typer.Option("--with-generated", help="With --conversations/--scenario: audit the generated conversations too."),
+    typer.Option("--with-generated", help="With --conversations or --scenario: audit the generated conversations too."),
 ]
-JsonOutOpt = Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")]
-MarkdownOutOpt = Annotated[Path | None, typer.Option("--markdown", help="Write the report as Markdown here.")]
+JsonOutOpt = Annotated[Path | None, typer.Option("--json", metavar="FILE", help="Write the report as JSON here.")]
+MarkdownOutOpt = Annotated[
+    Path | None, typer.Option("--markdown", metavar="FILE", help="Write the report as Markdown here.")
+]
 HtmlOutOpt = Annotated[
-    Path | None, typer.Option("--html", help="Write the model's page here (self-contained HTML: verdict, token diffs).")
+    Path | None,
+    typer.Option(
+        "--html", metavar="FILE", help="Write the model's page here (self-contained HTML: verdict, token diffs)."
+    ),
 ]
 
 
@@ -113,6 +152,7 @@ ParserOpt = Annotated[
     str,
     typer.Option(
         "--parser",
+        metavar="PARSER",
         help="The engine's parser between each completion and the next prompt: auto (each engine whose documented "
         "parsers for the model are installed, a verdict each; else template), template (the perfect inverse), an "
         "engine (sglang), hf, or parser names [ENGINE:]TOOL[,REASONING] (SGLang's without ENGINE:).",
@@ -132,6 +172,17 @@ class ModelSource:
     revision: RevisionOpt = None
     no_hub: NoHubOpt = False
     trust_remote_code: RemoteCodeOpt = False
+
+    def __post_init__(self) -> None:
+        check_mirrors(self.mirror)
+
+
+def check_mirrors(mirrors: Sequence[Path]) -> None:
+    """Every ``--mirror`` is a folder: a mistyped one is its own error, not a model that cannot be found."""
+    for mirror in mirrors:
+        if not mirror.is_dir():
+            what = "is a file, not a folder" if mirror.exists() else "no such folder"
+            raise BadInputError(f"--mirror {mirror}: {what} (a mirror is a folder of <org>--<name>/ model folders)")
 
 
 @dataclass(frozen=True)
@@ -210,6 +261,23 @@ class GroupDefaults:
 
 Command = TypeVar("Command", bound=Callable[..., Any])
 
+TYPE_METAVARS: dict[type, str] = {bool: "", int: "N", float: "NUMBER", str: "TEXT", Path: "PATH"}
+"""What the help shows for an option's value when its declaration names nothing better (typer would show the Python
+type, ``<list[Path]>``); a flag takes no value and shows none."""
+
+
+def readable_metavar(annotation: Any) -> None:
+    """Give the typer option or argument in ``annotation`` (``Annotated[T, typer.Option(...)]``) the metavar of its
+    type when it names none: ``N`` for ``int`` (a list: the element's), nothing for a flag."""
+    if get_origin(annotation) is not Annotated:
+        return
+    kind, *extras = get_args(annotation)
+    while get_origin(kind) in (Union, UnionType, list):
+        kind = next(arg for arg in get_args(kind) if arg is not NoneType)
+    for info in extras:
+        if isinstance(info, ParameterInfo) and info.metavar is None and kind in TYPE_METAVARS:
+            info.metavar = TYPE_METAVARS[kind]
+
 
 def with_option_groups(command: Command) -> Command:
     """Let typer see each option-group parameter of ``command`` as the group's own options.
@@ -222,6 +290,7 @@ def with_option_groups(command: Command) -> Command:
     groups: dict[str, tuple[type, list[str]]] = {}
     for parameter in inspect.signature(command).parameters.values():
         annotation = hints.get(parameter.name, parameter.annotation)
+        readable_metavar(annotation)
         group, defaults = _group_of(annotation)
         if group is None:
             parameters.append(parameter.replace(annotation=annotation, kind=inspect.Parameter.KEYWORD_ONLY))
@@ -229,6 +298,7 @@ def with_option_groups(command: Command) -> Command:
         group_hints = get_type_hints(group, include_extras=True)
         names = []
         for item in fields(group):
+            readable_metavar(group_hints[item.name])
             default = defaults.get(item.name, _field_default(item))
             parameters.append(
                 inspect.Parameter(

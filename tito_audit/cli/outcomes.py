@@ -1,11 +1,13 @@
 """The one place where outcomes and errors become exit codes.
 
-0: the command ran and the result is good (``audit``/``explain``: the verdict is ``ready`` or
-``ready-tool-only`` — with the engine's parser the user named, or with each engine's parser audited, else the
-perfect-inverse verdict; ``check``: every requirement holds; ``replay``: the rollouts are consistent; ``patch``:
-the patched template reaches a good verdict and changes nothing else; ``matrix``: the matrix was written).
+0: the command ran and the result is good (``audit``/``explain``: the deciding verdict is ``ready`` or
+``ready-tool-only``; ``check``: every requirement holds; ``replay``: the rollouts are consistent; ``patch``:
+the way out (the patched template, or the model's own with the setting) reaches a good deciding verdict and the
+patch changes nothing else; ``matrix``: the matrix was written).
 1: the command ran and the result is bad (a worse verdict, a failed requirement, an inconsistent rollout,
-a patch that does not reach a good verdict).
+a patch or setting whose deciding verdict is not good, or no way out).
+The deciding verdict (:mod:`tito_audit.audit.deciding`): with engines' parsers audited, the one of the engine the
+user names, or the worst of them; else the template's. ``check``'s verdict and rollout requirements read the same.
 2: the command could not run (bad input, model not found, template missing, an output that cannot be written);
 one line on stderr, never a traceback (``TITO_AUDIT_DEBUG=1`` shows one for unexpected errors).
 3: ``matrix`` only: the matrix was written, but some rows are ``not audited: audit error`` (an audit raised, or
@@ -25,23 +27,19 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from tito_audit.audit.engine_verdicts import deciding_verdict
-from tito_audit.audit.results import READY, READY_TOOL_ONLY, AuditReport
+from tito_audit.audit.deciding import deciding_verdict, good_verdict
+from tito_audit.audit.results import AuditReport
 from tito_audit.errors import EXIT_CANNOT_RUN, EXIT_OK, EXIT_VERDICT, AuditError
 from tito_audit.outputs import WriteFailed, describe
 
 err = Console(stderr=True)
 
 
-def good_verdict(verdict: str) -> bool:
-    return verdict in (READY, READY_TOOL_ONLY)
-
-
-def exit_code_for(report: AuditReport) -> int:
-    """An audit's exit code: 0 for ``ready`` and ``ready-tool-only``, else 1 — of the verdict that decides
-    (:func:`~tito_audit.audit.engine_verdicts.deciding_verdict`: with the engine's parser the user named, or the
-    worst of the engines' parsers audited, else the perfect-inverse verdict)."""
-    return EXIT_OK if good_verdict(deciding_verdict(report)) else EXIT_VERDICT
+def exit_code_for(report: AuditReport, engine: str | None = None) -> int:
+    """An audit's exit code: 0 when its deciding verdict (:func:`~tito_audit.audit.deciding.deciding_verdict`: the
+    named engine's parser verdict, or the worst of the engines' audited, else the template's) is ``ready`` or
+    ``ready-tool-only``, else 1."""
+    return EXIT_OK if good_verdict(deciding_verdict(report, engine)[1]) else EXIT_VERDICT
 
 
 def finish(good: bool) -> typer.Exit:
@@ -85,7 +83,9 @@ def run(app: typer.Typer) -> None:
     except Exception as exc:  # click usage errors and anything unexpected: one line, never a traceback
         usage = getattr(exc, "format_message", None)
         if usage is not None:
-            err.print(f"error: {usage()}", highlight=False, soft_wrap=True)
+            message = usage()
+            if message:  # the command without arguments printed its help: no empty error line after it
+                err.print(f"error: {message}", highlight=False, soft_wrap=True)
             sys.exit(EXIT_CANNOT_RUN)
         if os.environ.get("TITO_AUDIT_DEBUG"):
             raise

@@ -21,8 +21,12 @@ from tito_audit.cli.outcomes import finish
 from tito_audit.errors import BadInputError
 from tito_audit.outputs import write_outputs
 
-RolloutsArg = Annotated[Path, typer.Argument(help="A JSONL file of saved rollouts (see docs/audit.md, 'Replay').")]
-ReplayModelOpt = Annotated[str, typer.Option("--model", help="The model whose tokenizer and template produced them.")]
+RolloutsArg = Annotated[
+    Path, typer.Argument(metavar="ROLLOUTS", help="A JSONL file of saved rollouts (see docs/audit.md, 'Replay').")
+]
+ReplayModelOpt = Annotated[
+    str, typer.Option("--model", metavar="MODEL", help="The model whose tokenizer and template produced them.")
+]
 
 
 @app.command("replay")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import re
+import socket
 import warnings
 from pathlib import Path
 from typing import Annotated
@@ -31,38 +33,58 @@ EngineOpt = Annotated[
     str,
     typer.Option(
         "--engine",
+        metavar="ENGINE",
         help="The engine's base URL (http://HOST:PORT), llamacpp:PATH (a GGUF sampled in this process on CPU: the "
         "llamacpp extra) or 'fake' (built in, no GPU).",
     ),
 ]
 EngineApiOpt = Annotated[
     str,
-    typer.Option("--engine-api", help="vllm (/v1/completions with token ids) or sglang (/generate with input_ids)."),
+    typer.Option(
+        "--engine-api",
+        metavar="API",
+        help="vllm (/v1/completions with token ids) or sglang (/generate with input_ids).",
+    ),
 ]
 ParserOpt = Annotated[
     str,
     typer.Option(
         "--parser",
+        metavar="PARSER",
         help="auto, sglang, hf, TOOL[,REASONING], text (the completion is the content: models without tool calls or "
         "reasoning, as Gemma 3) or template (the fake engine's own message; --engine fake only).",
     ),
 ]
-HostOpt = Annotated[str, typer.Option("--host", help="Address to bind (loopback unless you say otherwise).")]
-PortOpt = Annotated[int, typer.Option("--port", min=0, max=65535, help="Port to listen on.")]
+HostOpt = Annotated[
+    str, typer.Option("--host", metavar="HOST", help="Address to bind (loopback unless you say otherwise).")
+]
+PortOpt = Annotated[int, typer.Option("--port", metavar="PORT", min=0, max=65535, help="Port to listen on.")]
 ApiKeyOpt = Annotated[
     str | None,
-    typer.Option("--api-key", envvar="TITO_GATEWAY_API_KEY", help="Require 'Authorization: Bearer TOKEN'."),
+    typer.Option(
+        "--api-key", metavar="KEY", envvar="TITO_GATEWAY_API_KEY", help="Require 'Authorization: Bearer TOKEN'."
+    ),
 ]
 IdleOpt = Annotated[
-    float, typer.Option("--session-idle", min=1, help="Seconds after which an idle session is dropped.")
+    float,
+    typer.Option("--session-idle", metavar="SECONDS", min=1, help="Seconds after which an idle session is dropped."),
 ]
 MaxSessionsOpt = Annotated[int, typer.Option("--max-sessions", min=1, help="Most sessions kept at once.")]
-OnBreakOpt = Annotated[str, typer.Option("--on-break", help="raise, warn or rerender (see TitoSession).")]
-BridgeOpt = Annotated[str, typer.Option("--bridge", help="template (checked every step) or history-free.")]
-TimeoutOpt = Annotated[float, typer.Option("--engine-timeout", min=0.1, help="Seconds to wait for the engine.")]
-MaxBytesOpt = Annotated[int, typer.Option("--max-request-bytes", min=1024, help="Largest request body accepted.")]
+OnBreakOpt = Annotated[
+    str, typer.Option("--on-break", metavar="POLICY", help="raise, warn or rerender (see TitoSession).")
+]
+BridgeOpt = Annotated[
+    str, typer.Option("--bridge", metavar="BRIDGE", help="template (checked every step) or history-free.")
+]
+TimeoutOpt = Annotated[
+    float, typer.Option("--engine-timeout", metavar="SECONDS", min=0.1, help="Seconds to wait for the engine.")
+]
+MaxBytesOpt = Annotated[
+    int, typer.Option("--max-request-bytes", metavar="BYTES", min=1024, help="Largest request body accepted.")
+]
 EngineModelOpt = Annotated[
-    str | None, typer.Option("--engine-model", help="The model name the engine serves (default: MODEL's id).")
+    str | None,
+    typer.Option("--engine-model", metavar="NAME", help="The model name the engine serves (default: MODEL's id)."),
 ]
 MaxTokensOpt = Annotated[
     int, typer.Option("--max-tokens", min=1, help="max_tokens for requests that name none (engines default low).")
@@ -73,28 +95,39 @@ FakeSeedOpt = Annotated[
 SessionBytesOpt = Annotated[
     str,
     typer.Option(
-        "--max-session-bytes", help="Most memory one session may hold, estimated (413 past it): 256MiB, 1GiB, bytes."
+        "--max-session-bytes",
+        metavar="SIZE",
+        help="Most memory one session may hold, estimated (413 past it): 256MiB, 1GiB, bytes.",
     ),
 ]
 TotalBytesOpt = Annotated[
     str,
-    typer.Option("--max-total-bytes", help="Most memory all sessions together may hold, estimated (507 past it)."),
+    typer.Option(
+        "--max-total-bytes", metavar="SIZE", help="Most memory all sessions together may hold, estimated (507 past it)."
+    ),
 ]
 StoreOpt = Annotated[
     Path | None,
     typer.Option(
         "--store",
+        metavar="FILE",
         help="Keep sessions in this SQLite file (WAL; each turn on disk before its answer): a restarted server "
         "continues them. Default: memory only, lost when the server stops. One file per server process.",
     ),
 ]
 OnRewriteOpt = Annotated[
     str,
-    typer.Option("--on-rewrite", help="refuse (409) or branch: a request that rewrites history opens a new branch."),
+    typer.Option(
+        "--on-rewrite",
+        metavar="MODE",
+        help="refuse (409) or branch: a request that rewrites history opens a new branch.",
+    ),
 ]
 MatchOpt = Annotated[
     str,
-    typer.Option("--match", help="What counts as the same message: strict, tool-call-format or role-content."),
+    typer.Option(
+        "--match", metavar="MATCHER", help="What counts as the same message: strict, tool-call-format or role-content."
+    ),
 ]
 UNITS = {"": 1, "b": 1} | {f"{p}{s}": 1 << (10 * (i + 1)) for i, p in enumerate("kmg") for s in ("", "b", "ib")}
 SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*", re.IGNORECASE)
@@ -107,6 +140,28 @@ def size_in_bytes(value: str, option: str) -> int:
     if match is None or unit not in UNITS or float(match.group(1)) * UNITS[unit] < 1 << 20:
         raise BadInputError(f"{option} expects a size of at least 1MiB like 256MiB or 8GiB, not {value!r}")
     return int(float(match.group(1)) * UNITS[unit])
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host``:``port`` as uvicorn would bind it (address reuse on, IPv6 for an address with
+    a colon); a port in use, a port the user may not bind or a host that is not an address of this machine is bad
+    input naming the option (exit 2, before anything else is said)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family=family)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.set_inheritable(True)
+        return sock
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            why = f"--port {port}: {host}:{port} is already in use (another server listens there); give another --port"
+        elif exc.errno == errno.EACCES:
+            why = f"--port {port}: permission denied (ports below 1024 need privileges); give another --port"
+        else:
+            why = f"--host {host}: cannot listen there ({exc.strerror or exc}); give an address of this machine"
+        raise BadInputError(why) from None
 
 
 @app.command("serve")
@@ -145,7 +200,17 @@ def serve_command(
     Sessions live in this process's memory unless --store names a file: without it they are lost when the server
     stops (GET /sessions/ID first); with it a restarted server continues every stored session.
 
-    Bounds: --max-sessions, --max-session-bytes, --max-total-bytes, --max-render-chars, --max-render-seconds."""
+    Bounds: --max-sessions, --max-session-bytes, --max-total-bytes, --max-render-chars, --max-render-seconds.
+
+    Endpoints: POST /v1/chat/completions (OpenAI chat), POST /v1/responses (OpenAI Responses), POST /v1/messages
+    (Anthropic Messages); GET /sessions/ID (the session's ids, loss mask, log-probabilities, turns, breaks), DELETE
+    /sessions/ID; GET /healthz.
+
+    Statuses: 400 a bad request, 401 no or a wrong --api-key, 404 an unknown or ended session, 409 a history that
+    differs from the session's, 413 a request, render or session too large, 422 a break under --on-break raise or a
+    render the template refused, 502 the engine failed or answered badly, 503 every session busy, 504 the engine did
+    not answer within --engine-timeout, 507 --max-total-bytes reached or --store could not write (each code and when:
+    docs/gateway.md)."""
     try:
         import httpx  # noqa: F401
         import starlette  # noqa: F401
@@ -193,10 +258,16 @@ def serve_command(
         on_rewrite=on_rewrite,
         match=match,
     )
+    sock = bind(host, port)  # before the model loads and before any banner: a busy port is one error line
     try:
         gateway = Gateway(config)
     except AuditError as exc:  # its text may hold brackets (pip extras) that the console would read as markup
+        sock.close()
         raise type(exc)(escape(str(exc))) from None
+    except BaseException:
+        sock.close()
+        raise
+    port = sock.getsockname()[1]  # --port 0: the port the system chose
     if host not in ("127.0.0.1", "localhost", "::1") and not api_key:
         err.print(f"warning: serving on {host} without --api-key: anyone who reaches it can use it", highlight=False)
     err.print(
@@ -206,4 +277,4 @@ def serve_command(
         highlight=False,
         soft_wrap=True,
     )
-    serve(gateway)
+    serve(gateway, sock)

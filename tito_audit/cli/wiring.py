@@ -49,6 +49,37 @@ def load(model: str, source: ModelSource) -> LoadedModel:
     )
 
 
+def model_words(model: str, source: ModelSource, settings: TemplateSettings | None = None) -> list[str]:
+    """The model as the user named it and the options that found it and shaped its audit, for the commands a
+    report suggests (``tito-audit patch`` + these + ``-o FILE`` runs as printed): the model's source options, the
+    template settings that differ from their defaults, and ``--parser`` when it is not ``auto``."""
+    words = [model]
+    words += [word for mirror in source.mirror for word in ("--mirror", str(mirror))]
+    given = {
+        "--template": source.template,
+        "--template-name": source.template_name,
+        "--cache-dir": source.cache_dir,
+        "--revision": source.revision,
+    }
+    words += [word for option, value in given.items() if value is not None for word in (option, str(value))]
+    words += ["--no-hub"] if source.no_hub else []
+    words += ["--trust-remote-code"] if source.trust_remote_code else []
+    if settings is not None:
+        defaults = TemplateSettings()
+        words += [word for pair in settings.kwarg for word in ("--kwarg", pair)]
+        words += [word for token in settings.stop_token for word in ("--stop-token", token)]
+        changed = {
+            "--clock": (settings.clock, defaults.clock),
+            "--max-render-chars": (settings.max_render_chars, defaults.max_render_chars),
+            "--max-render-seconds": (settings.max_render_seconds, defaults.max_render_seconds),
+            "--parser": (settings.parser, defaults.parser),
+        }
+        words += [
+            word for option, (value, default) in changed.items() if value != default for word in (option, str(value))
+        ]
+    return words
+
+
 def audit_options(
     sampling: Sampling,
     settings: TemplateSettings | None = None,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tito_audit.audit.results import AuditReport, Failure, VariantResult
+from tito_audit.formatters.commands import next_commands
 from tito_audit.formatters.common import (
     drift_line,
     first_example_per_cause,
@@ -25,7 +28,11 @@ from tito_audit.formatters.parse_lines import (
     parse_result_lines,
     report_parser_lines,
 )
+from tito_audit.formatters.site.glossary import CAUSES, VERDICTS
 from tito_audit.outputs import write_atomically
+
+if TYPE_CHECKING:
+    from tito_audit.formatters.fix_report import FixPage
 
 
 def _cell(text: object) -> str:
@@ -113,13 +120,24 @@ def _variant(variant: VariantResult) -> list[str]:
     return lines
 
 
-def to_markdown(report: AuditReport) -> str:
+def to_markdown(
+    report: AuditReport,
+    way_out: FixPage | None = None,
+    fix_link: str | None = None,
+    model_words: Sequence[str] | None = None,
+) -> str:
+    """The report as Markdown; the matrix adds the model's way out and the link to its way-out page, the command
+    line the model and options its suggested commands carry (:mod:`tito_audit.formatters.commands`)."""
     model = report.model
+    way = f"**Way out: {_cell(way_out.summary)}**" if way_out is not None else ""
+    if way and fix_link:
+        way += f" ([its page]({fix_link}))"
     lines = [
         f"# tito-audit: {model.model_id} — **{report.verdict}**",
         "",
         *[part for line in report_parser_lines(report) for part in (f"**Verdict {line}**", "")],
         *([f"**{report.recommendation.line()}**", ""] if report.recommendation is not None else []),
+        *([way, ""] if way else []),
         *([*(f"- {line}" for line in conditions), ""] if (conditions := report_condition_lines(report)) else []),
         "| | |",
         "|---|---|",
@@ -155,7 +173,26 @@ def to_markdown(report: AuditReport) -> str:
         lines += ["## Template lines behind each cause", ""]
         lines += [f"- {_cell(e.get('summary', ''))}" for e in report.explanations]
         lines.append("")
+    commands = next_commands(report, model_words, way_out.fix_offered if way_out is not None else None)
+    if commands:
+        lines += ["## Next", ""]
+        lines += [f"- {what}: `{command}`" for what, command in commands]
+        lines.append("")
+    lines += _glossary(report)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _glossary(report: AuditReport) -> list[str]:
+    """What each verdict and cause label on this page means (the HTML page's glossary, in Markdown)."""
+    verdicts = [report.verdict, *(e.verdict for e in report.parsers), *(v.verdict for v in report.variants)]
+    causes: list[str] = []
+    for variant in report.variants:
+        causes += [cause for check in variant.checks.values() for cause in check.cause_counts]
+        causes += [finding.cause for finding in variant.findings]
+        causes += [cause for parse in variant.parses for failure in parse.failures for cause in failure.causes]
+    terms = [f"- **{v}**: {VERDICTS[v]}" for v in dict.fromkeys(verdicts) if v in VERDICTS]
+    terms += [f"- `{c}`: {CAUSES[c]}" for c in dict.fromkeys(causes) if c in CAUSES]
+    return ["## Glossary", "", *terms, ""]
 
 
 def write_markdown(report: AuditReport, path: Path) -> None:

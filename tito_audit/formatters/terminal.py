@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
@@ -16,6 +18,7 @@ from tito_audit.audit.results import (
     Failure,
     VariantResult,
 )
+from tito_audit.formatters.commands import next_commands
 from tito_audit.formatters.common import (
     differing_positions,
     drift_line,
@@ -145,7 +148,11 @@ def _variant_panel(variant: VariantResult) -> Panel:
     return Panel(Group(*parts), title=f"variant {variant.name}", title_align="left")
 
 
-def render_report(report: AuditReport, console: Console | None = None) -> None:
+def render_report(
+    report: AuditReport, console: Console | None = None, model_words: Sequence[str] | None = None
+) -> None:
+    """The report on a terminal; ``model_words``: the model and the options that found it, for the commands it
+    suggests (:mod:`tito_audit.formatters.commands`)."""
     console = console or Console()
     model = report.model
     header = Table.grid(padding=(0, 2))
@@ -171,11 +178,6 @@ def render_report(report: AuditReport, console: Console | None = None) -> None:
         header.add_row(label, Text(line.removeprefix(label).removeprefix(": ").strip(), style="bold"))
     if report.recommendation is not None:
         header.add_row("way out", Text(report.recommendation.line(), style="bold cyan"))
-    recommendation = report.recommendation
-    if report.verdict in (BROKEN, READY_TOOL_ONLY) and not (recommendation is not None and recommendation.suffices):
-        header.add_row(
-            "fix", Text(f"tito-audit patch {model.model_id} -o FILE searches for a verified fix", style="dim")
-        )
     console.print(Panel(header, title="tito-audit", title_align="left"))
     summary = Table(header_style="bold")
     summary.add_column("variant")
@@ -189,7 +191,7 @@ def render_report(report: AuditReport, console: Console | None = None) -> None:
     for variant in report.variants:
         console.print(_variant_panel(variant))
     if report.explanations:
-        console.print(Text("template lines behind each cause (tito-audit explain for details):", style="bold"))
+        console.print(Text("template lines behind each cause:", style="bold"))
         for explanation in report.explanations:
             console.print(Text("  " + str(explanation.get("summary", "")), style="cyan"))
     closing = Text.assemble("overall verdict: ", verdict_text(report.verdict))
@@ -202,3 +204,5 @@ def render_report(report: AuditReport, console: Console | None = None) -> None:
         )
     closing.append(f"  ({report.duration_seconds:.1f}s)")
     console.print(closing)
+    for what, command in next_commands(report, model_words):
+        console.print(f"{what}: {command}", highlight=False, soft_wrap=True, markup=False)

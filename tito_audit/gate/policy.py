@@ -3,14 +3,17 @@
 Requirements (``--require``, or ``require`` under ``[tool.tito-audit]`` in ``pyproject.toml``):
 
 - ``verdict:<verdict>``: the verdict is at least this good (``ready`` > ``ready-tool-only`` > ``broken``
-  > ``unsupported``); ``ready`` and ``ready-tool-only`` alone mean the same. The verdict is the one that decides
-  an audit's exit code: with the engine's parser the user named, or the worst of the engines' parsers audited,
-  else the perfect inverse's;
+  > ``unsupported``); ``ready`` and ``ready-tool-only`` alone mean the same;
 - ``rollout:<kind>``: appended steps of this kind (``tool``, ``user``, ``system``, ``assistant``) are text-
   and seam-stable; ``tool-append`` is ``rollout:tool``, ``user-append`` is ``rollout:user``;
 - ``append:<role>``: appending a message of this role keeps the render a prefix (message level);
 - ``bridge``: the history-free stand-in suffix equals the real bridge;
 - ``roundtrip``: no decode/re-encode finding besides non-canonical splits (which every BPE model shows).
+
+The verdict and the rollout requirements judge the loops that decide an audit's exit code
+(:mod:`tito_audit.audit.deciding`, the one rule): with engines' parsers audited, the rollout walked with each
+engine's parser (the verdict: the worst of them; a rollout requirement holds when it holds with each); without one,
+the template's. ``append``, ``bridge`` and ``roundtrip`` are properties of the template alone.
 
 Any requirement can name one variant: ``rollout:tool@enable_thinking=false``; without it, every variant
 must pass. Failures whose causes are all allowed (``--allow-cause``) do not count. With a baseline
@@ -33,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from tito_audit import inputs
-from tito_audit.audit.engine_verdicts import deciding_variant_verdict
+from tito_audit.audit.deciding import TEMPLATE, VariantLoop, variant_loop, variant_loops
 from tito_audit.audit.results import CAUSES, VERDICT_ORDER, AuditReport, Failure, VariantResult
 from tito_audit.conversations.conversation import STEP_KINDS
 from tito_audit.errors import BadInputError
@@ -255,10 +258,13 @@ def build_policy(
     )
 
 
-def _failure_key(variant: str, failure: Failure | dict[str, Any]) -> tuple:
+def _failure_key(variant: str, failure: Failure | dict[str, Any], loop: str = TEMPLATE) -> tuple:
+    """A failing step as a baseline matches it: its variant, the loop it failed in (``template``, or the parsers'
+    name: each engine's walk fails on its own steps) and where and why it failed."""
     get = failure.get if isinstance(failure, dict) else lambda k: getattr(failure, k)
     return (
         variant,
+        loop,
         get("check"),
         get("aspect"),
         get("category"),
@@ -269,14 +275,42 @@ def _failure_key(variant: str, failure: Failure | dict[str, Any]) -> tuple:
 
 
 def _baseline_keys(baseline: dict[str, Any]) -> set[tuple]:
-    return {_failure_key(v["name"], f) for v in baseline.get("variants", []) for f in v.get("failures", [])}
+    """The baseline's failing steps: the template's checks', and each engine's walk's when it was made with their
+    parsers (``parses``; a version 1 report's one ``parse``)."""
+    keys = set()
+    for variant in baseline.get("variants", []):
+        keys |= {_failure_key(variant["name"], failure) for failure in variant.get("failures", [])}
+        parses = variant.get("parses") or ([variant["parse"]] if isinstance(variant.get("parse"), dict) else [])
+        for parse in parses:
+            if not isinstance(parse, dict):
+                continue
+            failures = [failure for failure in parse.get("failures", []) if isinstance(failure, dict)]
+            keys |= {_failure_key(variant["name"], failure, str(parse.get("parser"))) for failure in failures}
+    return keys
+
+
+def _loops(requirement: Requirement, variant: VariantResult) -> list[VariantLoop]:
+    """The loops ``requirement`` is judged in: each engine's walk for a rollout requirement (the template's without
+    one), the template's alone for the others."""
+    if requirement.kind == "rollout":
+        return variant_loops(variant)
+    failures = [failure for failure in variant.failures if failure.check == "rollout"]
+    return [VariantLoop(TEMPLATE, variant.verdict, variant.verdict_reason, failures, None)]
+
+
+def _failures(requirement: Requirement, variant: VariantResult, loop: VariantLoop) -> list[Failure]:
+    """The failures ``requirement`` counts in ``variant``: the rollout's in ``loop``, the others' in the template's
+    checks."""
+    if requirement.kind != "rollout":
+        return [failure for failure in variant.failures if _selects(requirement, failure)]
+    return [
+        failure
+        for failure in loop.rollout_failures
+        if failure.category == requirement.target and (loop.parse is not None or failure.aspect in ("text", "seam"))
+    ]
 
 
 def _selects(requirement: Requirement, failure: Failure) -> bool:
-    if requirement.kind == "rollout":
-        return (
-            failure.check == "rollout" and failure.aspect in ("text", "seam") and failure.category == requirement.target
-        )
     if requirement.kind == "append":
         return failure.check == "append" and failure.category.startswith(f"{requirement.target} after ")
     if requirement.kind == "bridge":
@@ -286,9 +320,9 @@ def _selects(requirement: Requirement, failure: Failure) -> bool:
     return False
 
 
-def _cases(requirement: Requirement, variant: VariantResult) -> int:
+def _cases(requirement: Requirement, variant: VariantResult, loop: VariantLoop) -> int:
     check = {"rollout": "rollout", "append": "append", "bridge": "bridge", "roundtrip": "roundtrip"}[requirement.kind]
-    rows = variant.checks[check].rows
+    rows = loop.parse.check.rows if check == "rollout" and loop.parse is not None else variant.checks[check].rows
     if requirement.kind == "rollout":
         rows = [r for r in rows if r.category == requirement.target]
     elif requirement.kind == "append":
@@ -310,35 +344,42 @@ def evaluate(report: AuditReport, policy: Policy) -> list[RequirementResult]:
         if requirement.kind == "verdict":
             results.append(_verdict_result(requirement, variants))
             continue
-        counted: list[tuple[str, Failure]] = []
-        cases = 0
+        counted: list[tuple[str, str, Failure]] = []
+        cases_by_loop: dict[str, int] = {}
         for variant in variants:
-            cases += _cases(requirement, variant)
-            for failure in variant.failures:
-                if not _selects(requirement, failure) or set(failure.causes) <= policy.allowed_causes:
-                    continue
-                if baseline is not None and _failure_key(variant.name, failure) in baseline:
-                    continue
-                counted.append((variant.name, failure))
+            for loop in _loops(requirement, variant):
+                cases_by_loop[loop.loop] = cases_by_loop.get(loop.loop, 0) + _cases(requirement, variant, loop)
+                for failure in _failures(requirement, variant, loop):
+                    if set(failure.causes) <= policy.allowed_causes:
+                        continue
+                    if baseline is not None and _failure_key(variant.name, failure, loop.loop) in baseline:
+                        continue
+                    counted.append((variant.name, loop.loop, failure))
+        cases = sum(cases_by_loop.values())
+        under = _under(cases_by_loop)
         if cases == 0:
             results.append(RequirementResult(requirement.text, False, "no case could be audited (all refused)"))
             continue
         if not counted:
             scope = "new " if baseline is not None else ""
-            results.append(RequirementResult(requirement.text, True, f"no {scope}failure in {cases} cases"))
+            results.append(RequirementResult(requirement.text, True, f"no {scope}failure in {cases} cases{under}"))
             continue
         causes: dict[str, int] = {}
-        for _, failure in counted:
+        for _, _, failure in counted:
             for cause in failure.causes:
                 causes[cause] = causes.get(cause, 0) + 1
         summary = ", ".join(f"{c} ×{n}" for c, n in sorted(causes.items(), key=lambda kv: (-kv[1], kv[0])))
         new = "new " if baseline is not None else ""
-        examples = [f"{v}: {f.conversation_id} message {f.turn} ({', '.join(f.causes)})" for v, f in counted[:3]]
+        several = len(cases_by_loop) > 1
+        examples = [
+            f"{v}{f' with {loop}' if several else ''}: {f.conversation_id} message {f.turn} ({', '.join(f.causes)})"
+            for v, loop, f in counted[:3]
+        ]
         results.append(
             RequirementResult(
                 requirement.text,
                 False,
-                f"{len(counted)} {new}failures in {cases} cases ({summary}); e.g. {examples[0]}",
+                f"{len(counted)} {new}failures in {cases} cases{under} ({summary}); e.g. {examples[0]}",
                 failures=len(counted),
                 examples=examples,
             )
@@ -346,17 +387,26 @@ def evaluate(report: AuditReport, policy: Policy) -> list[RequirementResult]:
     return results
 
 
+def _under(cases_by_loop: dict[str, int]) -> str:
+    """Which loops the cases were walked in: nothing for the template's alone, `` with sglang qwen25`` for one
+    engine's, `` (17 with sglang qwen25, 17 with vllm hermes)`` for several."""
+    parsers = {loop: cases for loop, cases in cases_by_loop.items() if loop != TEMPLATE}
+    if not parsers:
+        return ""
+    if len(parsers) == 1:
+        return f" with {next(iter(parsers))}"
+    return " (" + ", ".join(f"{cases} with {loop}" for loop, cases in parsers.items()) + ")"
+
+
 def _verdict_result(requirement: Requirement, variants: Sequence[VariantResult]) -> RequirementResult:
-    """Each variant's deciding verdict (:func:`~tito_audit.audit.engine_verdicts.deciding_variant_verdict`: the worst
-    with the engines' parsers audited, else the perfect inverse's) against the required one."""
+    """Each variant's deciding verdict (:func:`~tito_audit.audit.deciding.variant_loop`: the worst with the engines'
+    parsers audited, else the template's) against the required one."""
     limit = VERDICT_ORDER.index(requirement.target or "ready")
-    verdicts = [(variant, deciding_variant_verdict(variant)) for variant in variants]
-    worst, verdict = max(verdicts, key=lambda pair: VERDICT_ORDER.index(pair[1]))
-    parse = next((p for p in worst.parses if p.verdict == verdict), None)
-    with_parser = f" with {parse.parser}" if parse is not None else ""
-    if VERDICT_ORDER.index(verdict) <= limit:
-        return RequirementResult(requirement.text, True, f"verdict {verdict}{with_parser}")
-    reason = parse.verdict_reason if parse is not None else worst.verdict_reason
+    loops = [(variant, variant_loop(variant)) for variant in variants]
+    worst, loop = max(loops, key=lambda pair: VERDICT_ORDER.index(pair[1].verdict))
+    under = f" with {loop.loop}" if loop.parse is not None else ""
+    if VERDICT_ORDER.index(loop.verdict) <= limit:
+        return RequirementResult(requirement.text, True, f"verdict {loop.verdict}{under}")
     return RequirementResult(
-        requirement.text, False, f"variant {worst.name} is {verdict}{with_parser}: {reason}", failures=1
+        requirement.text, False, f"variant {worst.name} is {loop.verdict}{under}: {loop.reason}", failures=1
     )

@@ -30,9 +30,10 @@ def _server(gateway: Gateway, port: int | None = None):
     return uvicorn.Server(config)
 
 
-def serve(gateway: Gateway) -> None:
-    """Serve until Ctrl-C (uvicorn stops on SIGINT and SIGTERM, finishing the requests under way)."""
-    _server(gateway).run()
+def serve(gateway: Gateway, sock: socket.socket | None = None) -> None:
+    """Serve until Ctrl-C (uvicorn stops on SIGINT and SIGTERM, finishing the requests under way); on ``sock`` when
+    given (bound already: the command line binds before it says it serves, so a busy port is one error line)."""
+    _server(gateway).run(sockets=[sock] if sock is not None else None)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -212,10 +212,16 @@ def _tools_key(tools: list[dict] | None) -> str:
 
 
 def break_record(details: Any) -> dict[str, Any]:
-    """A :class:`~tito_audit.session.SessionBreak` as JSON (its evidence as text)."""
+    """A :class:`~tito_audit.session.SessionBreak` as JSON (its evidence as text).
+
+    Its counts are not the ``tito`` record's ``turn`` (the answer's number in the session, 1 for the first):
+    ``step`` counts the session's extensions (1: the first request after the first answer) and ``turn`` is the index
+    the answer the break comes before has in the conversation, messages and answer together (the audit's counting);
+    ``answer_message_index`` says the same under a name that says so (``turn`` stays for clients that read it)."""
     return {
         "step": details.step,
         "turn": details.turn,
+        "answer_message_index": details.turn,
         "aspect": details.aspect,
         "causes": list(details.causes),
         "message_index": details.message_index,

@@ -90,8 +90,9 @@ def _representative_row(
     stem = report_stem(identity.model_id)
     report = previous.report_timing(published_under(result.report, identity), stem)
     write_if_changed(options.out_dir / "models" / f"{stem}.json", to_json(report))
-    write_if_changed(options.out_dir / "models" / f"{stem}.md", to_markdown(report))
-    page = model_page(report, result.way_out, PageLinks.published(stem, result.way_out))
+    links = PageLinks.published(stem, result.way_out)
+    write_if_changed(options.out_dir / "models" / f"{stem}.md", to_markdown(report, result.way_out, links.fix))
+    page = model_page(report, result.way_out, links)
     write_if_changed(options.out_dir / "models" / f"{stem}.html", page)
     row = row_from_report(report, f"models/{stem}.md", result.duration_seconds)
     if result.way_out is not None:

@@ -27,6 +27,10 @@ from tito_audit.matrix.store import ResultsStore, StoreCounts
 from tito_audit.matrix.tasks import Identity, PairOutcome, ProgressEvent, pair_result
 from tito_audit.outputs import ensure_folder
 
+SETTLED = "settled: "
+"""The stage of the event sent just before ``done`` for an id not audited by itself in this run: ``settled: from
+stored results``, ``settled: the pair of org/name``, ``settled: not audited: not reachable``."""
+
 __all__ = [
     "MATRIX_EXAMPLES_PER_GROUP",
     "Audited",
@@ -105,8 +109,11 @@ def audit_models(
     store = ResultsStore(options.results_cache)
     backend = backend_for(options)
 
-    def done(model_id: str) -> None:
+    def done(model_id: str, how: str | None = None) -> None:
+        """The id's row is known; ``how``, when it was not audited in this run (an event of its own just before)."""
         if on_event is not None:
+            if how is not None:
+                on_event((model_id, SETTLED + how, 1, 1))
             on_event((model_id, "done", 1, 1))
 
     try:
@@ -116,7 +123,8 @@ def audit_models(
     members: dict[str, list[Identity]] = {}
     for identity in identities:
         if identity.key is None:
-            done(identity.model_id)
+            failure = identity.failure or {}
+            done(identity.model_id, str(failure.get("status") or "not audited"))
         else:
             members.setdefault(identity.key.digest, []).append(identity)
     outcomes: dict[str, Outcome] = {}
@@ -128,7 +136,7 @@ def audit_models(
             continue
         outcomes[digest] = stored
         for identity in group:
-            done(identity.model_id)
+            done(identity.model_id, "from stored results")
     by_id = {identity.model_id: identity for identity in to_audit}
     from_store = len(outcomes)
 
@@ -140,8 +148,10 @@ def audit_models(
             outcomes[identity.key.digest] = pair_result(outcome.result)
         else:
             outcomes[identity.key.digest] = outcome.failure or {}
+        failed = None if outcome.result is not None else str((outcome.failure or {}).get("status") or "not audited")
         for member in members[identity.key.digest]:
-            done(member.model_id)
+            same = f"the pair of {identity.model_id}" if member is not identity else None
+            done(member.model_id, failed or same)
 
     try:
         backend.audit([identity.model_id for identity in to_audit], options, on_outcome, on_event)

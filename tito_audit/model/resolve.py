@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tito_audit.errors import ResolutionError
+from tito_audit.model.near_miss import near_miss
 from tito_audit.model.threads import first_import
 from tito_audit.outputs import new_folder
 
@@ -260,7 +261,9 @@ def resolve_model(
                 revision=revision,
                 location=f"hub:{model}@{revision or 'main'}",
             )
-    raise ResolutionError(f"model '{model}' not found; tried: " + "; ".join(tried))
+    near = near_miss(folder_name(model), [*mirrors, *mirrors_from_env()])
+    hint = f" (did you mean '{near[0]}'? it is in mirror {near[1]})" if near is not None else ""
+    raise ResolutionError(f"model '{model}' not found{hint}; tried: " + "; ".join(tried))
 
 
 MANIFEST = ".complete"

@@ -248,6 +248,17 @@ def parse_kwarg(text: str) -> tuple[str, Any]:
     return name, value
 
 
+def format_kwarg(name: str, value: Any) -> str:
+    """``name=value`` that :func:`parse_kwarg` reads back as ``value``: JSON, or a string as it is when JSON would
+    not read it as something else."""
+    if isinstance(value, str):
+        try:
+            json.loads(value)
+        except ValueError:
+            return f"{name}={value}"
+    return f"{name}={json.dumps(value, ensure_ascii=False)}"
+
+
 def check_syntax(source: str) -> str | None:
     """None when the template parses, else a one-line description of the syntax error."""
     try:

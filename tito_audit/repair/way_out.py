@@ -9,12 +9,12 @@ otherwise none, with the reason.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tito_audit.audit.options import AuditOptions
 from tito_audit.audit.results import BROKEN, READY_TOOL_ONLY, AuditReport, Recommendation
 from tito_audit.model.loaded import LoadedModel
-from tito_audit.repair.fixes.search import AuditRunner, FixOutcome, search_fix
+from tito_audit.repair.fixes.search import AuditRunner, FixOutcome, patched_model, search_fix
 from tito_audit.repair.training_form import TrainingForm, training_form
 
 SETTING = "setting"
@@ -91,3 +91,20 @@ def _way_out(loaded: LoadedModel, report: AuditReport, options: AuditOptions, ru
     if recommendation is not None:
         return WayOut(SETTING, setting_summary(recommendation), recommendation, fix)
     return WayOut(NONE, f"none known: {fix.reason}", None, fix)
+
+
+def way_out_in_loop(
+    way: WayOut, loaded: LoadedModel, report: AuditReport, options: AuditOptions, run_audit: AuditRunner
+) -> AuditReport | None:
+    """The way out audited once more in the loops ``report`` was audited in, when they have engines' parsers
+    (``report.parsers``): the patched template, or the model's own with the setting pinned, under ``options`` (their
+    parsers: one verdict per engine again). None without an engine's parser (the way out was searched and verified
+    with the template's perfect inverse already) or without a way out."""
+    if not report.parsers:
+        return None
+    if way.kind == FIX and way.fix is not None and way.fix.patched_source is not None:
+        return run_audit(patched_model(loaded, way.fix.patched_source), options)
+    if way.kind == SETTING and way.recommendation is not None:
+        pinned = {**options.pinned_kwargs, **way.recommendation.kwargs}
+        return run_audit(loaded, replace(options, pinned_kwargs=pinned))
+    return None

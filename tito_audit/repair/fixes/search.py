@@ -205,7 +205,7 @@ def search_fix(loaded: LoadedModel, before: AuditReport, options: AuditOptions, 
                 continue
             attempt = [*chosen, (rule, found)]
             patched_source = source.apply(edit for _, edits in attempt for edit in edits)
-            report = run_audit(_patched(loaded, patched_source), options)
+            report = run_audit(patched_model(loaded, patched_source), options)
             if _refuses_more(before, report):
                 continue
             if score(report) < current_score and (best is None or score(report) < best[2]):
@@ -250,7 +250,7 @@ def _fold_if_same(
     folded = fold(patched)
     if folded == patched or not _renders_alike(loaded, patched, folded, before, options):
         return
-    report = run_audit(_patched(loaded, folded), options)
+    report = run_audit(patched_model(loaded, folded), options)
     if score(report) == best and not _refuses_more(before, report):
         outcome.patched_source, outcome.after, outcome.folded = folded, report, True
 
@@ -263,8 +263,8 @@ def _renders_alike(loaded: LoadedModel, patched: str, folded: str, before: Audit
         generate(options.count, options.seed, options.max_turns, GenerationProfile(tools=options.tools))
     )
     for variant in before.variants:
-        first = Renderer(_patched(loaded, patched), codec, variant.kwargs)
-        second = Renderer(_patched(loaded, folded), codec, variant.kwargs)
+        first = Renderer(patched_model(loaded, patched), codec, variant.kwargs)
+        second = Renderer(patched_model(loaded, folded), codec, variant.kwargs)
         with frozen_clock(patched, options.clock), frozen_clock(folded, options.clock):
             proof = prove_no_change(conversations, first.texts, second.texts, [], "nothing")
         if not proof.holds:
@@ -272,7 +272,8 @@ def _renders_alike(loaded: LoadedModel, patched: str, folded: str, before: Audit
     return True
 
 
-def _patched(loaded: LoadedModel, source: str) -> LoadedModel:
+def patched_model(loaded: LoadedModel, source: str) -> LoadedModel:
+    """``loaded`` with ``source`` as its template (origin ``patched``)."""
     return replace(loaded, template_source=source, template_origin="patched", template_name=None)
 
 
@@ -283,7 +284,7 @@ def _refuses_more(before: AuditReport, after: AuditReport) -> bool:
 
 def _prove(loaded: LoadedModel, patched_source: str, options: AuditOptions, rules: list[FixRule]) -> NoChangeProof:
     codec = codec_for(loaded)
-    patched = _patched(loaded, patched_source)
+    patched = patched_model(loaded, patched_source)
     original_renderer, patched_renderer = Renderer(loaded, codec), Renderer(patched, codec)
     conversations = list(
         generate(options.count, options.seed, options.max_turns, GenerationProfile(tools=options.tools))

@@ -1,0 +1,102 @@
+"""The results ``tito-audit matrix`` prints: a table of its rows when it fits the terminal without splitting a word
+(a model id above all), else a block per model (the id on a line of its own, the other columns below it).
+
+A column is a header and a function from a matrix row to its cell; a new column is one more entry in
+:func:`columns` (a column per engine whose parser gave some row a verdict).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from tito_audit.formatters.terminal import verdict_text
+from tito_audit.parse import engines
+from tito_audit.parse.engines import Engine
+
+Row = dict[str, Any]
+
+
+def _model(row: Row) -> Text:
+    return Text(row["model_id"])
+
+
+def _verdict(row: Row) -> Text:
+    verdict = verdict_text(row["verdict"] or row["status"])
+    if row.get("same_as"):
+        verdict.append(f" (same as {row['same_as']})", style="dim")
+    return verdict
+
+
+def _with_parser(engine: Engine) -> Callable[[Row], Text]:
+    """The cell of ``engine``'s parser verdict: ``broken (qwen25+qwen3)``, or ``-`` when there is none."""
+
+    def cell(row: Row) -> Text:
+        verdict = row.get(f"{engine.name}_verdict")
+        if not verdict:
+            return Text("-", style="dim")
+        parser = str(row.get(f"{engine.name}_parser") or "").removeprefix(f"{engine.name} ")
+        return verdict_text(verdict).append(f" ({parser})", style="dim")
+
+    return cell
+
+
+Column = tuple[str, Callable[[Row], Text]]
+
+
+def columns(rows: Sequence[Row]) -> list[Column]:
+    """The model, its verdict, its verdict with each engine's parser (the engines that gave some row one), its level
+    and main causes."""
+    shown = [engine for engine in engines.ENGINES if any(row.get(f"{engine.name}_verdict") for row in rows)]
+    return [
+        ("model", _model),
+        ("verdict", _verdict),
+        *((f"with {engine.label}'s parser", _with_parser(engine)) for engine in shown),
+        ("level", lambda row: Text(row["audit_level"])),
+        ("main causes", lambda row: Text(row["main_causes"])),
+    ]
+
+
+def results_table(rows: Sequence[Row]) -> Table:
+    """The rows as a table; the model column never wraps, the others wrap between words (cut only when the terminal
+    is narrower than :func:`narrowest_width`)."""
+    table = Table(header_style="bold")
+    shown = columns(rows)
+    for number, (header, cell) in enumerate(shown):
+        table.add_column(header, no_wrap=number == 0, min_width=_longest_word(number, header, cell, rows))
+    for row in rows:
+        table.add_row(*(cell(row) for _, cell in shown))
+    return table
+
+
+def _longest_word(number: int, header: str, cell: Callable[[Row], Text], rows: Sequence[Row]) -> int:
+    texts = [header, *(cell(row).plain for row in rows)]
+    words = texts if number == 0 else [word for text in texts for word in text.split()]
+    return max(map(len, words), default=0)
+
+
+def narrowest_width(rows: Sequence[Row]) -> int:
+    """The width of the table with each column as wide as its longest word (the model column as its longest id):
+    any narrower and a word is cut."""
+    shown = columns(rows)
+    width = len(shown) + 1  # the vertical rules
+    for number, (header, cell) in enumerate(shown):
+        width += _longest_word(number, header, cell, rows) + 2  # one space of padding on each side
+    return width
+
+
+def print_results(rows: Sequence[Row], console: Console) -> None:
+    """The table when it fits ``console``'s width without cutting a word, else a block per model."""
+    if narrowest_width(rows) <= console.width:
+        console.print(results_table(rows))
+        return
+    for row in rows:
+        console.print(Text(row["model_id"], style="bold"), soft_wrap=True)
+        line = Text("  ")
+        for number, (header, cell) in enumerate(columns(rows)[1:]):
+            line.append(("; " if number else "") + f"{header}: ").append_text(cell(row))
+        console.print(line)
