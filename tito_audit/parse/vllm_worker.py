@@ -9,10 +9,10 @@ many bytes of JSON. It ends when its standard input closes, and ignores Ctrl-C (
 What it runs, step by step as vLLM 0.33's OpenAI server does (files under ``vllm/``):
 
 - ``open``: the model's tokenizer, loaded by ``tokenizers/registry.py`` ``get_tokenizer`` (mistral-common for a
-  Mistral folder with ``tekken.json``, as the server's ``--tokenizer-mode auto``), and the parser class
-  ``parser/parser_manager.py`` ``ParserManager.get_parser`` composes for the two names with auto tool choice on
-  (harmony for a ``gpt_oss`` model, as ``entrypoints/openai/chat_completion/serving.py`` asks), checked against that
-  tokenizer as the server checks it at start-up;
+  folder with Mistral's ``tekken.json``, as the server's ``--tokenizer-mode auto`` does for a Mistral repository),
+  and the parser class ``parser/parser_manager.py`` ``ParserManager.get_parser`` composes for the two names with
+  auto tool choice on (harmony for a ``gpt_oss`` model, as ``entrypoints/openai/chat_completion/serving.py`` asks),
+  checked against that tokenizer as the server checks it at start-up;
 - ``hand_over``: the text the engine hands the parser. The request (``ChatCompletionRequest``: the tools, so
   ``tool_choice`` is ``auto`` with tools and ``none`` without, and the template's keyword arguments) is adjusted by a
   parser made for it as ``renderers/online_renderer.py`` does (``adjust_request``: some parsers turn
@@ -121,7 +121,7 @@ class Engine:
                 link.parent.mkdir(parents=True, exist_ok=True)
                 link.symlink_to(target)
             model_type = _model_type(root / "config.json")
-            tokenizer = self.get_tokenizer(str(root), trust_remote_code=False)
+            tokenizer = self.get_tokenizer(str(root), trust_remote_code=False, tokenizer_mode=tokenizer_mode(files))
         hf_config = SimpleNamespace(model_type=model_type)
         config = SimpleNamespace(
             hf_config=hf_config, hf_text_config=hf_config, hf_overrides=None, model=str(root), architecture=None
@@ -205,6 +205,15 @@ class Engine:
                 for call in fields.tool_calls
             ],
         }
+
+
+def tokenizer_mode(files: dict[str, str]) -> str:
+    """vLLM's ``--tokenizer-mode`` for a folder: ``mistral`` where it holds Mistral's own tokenizer files (vLLM's
+    ``auto`` picks it for a Mistral-format repository, ``tokenizers/registry.py``, which it tells by the weights this
+    folder may not have), else ``auto``."""
+    names = {Path(name).name for name in files}
+    mistral = "tekken.json" in names or any(name.startswith("tokenizer.model.v") for name in names)
+    return "mistral" if mistral else "auto"
 
 
 def _model_type(config: Path) -> str | None:
