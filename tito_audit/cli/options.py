@@ -114,8 +114,8 @@ ParserOpt = Annotated[
     typer.Option(
         "--parser",
         help="The engine's parser between each completion and the next prompt: auto (the model's documented SGLang "
-        "parsers when installed, else template), template (the perfect inverse), sglang, hf, or SGLang parser names "
-        "TOOL[,REASONING].",
+        "parsers when installed, else template), template (the perfect inverse), sglang, vllm (the model's documented "
+        "pair of that engine), hf, SGLang parser names TOOL[,REASONING], or vLLM's vllm:TOOL[,REASONING].",
     ),
 ]
 

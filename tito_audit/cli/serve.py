@@ -43,7 +43,8 @@ ParserOpt = Annotated[
     str,
     typer.Option(
         "--parser",
-        help="auto, sglang, hf, TOOL[,REASONING], text (the completion is the content: models without tool calls or "
+        help="auto, sglang, vllm, hf, TOOL[,REASONING], vllm:TOOL[,REASONING], text (the completion is the content: "
+        "models without tool calls or "
         "reasoning, as Gemma 3) or template (the fake engine's own message; --engine fake only).",
     ),
 ]

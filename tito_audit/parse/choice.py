@@ -128,8 +128,9 @@ def check_parser_value(value: str) -> None:
     if value == SGLANG:
         sglang.tool_parser_names()  # raises ParserUnavailable, naming what to install
         return
-    if value == VLLM:
-        vllm.tool_parser_names()  # raises ParserUnavailable, naming what to install
+    if value == VLLM:  # only whether vLLM is installed: its worker starts when a model is audited
+        if not vllm.available():
+            raise ParserUnavailable(f"--parser: vLLM's parsers are not installed; install them with: {vllm.INSTALL}")
         return
     if value.startswith(VLLM_NAMES):
         vllm.check_names(*_names(value, value[len(VLLM_NAMES) :]))
