@@ -45,7 +45,6 @@ from tito_audit.model.render import Renderer, RenderError
 from tito_audit.parse import vllm
 from tito_audit.parse.handover import Sampled
 from tito_audit.parse.parser import ParseInput
-from tito_audit.parse.vllm_worker import tokenizer_mode
 
 LAUNCH = (
     "import sys\n"
@@ -85,7 +84,7 @@ class RenderServer:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
         args = [str(root), "--host", "127.0.0.1", "--port", str(self.port), "--served-model-name", "model"]
-        args += ["--tokenizer-mode", tokenizer_mode(vllm.model_files(self.model_dir))]
+        args += ["--tokenizer-mode", vllm.tokenizer_mode(vllm.model_files(self.model_dir))]
         started = time.perf_counter()
         self.process = subprocess.Popen(
             [sys.executable, "-c", LAUNCH, *args, *self.flags],

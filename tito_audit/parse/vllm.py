@@ -275,6 +275,15 @@ def model_files(model_dir: Path) -> dict[str, str]:
     return files
 
 
+def tokenizer_mode(files: dict[str, str]) -> str:
+    """vLLM's ``--tokenizer-mode`` for a folder: ``mistral`` where it holds Mistral's own tokenizer files (vLLM's
+    ``auto`` picks it for a Mistral-format repository, ``tokenizers/registry.py``, which it tells by the weights this
+    folder may not have), else ``auto``."""
+    names = {Path(name).name for name in files}
+    mistral = "tekken.json" in names or any(name.startswith("tokenizer.model.v") for name in names)
+    return "mistral" if mistral else "auto"
+
+
 class VLLMParser:
     """One vLLM tool-call parser and, optionally, one reasoning parser, for one model's tokenizer."""
 

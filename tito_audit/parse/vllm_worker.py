@@ -39,6 +39,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, BinaryIO
 
+from tito_audit.parse.vllm import tokenizer_mode
+
 MODELS_KEPT = 4
 """Tokenizers kept loaded at once (the least recently used goes)."""
 
@@ -205,15 +207,6 @@ class Engine:
                 for call in fields.tool_calls
             ],
         }
-
-
-def tokenizer_mode(files: dict[str, str]) -> str:
-    """vLLM's ``--tokenizer-mode`` for a folder: ``mistral`` where it holds Mistral's own tokenizer files (vLLM's
-    ``auto`` picks it for a Mistral-format repository, ``tokenizers/registry.py``, which it tells by the weights this
-    folder may not have), else ``auto``."""
-    names = {Path(name).name for name in files}
-    mistral = "tekken.json" in names or any(name.startswith("tokenizer.model.v") for name in names)
-    return "mistral" if mistral else "auto"
 
 
 def _model_type(config: Path) -> str | None:
