@@ -39,7 +39,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, BinaryIO
 
-from tito_audit.parse.vllm import tokenizer_mode
+from tito_audit.parse.vllm_process import tokenizer_mode
 
 MODELS_KEPT = 4
 """Tokenizers kept loaded at once (the least recently used goes)."""
