@@ -32,8 +32,8 @@ VLLM_PINNED := vllm==0.33.0 xgrammar==0.2.8 compressed-tensors==0.17.0
 $(VLLM_DIR)/.installed: pyproject.toml constraints.txt | $(BIN)/tito-audit
 	@echo "installing vLLM 0.33.0 and CPU torch into $(VLLM_DIR) (apart from .venv's own packages)"
 	@rm -rf $(VLLM_DIR).partial
-	@$(BIN)/pip install --quiet --target $(VLLM_DIR).partial -c constraints.txt torch==2.13.0 \
-		$$($(BIN)/python -c "import tomllib; print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['vllm']))") \
+	@needs=$$($(BIN)/python -c "import tomllib; print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['vllm']))") \
+		&& $(BIN)/pip install --quiet --target $(VLLM_DIR).partial -c constraints.txt torch==2.13.0 $$needs \
 		&& $(BIN)/pip install --quiet --target $(VLLM_DIR).partial --no-deps -c constraints.txt $(VLLM_PINNED) \
 		&& rm -rf $(VLLM_DIR) && mv $(VLLM_DIR).partial $(VLLM_DIR) && touch $@ \
 		|| { rm -rf $(VLLM_DIR).partial; \
