@@ -33,8 +33,8 @@ $(VLLM_DIR)/.installed: pyproject.toml constraints.txt | $(BIN)/tito-audit
 	@echo "installing vLLM 0.33.0 and CPU torch into $(VLLM_DIR) (apart from .venv's own packages)"
 	@rm -rf $(VLLM_DIR).partial
 	@needs=$$($(BIN)/python -c "import tomllib; print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['vllm']))") \
-		&& $(BIN)/pip install --quiet --target $(VLLM_DIR).partial -c constraints.txt torch==2.13.0 $$needs \
-		&& $(BIN)/pip install --quiet --target $(VLLM_DIR).partial --no-deps -c constraints.txt $(VLLM_PINNED) \
+		&& $(BIN)/pip install --quiet --no-warn-conflicts --target $(VLLM_DIR).partial -c constraints.txt torch==2.13.0 $$needs \
+		&& $(BIN)/pip install --quiet --no-warn-conflicts --upgrade --target $(VLLM_DIR).partial --no-deps -c constraints.txt $(VLLM_PINNED) \
 		&& rm -rf $(VLLM_DIR) && mv $(VLLM_DIR).partial $(VLLM_DIR) && touch $@ \
 		|| { rm -rf $(VLLM_DIR).partial; \
 		     echo "vLLM could not be installed into $(VLLM_DIR): --parser vllm is unavailable and the vLLM tests skip"; }
