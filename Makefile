@@ -42,9 +42,9 @@ $(VLLM_STAMP): pyproject.toml constraints.txt | $(MATRIX_STAMP)
 	@echo "== make: the engines' parsers: vLLM's (vLLM 0.33.0 and CPU torch into $(VLLM_DIR), apart from .venv's own"
 	@echo "   packages; about 2 minutes from pip's cache)"
 	@rm -rf $(VLLM_DIR).partial
-	@$(BIN)/pip install --progress-bar off --target $(VLLM_DIR).partial -c constraints.txt torch==2.13.0 \
-		$$($(BIN)/python -c "import tomllib; print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['vllm']))") \
-		&& $(BIN)/pip install --progress-bar off --target $(VLLM_DIR).partial --no-deps -c constraints.txt $(VLLM_PINNED) \
+	@needs=$$($(BIN)/python -c "import tomllib; print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['vllm']))") \
+		&& $(BIN)/pip install --progress-bar off --no-warn-conflicts --target $(VLLM_DIR).partial -c constraints.txt torch==2.13.0 $$needs \
+		&& $(BIN)/pip install --progress-bar off --no-warn-conflicts --upgrade --target $(VLLM_DIR).partial --no-deps -c constraints.txt $(VLLM_PINNED) \
 		&& rm -rf $(VLLM_DIR) && mv $(VLLM_DIR).partial $(VLLM_DIR) && touch $@ \
 		|| { rm -rf $(VLLM_DIR).partial; \
 		     echo "vLLM could not be installed into $(VLLM_DIR): --parser vllm is unavailable and the vLLM tests skip"; }

@@ -280,9 +280,6 @@ def test_serve_refuses_to_start_in_one_line():
 
 def test_the_engines_parser_reads_the_sampled_ids(machinery):
     """With SGLang's parsers installed, the gateway parses the ids itself (no help from the fake engine's message)."""
-    from tito_audit.gateway.engines import EngineRequest
-    from tito_audit.gateway.fake import FakeEngine
-    from tito_audit.gateway.server import running
     from tito_audit.gateway.service import Gateway, GatewayConfig
     from tito_audit.parse import sglang
 
@@ -290,7 +287,18 @@ def test_the_engines_parser_reads_the_sampled_ids(machinery):
         pytest.skip(f"SGLang's parsers are not installed ({sglang.INSTALL})")
     gateway = Gateway(GatewayConfig(MODEL, parser="sglang", seed=3), machinery=machinery)
     assert gateway.parser_name.startswith("sglang")
+    parsed_turns_give_the_engines_calls(gateway, machinery)
+
+
+def parsed_turns_give_the_engines_calls(gateway, machinery) -> list:
+    """Three turns through ``gateway`` (its parser on the fake engine's sampled ids): each answer's calls are the ones
+    the fake engine rendered its turn from. Returns the answers' messages."""
+    from tito_audit.gateway.engines import EngineRequest
+    from tito_audit.gateway.fake import FakeEngine
+    from tito_audit.gateway.server import running
+
     fake = FakeEngine(machinery, seed=3, clock=gateway.engine.clock)
+    answers = []
     with running(gateway) as url:
         api = client(url)
         messages: list[dict] = [{"role": "user", "content": "Weather in Paris?"}]
@@ -306,8 +314,15 @@ def test_the_engines_parser_reads_the_sampled_ids(machinery):
             assert got == [
                 (c["function"]["name"], c["function"]["arguments"]) for c in sampled.message.get("tool_calls", [])
             ]
+            answers.append(message)
             messages.append(echo(message))
             messages += tool_results(message) or [{"role": "user", "content": "And tomorrow?"}]
+        stream = api.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Hi"}], tools=TOOLS, user="streamed", stream=True
+        )
+        chunks = list(stream)
+        assert chunks and chunks[-1].choices[0].finish_reason in ("stop", "tool_calls")
+    return answers
 
 
 def test_a_fork_changes_nothing_in_the_session_it_came_from(machinery):

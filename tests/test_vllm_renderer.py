@@ -30,18 +30,6 @@ def test_vllms_renderer_gives_our_prompt_ids_and_our_parse():
     assert comparison.derenders[1] >= 1 and comparison.derenders[0] == comparison.derenders[1], lines
 
 
-def test_a_model_vllm_cannot_serve_is_skipped_with_vllms_reason(tmp_path):
-    """A folder with a tokenizer and a template but no config.json: vLLM's server refuses to start, and says why."""
-    folder = tmp_path / "org--model"
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        (folder / name).symlink_to(SHARED_TOKENIZERS / "Qwen--Qwen3-4B" / name)
-    loaded = load_by_id("org/model", mirrors=[tmp_path], allow_hub=False)
-    comparison = vllm_reference.compare(loaded, count=1)
-    assert comparison.skipped.startswith("vLLM's renderer does not serve it: ")
-    assert comparison.renders == [0, 0]
-
-
 def test_messages_are_sent_as_an_openai_client_sends_them_to_vllm():
     message = {
         "role": "assistant",

@@ -84,6 +84,7 @@ class RenderServer:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
         args = [str(root), "--host", "127.0.0.1", "--port", str(self.port), "--served-model-name", "model"]
+        args += ["--tokenizer-mode", vllm.tokenizer_mode(vllm.model_files(self.model_dir))]
         started = time.perf_counter()
         self.process = subprocess.Popen(
             [sys.executable, "-c", LAUNCH, *args, *self.flags],
@@ -227,8 +228,8 @@ def compare(loaded: LoadedModel, count: int = 4, seed: int = 0, keep: int = 6) -
     model_id = loaded.resolved.model_id
     pair = registry_parsers(model_id, engine=vllm.ENGINE)
     result = Comparison(model_id, f"vllm {pair.tool}+{pair.reasoning}" if pair else "")
-    if loaded.tokenizer is None or loaded.template_source is None:
-        result.skipped = "no tokenizer and chat template to serve"
+    if loaded.tokenizer is None or loaded.text_level_only:
+        result.skipped = "no tokenizer to serve"
         return result
     try:
         with RenderServer(loaded.resolved.path, *(pair.tool, pair.reasoning) if pair else ()) as server:

@@ -51,7 +51,8 @@ ParserOpt = Annotated[
     typer.Option(
         "--parser",
         metavar="PARSER",
-        help="auto, sglang, hf, TOOL[,REASONING], text (the completion is the content: models without tool calls or "
+        help="auto, sglang, vllm, hf, TOOL[,REASONING], vllm:TOOL[,REASONING], text (the completion is the content: "
+        "models without tool calls or "
         "reasoning, as Gemma 3) or template (the fake engine's own message; --engine fake only).",
     ),
 ]

@@ -9,10 +9,10 @@ many bytes of JSON. It ends when its standard input closes, and ignores Ctrl-C (
 What it runs, step by step as vLLM 0.33's OpenAI server does (files under ``vllm/``):
 
 - ``open``: the model's tokenizer, loaded by ``tokenizers/registry.py`` ``get_tokenizer`` (mistral-common for a
-  Mistral folder with ``tekken.json``, as the server's ``--tokenizer-mode auto``), and the parser class
-  ``parser/parser_manager.py`` ``ParserManager.get_parser`` composes for the two names with auto tool choice on
-  (harmony for a ``gpt_oss`` model, as ``entrypoints/openai/chat_completion/serving.py`` asks), checked against that
-  tokenizer as the server checks it at start-up;
+  folder with Mistral's ``tekken.json``, as the server's ``--tokenizer-mode auto`` does for a Mistral repository),
+  and the parser class ``parser/parser_manager.py`` ``ParserManager.get_parser`` composes for the two names with
+  auto tool choice on (harmony for a ``gpt_oss`` model, as ``entrypoints/openai/chat_completion/serving.py`` asks),
+  checked against that tokenizer as the server checks it at start-up;
 - ``hand_over``: the text the engine hands the parser. The request (``ChatCompletionRequest``: the tools, so
   ``tool_choice`` is ``auto`` with tools and ``none`` without, and the template's keyword arguments) is adjusted by a
   parser made for it as ``renderers/online_renderer.py`` does (``adjust_request``: some parsers turn
@@ -38,6 +38,8 @@ from collections import OrderedDict
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, BinaryIO
+
+from tito_audit.parse.vllm_process import tokenizer_mode
 
 MODELS_KEPT = 4
 """Tokenizers kept loaded at once (the least recently used goes)."""
@@ -121,7 +123,7 @@ class Engine:
                 link.parent.mkdir(parents=True, exist_ok=True)
                 link.symlink_to(target)
             model_type = _model_type(root / "config.json")
-            tokenizer = self.get_tokenizer(str(root), trust_remote_code=False)
+            tokenizer = self.get_tokenizer(str(root), trust_remote_code=False, tokenizer_mode=tokenizer_mode(files))
         hf_config = SimpleNamespace(model_type=model_type)
         config = SimpleNamespace(
             hf_config=hf_config, hf_text_config=hf_config, hf_overrides=None, model=str(root), architecture=None

@@ -1,0 +1,237 @@
+"""vLLM's worker process, seen from tito-audit's side: where vLLM is, the worker's environment, starting it, asking it,
+ending it (:mod:`tito_audit.parse.vllm_worker` is what runs inside it; :mod:`tito_audit.parse.vllm` the parser).
+
+One worker per process, started on first use (importing vLLM takes seconds), again after it died, and anew in a
+forked child; one request at a time; every request has a time limit, after which the worker is killed. The
+environment puts vLLM's folder (``make vllm``: ``.venv/vllm-engine``) after this environment's packages, through the
+``sitecustomize`` of ``vllm_site/``, so that this environment's pinned packages win in the worker too.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib.util
+import json
+import os
+import select
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from tito_audit.parse.parser import ParserUnavailable
+
+VERSION = "0.33.0"
+PATH_ENV = "TITO_AUDIT_VLLM_PATH"
+"""A folder holding vLLM and its run-time needs apart from this environment (``make vllm`` fills one)."""
+FOLDER = "vllm-engine"
+"""Where ``make vllm`` puts that folder: inside the virtual environment (``.venv/vllm-engine``)."""
+SITE = Path(__file__).with_name("vllm_site")
+"""The folder whose ``sitecustomize`` appends the vLLM folder to a worker's path."""
+
+INSTALL = f"make vllm (vLLM {VERSION}, CPU torch and their run-time needs in .venv/{FOLDER}; see the README)"
+"""How to install the parsers without moving this environment's pins (README, "Install")."""
+
+START_SECONDS = 300.0
+"""How long the worker may take to import vLLM (about 6 s alone on 2 cores; more on a busy machine)."""
+ANSWER_SECONDS = 120.0
+"""How long one request may take (a tokenizer load is the longest: a few seconds)."""
+
+
+def engine_folder() -> Path | None:
+    """The folder the worker adds to its path for vLLM, or None when vLLM is importable here as it is."""
+    given = os.environ.get(PATH_ENV, "").strip()
+    if given:
+        return Path(given).expanduser()
+    beside = Path(sys.prefix) / FOLDER
+    return beside if (beside / "vllm").is_dir() else None
+
+
+def available() -> bool:
+    """Whether vLLM's parsers can run here (vLLM is found; nothing is imported: importing vLLM imports torch)."""
+    folder = engine_folder()
+    if folder is not None:
+        return (folder / "vllm" / "__init__.py").is_file()
+    return importlib.util.find_spec("vllm") is not None
+
+
+def worker_environment() -> dict[str, str]:
+    """The environment of a vLLM process started by tito-audit: vLLM's folder after this environment's packages,
+    the CPU platform, nothing sent anywhere (usage statistics off, the hub offline: files are local)."""
+    env = dict(os.environ)
+    folder = engine_folder()
+    if folder is not None:
+        env[PATH_ENV] = str(folder)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SITE), env.get("PYTHONPATH", "")) if p)
+    env.update(
+        VLLM_TARGET_DEVICE="cpu",
+        VLLM_NO_USAGE_STATS="1",
+        DO_NOT_TRACK="1",
+        HF_HUB_OFFLINE="1",
+        VLLM_LOGGING_LEVEL=env.get("VLLM_LOGGING_LEVEL", "WARNING"),
+        TOKENIZERS_PARALLELISM="false",
+        OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"),
+    )
+    return env
+
+
+class WorkerError(Exception):
+    """The worker answered with an error (``kind``: names, tokenizer, parser, import, internal)."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class _Worker:
+    """One running worker process and the pipes to it; one request at a time."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 (the worker's standard error, kept while it runs)
+        started = time.perf_counter()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tito_audit.parse.vllm_worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            env=worker_environment(),
+            start_new_session=True,  # Ctrl-C reaches tito-audit, which ends the worker
+        )
+        self.pid = os.getpid()
+        hello = self.ask({"op": "hello"}, START_SECONDS)
+        self.start_seconds = time.perf_counter() - started
+        self.version = str(hello.get("vllm"))
+        self.import_seconds = float(hello.get("import_seconds") or 0.0)
+
+    def ask(self, request: dict[str, Any], seconds: float = ANSWER_SECONDS) -> dict[str, Any]:
+        """The worker's answer to ``request`` (raises :class:`WorkerError` for an error answer, and
+        :class:`ParserUnavailable` when the worker died or took longer than ``seconds``: it is ended then)."""
+        with self.lock:
+            try:
+                data = json.dumps(request, ensure_ascii=False).encode("utf-8")
+                assert self.process.stdin is not None
+                self.process.stdin.write(struct.pack(">I", len(data)) + data)
+                self.process.stdin.flush()
+                deadline = time.monotonic() + seconds
+                (size,) = struct.unpack(">I", self._read(4, deadline))
+                answer = json.loads(self._read(size, deadline))
+            except BaseException as exc:  # a broken pipe, a timeout, Ctrl-C: this worker cannot be trusted again
+                self.close()
+                if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                    raise
+                raise ParserUnavailable(f"--parser vllm: vLLM's worker process failed ({self._why(exc)})") from None
+        if "error" in answer:
+            raise WorkerError(str(answer["error"]), str(answer.get("kind", "internal")))
+        return answer
+
+    def _read(self, count: int, deadline: float) -> bytes:
+        assert self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        chunks: list[bytes] = []
+        while count:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError("no answer in time")
+            chunk = os.read(fd, count)
+            if not chunk:
+                raise EOFError("it ended")
+            chunks.append(chunk)
+            count -= len(chunk)
+        return b"".join(chunks)
+
+    def _why(self, exc: BaseException) -> str:
+        tail = self.log_tail()
+        return f"{exc or type(exc).__name__}" + (f"; its last words: {tail}" if tail else "")
+
+    def log_tail(self, size: int = 600) -> str:
+        try:
+            self._log.seek(0, os.SEEK_END)
+            end = self._log.tell()
+            self._log.seek(max(0, end - size))
+            lines = self._log.read().decode("utf-8", "replace").strip().splitlines()
+        except (OSError, ValueError):
+            return ""
+        return lines[-1].strip() if lines else ""
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None and self.pid == os.getpid()
+
+    def close(self) -> None:
+        """End the worker (its standard input closes; it is killed if it does not end within two seconds)."""
+        if self.pid != os.getpid():
+            return  # a forked child's copy: the worker is its parent's
+        try:
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+            self.process.wait(timeout=2)
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            with contextlib.suppress(OSError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        for stream in (self.process.stdout, self._log):
+            with contextlib.suppress(OSError):
+                if stream is not None:
+                    stream.close()
+
+
+_WORKER: _Worker | None = None
+_WORKER_LOCK = threading.Lock()
+_GENERATION = 0
+"""How many workers this process started (a parser re-opens its model in a new one)."""
+
+
+def worker() -> tuple[_Worker, int]:
+    """The process's running worker (started on first use, again after it died or in a forked child) and its
+    generation."""
+    global _WORKER, _GENERATION
+    with _WORKER_LOCK:
+        if _WORKER is None or not _WORKER.alive:
+            if not available():
+                raise ParserUnavailable(f"--parser: vLLM's parsers are not installed; install them with: {INSTALL}")
+            try:
+                _WORKER = _Worker()
+            except WorkerError as exc:
+                raise ParserUnavailable(f"--parser vllm: {exc}; install vLLM with: {INSTALL}") from None
+            _GENERATION += 1
+        return _WORKER, _GENERATION
+
+
+def shutdown() -> None:
+    """End this process's worker, if it runs (at exit, and for tests)."""
+    global _WORKER
+    with _WORKER_LOCK:
+        if _WORKER is not None:
+            _WORKER.close()
+            _WORKER = None
+
+
+atexit.register(shutdown)
+
+
+def model_files(model_dir: Path) -> dict[str, str]:
+    """The files of a model's folder by name, git symlink stubs followed (the worker links them into a folder of its
+    own: vLLM reads the tokenizer from one folder)."""
+    from tito_audit.model.resolve import follow_symlink_stub
+
+    files = {}
+    for item in sorted(model_dir.rglob("*")):
+        if item.is_file() and ".git" not in item.parts:
+            files[item.relative_to(model_dir).as_posix()] = str(follow_symlink_stub(item).resolve())
+    return files
+
+
+def tokenizer_mode(files: dict[str, str]) -> str:
+    """vLLM's ``--tokenizer-mode`` for a folder: ``mistral`` where it holds Mistral's own tokenizer files (vLLM's
+    ``auto`` picks it for a Mistral-format repository, ``tokenizers/registry.py``, which it tells by the weights this
+    folder may not have), else ``auto``."""
+    names = {Path(name).name for name in files}
+    mistral = "tekken.json" in names or any(name.startswith("tokenizer.model.v") for name in names)
+    return "mistral" if mistral else "auto"
