@@ -411,6 +411,26 @@ def test_a_record_is_built_off_the_event_loop(machinery, tiny_model_dir):
     assert answered.status_code == 200 and answered.json()["session"] == "slow-record"
 
 
+def test_a_record_sent_in_pieces_is_the_json_of_the_whole():
+    """The pieces :func:`~tito_audit.gateway.encoding.json_stream` sends add up to ``json.dumps`` of the value."""
+    from tito_audit.gateway import encoding
+
+    async def sent(value) -> bytes:
+        return b"".join([chunk async for chunk in encoding.json_stream(value)])
+
+    value = {
+        "buffer": list(range(3 * encoding.SLICE + 5)),
+        "logprobs": [None, -0.5, 0.0] * 5000,
+        "messages": [{"role": "user", "content": 'ключ "quoted" 🚀\n' * 500}, {"role": "assistant", "content": ""}],
+        "turns": [{"completion": [1, 2], "bridge": [], "message": {"tool_calls": [{"id": "c", "arguments": {}}]}}],
+        "empty": [],
+        "nested": [[1, [2, [3]]], []],
+        3: True,
+    }
+    whole = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    assert asyncio.run(sent(value)) == whole
+
+
 # -- 5. a streamed completion decoded once, not once per piece ---------------------------------------------------------
 def byte_split(codec, text: str) -> list[int]:
     """``text``'s ids with every character of more than one byte written as one token per byte (a model may sample

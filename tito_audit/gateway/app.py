@@ -14,13 +14,13 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from tito_audit.gateway.dialects import chat as chat_dialect
 from tito_audit.gateway.dialects import messages as messages_dialect
 from tito_audit.gateway.dialects.responses import Responses
-from tito_audit.gateway.encoding import json_bytes
+from tito_audit.gateway.encoding import json_stream
 from tito_audit.gateway.engines import EngineError
 from tito_audit.gateway.protocol import RequestError, error_body, read_request, requested_session, session_headers
 from tito_audit.gateway.service import Gateway
@@ -103,12 +103,13 @@ def create_app(gateway: Gateway) -> Starlette:
     records = asyncio.Semaphore(1)
 
     async def get_session(request: Request) -> Response:
-        """The record, built and encoded in a worker thread, one record at a time (a record of tens of MB must not
-        stall the event loop; see :mod:`.encoding`)."""
+        """The record (a record of tens of MB must not stall the event loop): the session's state taken now (a 404
+        before anything is sent), the record built in a worker thread, one at a time, and sent as it is encoded,
+        piece by piece between other requests (:mod:`.encoding`)."""
         build = gateway.record_builder(request.path_params["session_id"])
         async with records:
-            body = await asyncio.to_thread(lambda: json_bytes(build()))
-        return Response(body, media_type="application/json")
+            record = await asyncio.to_thread(build)
+        return StreamingResponse(json_stream(record), media_type="application/json")
 
     async def delete_session(request: Request) -> Response:
         session_id = request.path_params["session_id"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import json
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -259,18 +259,17 @@ def snapshot(tree: Tree) -> Tree:
     return Tree(tips=tips, forks=dict(tree.forks), active=tree.active)
 
 
-def branch_records(tree: Tree) -> list[dict[str, Any]]:
-    """Each branch of ``tree`` (a :func:`snapshot`) as the record lists it: the branch it forked from and where, the
-    tokens it shares with that branch, its per-position fields (:data:`PER_POSITION`), turns, breaks and messages (its
-    last answer included, as ``finish`` would append it)."""
+def branch_records(tree: Tree) -> Iterator[dict[str, Any]]:
+    """Each branch of ``tree`` (a :func:`snapshot`) as the record lists it, one at a time: the branch it forked from
+    and where, the tokens it shares with that branch, its per-position fields (:data:`PER_POSITION`), turns,
+    breaks and messages (its last answer included, as ``finish`` would append it). A branch's parent has a lower
+    number: its view is there when the branch is read."""
     views: dict[int, TitoSession] = {}
     for number, (node, session) in sorted(tree.tips.items()):
         view = session.fork()
         if node.pending is not None:
             view.finish(node.pending.ids, node.pending.message, logprobs=node.pending.logprobs)
         views[number] = view
-    out = []
-    for number, view in views.items():
         parent = tree.forks.get(number)
         base = views[parent] if parent is not None else None
         record: dict[str, Any] = {
@@ -283,8 +282,7 @@ def branch_records(tree: Tree) -> list[dict[str, Any]]:
         record["turns"] = [turn_record(t) for t in view.turns]
         record["breaks"] = len(view.breaks)
         record["messages"] = view.messages
-        out.append(record)
-    return out
+        yield record
 
 
 def _shared(one: list[Any], other: list[Any]) -> int:

@@ -1,39 +1,39 @@
-"""JSON for large answers (a session's record: tens of MB for a long session with many branches), encoded in small
-pieces so that the worker thread that encodes it lets the event loop run between them.
+"""JSON for large answers (a session's record: tens of MB for a long session with many branches), made piece by
+piece on the event loop, so that other requests (``/healthz``, other sessions' turns) are answered between pieces.
 
-``json.dumps`` of a whole record holds the interpreter's lock from start to end (its encoder is C); encoding each
-long list in slices of :data:`SLICE` items and each object member by member gives the lock back between pieces,
-so other requests (``/healthz``) are answered while a record is being encoded (the gateway builds one record at a
-time: several large records at once would take the lock from the event loop in turn, and hold their bytes at once).
-The text is the one
-``json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)`` writes (Starlette's
-``JSONResponse``).
+``json.dumps`` of a whole record holds the event loop from start to end; :func:`json_stream` encodes each long list
+in slices of :data:`SLICE` items and each object member by member, and lets the loop run other requests every
+:data:`CHUNK` bytes or so (a millisecond of work or two). The text is the one ``json.dumps(value,
+ensure_ascii=False, separators=(",", ":"), allow_nan=False)`` writes (Starlette's ``JSONResponse``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 SLICE = 4096
 """Items of a list encoded in one call (a few hundred microseconds of ids)."""
-YIELD_EVERY = 16
-"""Pieces encoded between two offers of the interpreter's lock (a few milliseconds)."""
+CHUNK = 1 << 16
+"""Bytes of JSON made between two turns of the event loop's other requests."""
 
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
 
-def json_bytes(value: Any) -> bytes:
-    """``value`` as compact UTF-8 JSON, encoded piece by piece (see the module docstring); the thread offers the
-    interpreter's lock to the others every :data:`YIELD_EVERY` pieces."""
+async def json_stream(value: Any) -> AsyncIterator[bytes]:
+    """``value`` as compact UTF-8 JSON in chunks of about :data:`CHUNK` bytes, the event loop free between two."""
     pieces: list[str] = []
-    for number, piece in enumerate(_pieces(value), 1):
+    size = 0
+    for piece in _pieces(value):
         pieces.append(piece)
-        if number % YIELD_EVERY == 0:
-            time.sleep(0)
-    return "".join(pieces).encode("utf-8")
+        size += len(piece)
+        if size >= CHUNK:
+            yield "".join(pieces).encode("utf-8")
+            pieces, size = [], 0
+            await asyncio.sleep(0)  # sending a chunk need not wait: let the other requests in
+    yield "".join(pieces).encode("utf-8")
 
 
 def _pieces(value: Any) -> Iterator[str]:
@@ -45,7 +45,7 @@ def _pieces(value: Any) -> Iterator[str]:
         yield "}"
     elif isinstance(value, (list, tuple)):
         yield "["
-        if any(isinstance(item, (dict, list, tuple)) for item in value[:SLICE]):
+        if value and isinstance(value[0], (dict, list, tuple)):  # the record's lists hold one kind of item each
             for number, item in enumerate(value):
                 if number:
                     yield ","

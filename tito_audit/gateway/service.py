@@ -321,9 +321,10 @@ class Gateway:
         return self.record_builder(session_id)()
 
     def record_builder(self, session_id: str) -> Callable[[], dict[str, Any]]:
-        """What :meth:`record` answers, as a function to call in a worker thread: the session's state is taken now
-        (on the event loop: a committed session is never changed again, a turn only puts another in its place), the
-        record is built from it when called (tens of MB for a long session with many branches)."""
+        """What :meth:`record` answers, as a function to call in a worker thread (tens of MB for a long session with
+        many branches): the session's state is taken now, on the event loop (a committed session is never changed
+        again, a turn puts another in its place; the tree is copied as it is: :func:`~.branches.snapshot`), the
+        record is built from it when called."""
         entry = self.store.get(session_id)
         if entry is None or entry.session is None:
             raise self.store.missing(session_id)
@@ -349,7 +350,7 @@ class Gateway:
                 "messages": view.messages,
             }
             if tree is not None:  # --on-rewrite branch: the branch the last request went on, and every branch
-                record.update(on_rewrite="branch", branch=tree.active, branches=branch_records(tree))
+                record.update(on_rewrite="branch", branch=tree.active, branches=list(branch_records(tree)))
             return record
 
         return build
