@@ -6,8 +6,9 @@ every request with the same completion (prose with accents, CJK and emoji, then 
 The gateway (Qwen2.5-7B-Instruct's tokenizer, SGLang's ``qwen25`` parsers reading the pieces as they come, tools
 declared) runs in this process; each turn is a streamed chat completion of a new session. Printed per length: the
 gateway's time (``tito.gateway_ms`` of the last chunk: the server's time on the request minus its waits for the
-engine's events) and the client's wall time, median of --repeat turns, and the ratio of 8,000 ids to 4,000 (linear
-work: about 2; the whole completion decoded again for every piece: about 4).
+engine's events) and the client's wall time, median of --repeat turns (the lengths taken in turn, so that a change in
+the machine's load touches each), and the ratio of 8,000 ids to 4,000 (linear work: about 2; the whole completion
+decoded again for every piece: about 4).
 
 Bounded: --repeat turns per length, each with a client time-out. Run: ``make bench-gateway-stream`` or
 ``python benchmarks/bench_gateway_stream.py --mirror ../shared/tokenizers``.
@@ -153,17 +154,21 @@ def main() -> None:
     )
     try:
         assert engine.stdout is not None and engine.stdout.readline().strip() == "ready"
-        figures: dict[int, tuple[float, float]] = {}
+        runs: dict[int, list[tuple[float, float, int]]] = {length: [] for length in LENGTHS}
         with running(gateway) as url:
             streamed_turn(url, "warm-up", 50, args.timeout)
-            for length in LENGTHS:
-                runs = [streamed_turn(url, f"s{length}-{n}", length, args.timeout) for n in range(args.repeat)]
-                figures[length] = (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
-                print(
-                    f"{length:>5} ids, one per event: gateway {figures[length][0] / 1000:7.3f} s, "
-                    f"wall {figures[length][1] / 1000:7.3f} s ({runs[0][2]} characters of content)",
-                    flush=True,
-                )
+            for number in range(args.repeat):  # the lengths in turn: a change in the machine's load touches each
+                for length in LENGTHS:
+                    runs[length].append(streamed_turn(url, f"s{length}-{number}", length, args.timeout))
+        figures: dict[int, tuple[float, float]] = {}
+        for length, done in runs.items():
+            figures[length] = (statistics.median(r[0] for r in done), statistics.median(r[1] for r in done))
+            print(
+                f"{length:>5} ids, one per event: gateway {figures[length][0] / 1000:7.3f} s "
+                f"({figures[length][0] / length * 1000:.0f} us an id), wall {figures[length][1] / 1000:7.3f} s "
+                f"({done[0][2]} characters of content)",
+                flush=True,
+            )
         ratio = figures[8000][0] / figures[4000][0]
         print(f"8,000 ids / 4,000 ids (gateway time): {ratio:.2f}x (linear: about 2; target: at most 2.5)")
     finally:

@@ -115,7 +115,7 @@ class TurnStream:
         try:
             piece = self.first
             while True:
-                for delta in await asyncio.to_thread(completion.feed, piece.ids):
+                for delta in await _fed(completion, piece.ids):
                     yield delta
                 if piece.output is not None:
                     break
@@ -167,6 +167,23 @@ class TurnStream:
             log.debug("gateway: closing the engine's stream: %s", exc)
         finally:
             await self._exit.aclose()
+
+
+SMALL_PIECE = 8
+"""A piece of at most this many ids (vLLM sends one an event) is read on the event loop when the model's lock is free
+(it costs less than the hop to a worker thread); a larger one, or one that would wait for the lock, in a thread."""
+
+
+async def _fed(completion: CompletionStream, ids: list[int]) -> list[Delta]:
+    """The pieces of the answer ``ids`` add (:meth:`CompletionStream.feed`), never waiting on the event loop for the
+    model's lock (a render in another thread may hold it for seconds)."""
+    lock = completion.lock
+    if len(ids) <= SMALL_PIECE and lock.acquire(blocking=False):
+        try:
+            return completion.feed(ids)
+        finally:
+            lock.release()
+    return await asyncio.to_thread(completion.feed, ids)
 
 
 async def open_response(

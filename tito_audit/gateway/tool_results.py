@@ -35,6 +35,6 @@ def check_tool_results(request: ChatRequest) -> None:
             raise RequestError(
                 400,
                 "tool_call_not_found",
-                f"{request.name(index)} answers call id {call_id!r}, which no call the session issued has: {before} "
+                f"{request.name(index)} answers call id {call_id!r}, a call the session never issued: {before} "
                 "(a harness that renames call ids: serve with --match tool-call-format)",
             )

@@ -315,6 +315,11 @@ class CompletionStream:
             ]
         return out, got
 
+    @property
+    def lock(self) -> Any:
+        """The model's lock (reentrant) that decoding takes: a caller that holds it feeds without waiting."""
+        return self._session._machinery.lock
+
     def info(self) -> dict[str, Any]:
         """What the first event says of the stream: ``incremental``, or ``buffered`` and why."""
         if self.mode == "buffered":

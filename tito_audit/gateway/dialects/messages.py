@@ -14,7 +14,8 @@ or ``max_tokens``. The session is ``X-Session-Id``, else ``metadata.user_id``, e
 shape (``{"type": "error", "error": {"type", "message"}}``, with the gateway's ``code``). Streamed: ``message_start``,
 per block ``content_block_start``, its ``content_block_delta`` events (``thinking_delta``, ``text_delta``,
 ``input_json_delta``), the blocks' ``content_block_stop`` at the end, ``message_delta`` (stop reason, output tokens,
-the ``tito`` record) and ``message_stop``; an engine that breaks off sends an ``error`` event.
+the ``tito`` record) and, once the turn is kept, ``message_stop``; an engine that breaks off, or a turn that cannot be
+kept, sends an ``error`` event instead.
 """
 
 from __future__ import annotations

@@ -12,8 +12,10 @@ new one; with ``previous_response_id`` the input holds only what follows that re
 response's chain (its inputs and answers, not its instructions, as OpenAI's API does). Streamed, the events are
 ``response.created``, ``response.in_progress``, for each item ``response.output_item.added``, its deltas
 (``response.reasoning_text.delta``, ``response.output_text.delta``, ``response.function_call_arguments.delta``), then
-at the end the ``.done`` events, ``response.output_item.done`` and ``response.completed`` (``response.incomplete``);
-an engine that breaks off sends ``error`` and ``response.failed``.
+at the end the ``.done`` events, ``response.output_item.done`` and, once the turn is kept, ``response.completed``
+(``response.incomplete``); an engine that breaks off, or a turn that cannot be kept, sends ``error`` and
+``response.failed`` instead. A ``previous_response_id`` the gateway does not know, or whose session ended, is 400
+``previous_response_not_found``, as OpenAI's API answers a response id it does not have.
 """
 
 from __future__ import annotations
