@@ -50,6 +50,10 @@ class EnginePiece:
     output: EngineOutput | None = None
 
 
+UNBOUNDED = 1 << 62
+"""The ids a request that names no ``max_tokens`` may get (the gateway always names one)."""
+
+
 @dataclass(frozen=True)
 class Deadline:
     """When an engine's turn must be over (``--engine-deadline`` seconds after it was asked)."""
@@ -71,7 +75,7 @@ class Deadline:
 async def stream(engine: Any, request: EngineRequest, deadline: Deadline) -> AsyncIterator[EnginePiece]:
     """The engine's ids for ``request`` piece by piece, at most ``max_tokens`` of them, until ``deadline`` (see the
     module docstring)."""
-    max_tokens = int(request.sampling.get("max_tokens") or 0)
+    max_tokens = int(request.sampling.get("max_tokens") or 0) or UNBOUNDED
     async with contextlib.aclosing(_pieces(engine, request, deadline)) as pieces:
         seen: list[int] = []
         async for piece in pieces:

@@ -155,7 +155,7 @@ class HttpEngine:
         except httpx.HTTPError as exc:
             raise EngineError(502, "engine_unreachable", f"the engine cannot be reached ({one_line(exc)})") from None
         if status >= 400:
-            text = raw[:400].decode("utf-8", "replace")[:200].strip()
+            text = (raw or b"")[:400].decode("utf-8", "replace")[:200].strip()
             raise EngineError(502, "engine_error", f"the engine answered HTTP {status}: {text or '(empty)'}")
         if raw is None:
             raise EngineError(
