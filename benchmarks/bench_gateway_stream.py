@@ -27,19 +27,11 @@ import textwrap
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_gateway import TOOLS  # the load benchmark's tools (get_weather, run_shell)
 
 MODEL = "Qwen/Qwen2.5-7B-Instruct"
 LENGTHS = (500, 4000, 8000)
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Get the weather for a city.",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-        },
-    }
-]
 PROSE = (
     "The café on the corner opens at seven; its crème brûlée is the best in town. 東京の天気は晴れです。 "
     "Emoji travel well 🚀🎉, and so do numbers like 3.14159 and 2,718. "

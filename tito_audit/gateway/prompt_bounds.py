@@ -4,12 +4,14 @@
 
 Two checks, the cheap one first:
 
-- before the session is looked at, from the request's text alone: no token of the vocabulary covers more than
+- before anything is rendered, from the request's text alone: no token of the vocabulary covers more than
   :meth:`PromptBounds.token_bytes` bytes, so text of B bytes is at least B / that many tokens. Only the text every
   template renders is counted (the content of system, user and tool messages, without the whitespace around it that a
   template may trim), after the tokenizer's normalizer; a request whose text alone passes the context is refused
   without rendering or tokenizing anything (a 1.9 M-character message to a model of 131,072 tokens is, at
-  Qwen2.5's 132 bytes a token at most, not: it is rendered and counted, then refused);
+  Qwen2.5's 132 bytes a token at most, not: it is rendered and counted, then refused). It runs in the worker thread
+  that prepares the step (the vocabulary's longest token is found once, the first time a text is long enough to
+  need it: a fraction of a second);
 - after the step is prepared on its copy of the session: the prompt's exact length. The copy is dropped, and what the
   model's caches took of its texts is dropped with it.
 """
@@ -53,7 +55,8 @@ class PromptBounds:
         """Refuse ``request`` when its rendered text alone passes the context (see the module docstring)."""
         room = self.context.tokens - max_tokens
         texts = [m["content"].strip() for m in request.messages if m["role"] != "assistant" and m.get("content")]
-        if sum(map(len, texts)) <= room:  # 4 bytes a character at most, a bound of 5 a token at least: no decision
+        characters = sum(map(len, texts))
+        if characters <= room or characters * 4 <= room * self.token_bytes():  # 4 bytes a character at most
             return
         codec = self._machinery.codec
         size = sum(len(codec.normalize(text).encode("utf-8")) for text in texts)

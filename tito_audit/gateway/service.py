@@ -214,16 +214,17 @@ class Gateway:
             raise RequestError(400, "invalid_request", f"max_tokens {max_tokens} is past {self._context_said()}")
         return sampling
 
-    def check_request(self, request: ChatRequest, max_tokens: int) -> None:
+    def check_request(self, request: ChatRequest) -> None:
         """What is refused before the session is even looked at: a tool result that answers no call (under
-        ``--match strict``, where call ids are compared), a prompt whose text alone passes the model's context."""
+        ``--match strict``, where call ids are compared)."""
         if self.rewrites.match == "strict":
             check_tool_results(request)
-        self.bounds.check_text(request, max_tokens)
 
     def prepare(self, entry: GatewaySession, request: ChatRequest, max_tokens: int) -> Step:
         """The step ``request`` asks of ``entry`` (:func:`~tito_audit.gateway.turns.prepare`), refused when its prompt
-        and ``max_tokens`` pass the model's context; in a worker thread."""
+        and ``max_tokens`` pass the model's context: first from the request's text alone (nothing rendered), then
+        from the prepared prompt; in a worker thread."""
+        self.bounds.check_text(request, max_tokens)
         step = prepare(entry, request, self.make_session, self.rewrites)
         self.bounds.check_prompt(step.trial, len(step.prompt), max_tokens)
         return step
@@ -262,7 +263,7 @@ class Gateway:
         session_id = self.session_id(request, header_id)
         sampling = self.sampling(request)
         max_tokens = sampling["max_tokens"]
-        self.check_request(request, max_tokens)
+        self.check_request(request)
         store = self.store
         async with store.turn(session_id) as entry:  # the lock, released and the reservation given back on any exit
             step = await asyncio.to_thread(self.prepare, entry, request, max_tokens)

@@ -84,7 +84,7 @@ class TurnStream:
     async def open(cls, gateway: Any, request: ChatRequest, header_id: str | None) -> TurnStream:
         turn = cls(gateway, request, gateway.session_id(request, header_id))
         sampling = gateway.sampling(request)
-        gateway.check_request(request, sampling["max_tokens"])
+        gateway.check_request(request)
         try:
             turn.entry = entry = await turn._exit.enter_async_context(gateway.store.turn(turn.session_id))
             step = await asyncio.to_thread(gateway.prepare, entry, request, sampling["max_tokens"])
