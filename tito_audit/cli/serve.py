@@ -70,7 +70,15 @@ IdleOpt = Annotated[
     float,
     typer.Option("--session-idle", metavar="SECONDS", min=1, help="Seconds after which an idle session is dropped."),
 ]
-MaxSessionsOpt = Annotated[int, typer.Option("--max-sessions", min=1, help="Most sessions kept at once.")]
+MaxSessionsOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-sessions",
+        min=1,
+        help="Most sessions kept at once; also the most requests sent to an HTTP engine at once (a session has one "
+        "under way at most: the engine connection pool holds as many).",
+    ),
+]
 OnBreakOpt = Annotated[
     str, typer.Option("--on-break", metavar="POLICY", help="raise, warn or rerender (see TitoSession).")
 ]
@@ -78,7 +86,22 @@ BridgeOpt = Annotated[
     str, typer.Option("--bridge", metavar="BRIDGE", help="template (checked every step) or history-free.")
 ]
 TimeoutOpt = Annotated[
-    float, typer.Option("--engine-timeout", metavar="SECONDS", min=0.1, help="Seconds to wait for the engine.")
+    float,
+    typer.Option(
+        "--engine-timeout",
+        metavar="SECONDS",
+        min=0.1,
+        help="Seconds to wait for the engine (streamed: for each event).",
+    ),
+]
+DeadlineOpt = Annotated[
+    float,
+    typer.Option(
+        "--engine-deadline",
+        metavar="SECONDS",
+        min=1,
+        help="Seconds an engine's whole turn may take, streamed or not (504 past it, the turn not kept).",
+    ),
 ]
 MaxBytesOpt = Annotated[
     int, typer.Option("--max-request-bytes", metavar="BYTES", min=1024, help="Largest request body accepted.")
@@ -181,6 +204,7 @@ def serve_command(
     on_break: OnBreakOpt = "warn",
     bridge: BridgeOpt = "template",
     engine_timeout: TimeoutOpt = 300.0,
+    engine_deadline: DeadlineOpt = 1800.0,
     max_request_bytes: MaxBytesOpt = 8 * 1024 * 1024,
     engine_model: EngineModelOpt = None,
     max_tokens: MaxTokensOpt = 2048,
@@ -238,6 +262,7 @@ def serve_command(
         on_break=on_break,
         bridge=bridge,
         engine_timeout=engine_timeout,
+        engine_deadline=engine_deadline,
         max_request_bytes=max_request_bytes,
         seed=seed,
         engine_model=engine_model,

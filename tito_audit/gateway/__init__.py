@@ -8,8 +8,10 @@ mask and the engine's log-probabilities (``GET /sessions/{id}``). :mod:`.protoco
 :mod:`.logprobs` and :mod:`.engine_logprobs` the log-probabilities asked and answered, :mod:`.engines`, :mod:`.fake`
 and :mod:`.llamacpp` the engines (:mod:`.engine_stream` their streaming modes), :mod:`.store` the bounded table of
 sessions, :mod:`.durable` the sessions kept in SQLite (``--store``), :mod:`.turns` one request's step,
-:mod:`.matchers` and :mod:`.branches` what a rewritten history does (``--match``, ``--on-rewrite``), :mod:`.streaming`
-a turn relayed as the engine samples it, :mod:`.dialects` OpenAI's Responses and Anthropic's Messages APIs on the
+:mod:`.matchers` and :mod:`.branches` what a rewritten history does (``--match``, ``--on-rewrite``),
+:mod:`.tool_results` and :mod:`.prompt_bounds` what a request must be before a session is touched (tool results that
+answer calls, a prompt within the context), :mod:`.streaming` a turn relayed as the engine samples it, :mod:`.encoding`
+a large record sent in pieces, :mod:`.dialects` OpenAI's Responses and Anthropic's Messages APIs on the
 same sessions, :mod:`.service` the gateway without its web layer, :mod:`.app` the Starlette routes and :mod:`.server`
 uvicorn. The web stack is the ``gateway`` install extra, llama.cpp the ``llamacpp`` one; nothing here is imported
 unless ``tito-audit serve`` runs or a caller imports it.

@@ -14,16 +14,17 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from tito_audit.gateway.dialects import chat as chat_dialect
 from tito_audit.gateway.dialects import messages as messages_dialect
 from tito_audit.gateway.dialects.responses import Responses
+from tito_audit.gateway.encoding import json_stream
 from tito_audit.gateway.engines import EngineError
-from tito_audit.gateway.protocol import RequestError, error_body, read_request
+from tito_audit.gateway.protocol import RequestError, error_body, read_request, requested_session, session_headers
 from tito_audit.gateway.service import Gateway
-from tito_audit.gateway.streaming import TurnResponse, TurnStream
+from tito_audit.gateway.streaming import open_response
 from tito_audit.session.inputs import MAX_DEPTH, too_deep
 
 log = logging.getLogger("tito_audit.gateway")
@@ -85,22 +86,30 @@ def create_app(gateway: Gateway) -> Starlette:
         body = await read_json(request)
         if isinstance(body, dict) and body.get("stream"):  # relayed as the engine samples (dialects/chat.py)
             asked = read_request(body)
-            turn = await TurnStream.open(gateway, asked, request.headers.get("x-session-id"))
-            frames = chat_dialect.chunks(turn.events(), asked.include_usage)
-            return TurnResponse(frames, turn, {"X-Session-Id": turn.session_id})
-        answer = await gateway.chat(body, request.headers.get("x-session-id"))
-        return JSONResponse(answer.response(), headers={"X-Session-Id": answer.tito["session"]})
+            return await open_response(
+                gateway, asked, header_id(request), lambda turn: chat_dialect.chunks(turn.events(), asked.include_usage)
+            )
+        answer = await gateway.chat(body, header_id(request))
+        return JSONResponse(answer.response(), headers=session_headers(answer.tito["session"]))
 
     responses_dialect = Responses(gateway)
 
     async def responses(request: Request) -> Response:
-        return await responses_dialect.handle(await read_json(request), request.headers.get("x-session-id"))
+        return await responses_dialect.handle(await read_json(request), header_id(request))
 
     async def messages(request: Request) -> Response:
-        return await messages_dialect.handle(gateway, await read_json(request), request.headers.get("x-session-id"))
+        return await messages_dialect.handle(gateway, await read_json(request), header_id(request))
+
+    records = asyncio.Semaphore(1)
 
     async def get_session(request: Request) -> Response:
-        return JSONResponse(gateway.record(request.path_params["session_id"]))
+        """The record (a record of tens of MB must not stall the event loop): the session's state taken now (a 404
+        before anything is sent), the record built in a worker thread, one at a time, and sent as it is encoded,
+        piece by piece between other requests (:mod:`.encoding`)."""
+        build = gateway.record_builder(request.path_params["session_id"])
+        async with records:
+            record = await asyncio.to_thread(build)
+        return StreamingResponse(json_stream(record), media_type="application/json")
 
     async def delete_session(request: Request) -> Response:
         session_id = request.path_params["session_id"]
@@ -139,6 +148,12 @@ def create_app(gateway: Gateway) -> Starlette:
         ],
         lifespan=lifespan,
     )
+
+
+def header_id(request: Request) -> str | None:
+    """The session the request's headers name (:func:`~tito_audit.gateway.protocol.requested_session`)."""
+    headers = dict(request.scope["headers"])
+    return requested_session(headers.get(b"x-session-id"), headers.get(b"x-session-id*"))
 
 
 async def _sweep(gateway: Gateway) -> None:

@@ -19,9 +19,10 @@ record lists each (:func:`branch_records`) with the branch it forked from and th
 
 from __future__ import annotations
 
+import copy
 import json
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -251,21 +252,24 @@ def _tools_key(tools: list[dict] | None) -> str:
     return json.dumps(tools or [], sort_keys=True, ensure_ascii=False)
 
 
-def branch_records(entry: GatewaySession) -> list[dict[str, Any]]:
-    """Each branch of ``entry``'s tree as the record lists it: the branch it forked from and where, the tokens it
-    shares with that branch, its per-position fields (:data:`PER_POSITION`), turns, breaks and messages (its last
-    answer included, as ``finish`` would append it)."""
-    tree = entry.tree
-    if tree is None:
-        return []
+def snapshot(tree: Tree) -> Tree:
+    """The branches of ``tree`` as they are now (each tip's node as it is, its answer included), to build the record
+    from in a worker thread while requests go on growing the tree."""
+    tips = {number: (copy.copy(node), session) for number, (node, session) in tree.tips.items()}
+    return Tree(tips=tips, forks=dict(tree.forks), active=tree.active)
+
+
+def branch_records(tree: Tree) -> Iterator[dict[str, Any]]:
+    """Each branch of ``tree`` (a :func:`snapshot`) as the record lists it, one at a time: the branch it forked from
+    and where, the tokens it shares with that branch, its per-position fields (:data:`PER_POSITION`), turns,
+    breaks and messages (its last answer included, as ``finish`` would append it). A branch's parent has a lower
+    number: its view is there when the branch is read."""
     views: dict[int, TitoSession] = {}
     for number, (node, session) in sorted(tree.tips.items()):
         view = session.fork()
         if node.pending is not None:
             view.finish(node.pending.ids, node.pending.message, logprobs=node.pending.logprobs)
         views[number] = view
-    out = []
-    for number, view in views.items():
         parent = tree.forks.get(number)
         base = views[parent] if parent is not None else None
         record: dict[str, Any] = {
@@ -278,8 +282,7 @@ def branch_records(entry: GatewaySession) -> list[dict[str, Any]]:
         record["turns"] = [turn_record(t) for t in view.turns]
         record["breaks"] = len(view.breaks)
         record["messages"] = view.messages
-        out.append(record)
-    return out
+        yield record
 
 
 def _shared(one: list[Any], other: list[Any]) -> int:

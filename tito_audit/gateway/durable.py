@@ -10,8 +10,13 @@ buffer, the same turns, and the next request goes on from the last answer (a tur
 server killed in between, is on disk: the client's retry of that request samples it again).
 
 A session that ends (DELETE, expiry, eviction) is deleted from the file when its memory is given back; each
-session's rows carry its generation, so a new session under an ended one's id is never deleted with it. Idle time
-counts while the server runs: restored sessions start idle from the restart.
+session's rows carry its generation, so a new session under an ended one's id is never deleted with it. A turn whose
+session ended while it ran (a DELETE during the engine's answer) is not written (404): whether the write or the end
+comes first is decided under the file's lock, so the ended session never comes back and a newer session of its id
+is never touched. Idle time counts while the server runs: restored sessions start idle from the restart.
+
+A file that cannot be read back (garbage inside it, a value that is not what this code writes) refuses the start in
+one line naming the file and what is wrong, never quoting a session's text.
 
 One store per server process: the file is opened in SQLite's exclusive locking mode, and a second server on it is
 refused at start. Several server processes need a file each, and a router that sends each session id to the same
@@ -36,7 +41,7 @@ from typing import Any
 
 from tito_audit.errors import BadInputError
 from tito_audit.gateway.protocol import RequestError
-from tito_audit.gateway.store import GatewaySession, Pending
+from tito_audit.gateway.store import GatewaySession, Pending, ended_error
 from tito_audit.gateway.turns import commit, settle
 from tito_audit.session import TitoSession
 from tito_audit.session.snapshot import change, fold, restore
@@ -76,6 +81,9 @@ class DurableStore:
         self._connection = _open(self.path)
         try:
             self._check_identity(identity)
+        except sqlite3.Error as exc:
+            self._connection.close()
+            raise unreadable(self.path, f"its table meta cannot be read ({_one_line(exc)})") from None
         except BaseException:
             self._connection.close()
             raise
@@ -88,8 +96,13 @@ class DurableStore:
                 self._connection.execute("INSERT INTO meta VALUES ('identity', ?)", (wanted,))
             return
         if row[0] != wanted:
-            held = json.loads(row[0])
-            differs = sorted(k for k in {*held, *json.loads(wanted)} if held.get(k) != json.loads(wanted).get(k))
+            try:
+                held = json.loads(row[0])
+                differs = sorted(k for k in {*held, *json.loads(wanted)} if held.get(k) != json.loads(wanted).get(k))
+            except (TypeError, ValueError, AttributeError, RecursionError) as exc:
+                raise unreadable(
+                    self.path, f"its identity (table meta) is not what this tool writes ({_kind(exc)})"
+                ) from None
             raise BadInputError(
                 f"--store {self.path}: it holds sessions of {held.get('model')} made with other settings "
                 f"({', '.join(differs)} differ); serve them with the same model and settings, or give another file"
@@ -104,18 +117,34 @@ class DurableStore:
             return int(self._connection.execute("SELECT count(*) FROM sessions").fetchone()[0])
 
     def load(self, make_session: Callable[[list[dict] | None], TitoSession]) -> list[Stored]:
-        """Every stored session, least recently used first, each folded back from its turns."""
+        """Every stored session, least recently used first, each folded back from its turns; a file that cannot be
+        read back is :func:`unreadable` (naming the table and row, never a session's text)."""
         with self._lock:
-            heads = self._connection.execute(
-                "SELECT id, generation, tools, used FROM sessions ORDER BY used"
-            ).fetchall()
-            out = []
-            for session_id, generation, tools_text, used in heads:
-                rows = self._connection.execute(
-                    "SELECT change FROM turns WHERE session = ? AND generation = ? ORDER BY seq",
-                    (session_id, generation),
+            try:
+                heads = self._connection.execute(
+                    "SELECT id, generation, tools, used FROM sessions ORDER BY used"
                 ).fetchall()
-                out.append(_stored(session_id, generation, json.loads(tools_text), rows, used, make_session))
+            except sqlite3.Error as exc:
+                raise unreadable(self.path, f"its table sessions cannot be read ({_one_line(exc)})") from None
+            out = []
+            for number, (session_id, generation, tools_text, used) in enumerate(heads, 1):
+                where = f"session {number} of {len(heads)} (table sessions, by last use)"
+                try:
+                    rows = self._connection.execute(
+                        "SELECT change FROM turns WHERE session = ? AND generation = ? ORDER BY seq",
+                        (session_id, generation),
+                    ).fetchall()
+                except sqlite3.Error as exc:
+                    raise unreadable(self.path, f"the turns of {where} cannot be read ({_one_line(exc)})") from None
+                if not rows:  # a session and its turns are written in one transaction, and deleted in one
+                    raise unreadable(self.path, f"{where} has no turns")
+                try:
+                    if not isinstance(session_id, str) or not isinstance(generation, str):
+                        raise TypeError("an id or generation that is not text")
+                    tools = json.loads(tools_text)
+                    out.append(_stored(session_id, generation, tools, rows, used, make_session))
+                except Exception as exc:  # whatever a bad value makes the fold raise: one line, never its text
+                    raise unreadable(self.path, f"{where} is not what this tool writes ({_kind(exc)})") from None
         return [s for s in out if s is not None]
 
     def save(self, entry: GatewaySession, before: TitoSession | None, history_before: list[dict]) -> None:
@@ -129,11 +158,17 @@ class DurableStore:
             "requests": entry.requests,
         }
         text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        with self._lock:
+            if entry.ended is not None:  # decided under the file's lock: see the module docstring
+                raise ended_error(entry)
+            self._write(entry, before, text)
+
+    def _write(self, entry: GatewaySession, before: TitoSession | None, text: str) -> None:
         fresh = before is None or entry.stored is None
         generation = uuid.uuid4().hex if fresh else entry.stored
         try:
-            with self._lock, self._connection:
-                if fresh:
+            with self._connection:
+                if fresh:  # rows of an ended session of this id not deleted yet: the live session replaces them
                     self._connection.execute("DELETE FROM turns WHERE session = ?", (entry.id,))
                     self._connection.execute(
                         "INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?)",
@@ -154,21 +189,26 @@ class DurableStore:
             ) from None
         entry.stored = generation
 
-    def delete(self, session_id: str, generation: str | None) -> None:
-        """Delete an ended session's rows (only its own generation's). A delete that fails is logged in one line:
-        the session comes back at the next start, and ends again as any session does."""
-        if generation is None:
-            return
-        try:
-            with self._lock, self._connection:
-                self._connection.execute(
-                    "DELETE FROM turns WHERE session = ? AND generation = ?", (session_id, generation)
+    def delete(self, entry: GatewaySession) -> None:
+        """Delete an ended session's rows (only its own generation's, read under the file's lock: a write of it under
+        way is over first). A delete that fails is logged in one line: the session comes back at the next start, and
+        ends again as any session does."""
+        with self._lock:
+            generation = entry.stored
+            if generation is None:
+                return
+            try:
+                with self._connection:
+                    self._connection.execute(
+                        "DELETE FROM turns WHERE session = ? AND generation = ?", (entry.id, generation)
+                    )
+                    self._connection.execute(
+                        "DELETE FROM sessions WHERE id = ? AND generation = ?", (entry.id, generation)
+                    )
+            except sqlite3.Error as exc:
+                log.warning(
+                    "gateway: session %s could not be deleted from --store %s: %s", entry.id, self.path, _one_line(exc)
                 )
-                self._connection.execute(
-                    "DELETE FROM sessions WHERE id = ? AND generation = ?", (session_id, generation)
-                )
-        except sqlite3.Error as exc:
-            log.warning("gateway: session %s could not be deleted from --store %s: %s", session_id, self.path, exc)
 
 
 def _open(path: Path) -> sqlite3.Connection:
@@ -257,6 +297,18 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:200] or type(exc).__name__
 
 
+def _kind(exc: BaseException) -> str:
+    """What went wrong reading a value back, without the value (its message may quote a session's text)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return "a value that is not JSON"
+    return f"{type(exc).__name__} while reading it back"
+
+
+def unreadable(path: Path | str, what: str) -> BadInputError:
+    """A ``--store`` file the server cannot start on (exit 2): the file and what is wrong with it."""
+    return BadInputError(f"--store {path}: {what}; move it aside (or restore a copy) and start again")
+
+
 def open_store(
     path: str | Path, identity: dict[str, Any], table: Any, make_session: Callable, token_bytes: int
 ) -> DurableStore:
@@ -270,25 +322,31 @@ def open_store(
             entry.tools, entry.requests, entry.stored = stored.tools, stored.requests, stored.generation
             pending_ids = len(stored.pending.ids) if stored.pending is not None else 0
             table.settle(entry, stored.session.held_bytes + token_bytes * pending_ids)
-    except (KeyError, IndexError, TypeError, ValueError) as exc:
+    except BaseException:
         durable.close()
-        raise BadInputError(f"--store {path}: a stored session cannot be read back ({_one_line(exc)})") from None
+        raise
     return durable
 
 
 def settle_durably(durable: DurableStore | None, entry: GatewaySession, step: Any, output: Any, parse: bool) -> Any:
-    """:func:`~tito_audit.gateway.turns.settle`, then the turn written to ``durable``; a failed write puts the
-    session back as it was before the turn and raises 507."""
+    """:func:`~tito_audit.gateway.turns.settle`, then the turn kept (:func:`_kept`)."""
     before = (entry.session, entry.history, entry.pending, entry.requests)
     settled = settle(entry, step, output, parse)
-    if durable is None:
-        return settled
+    _kept(durable, entry, before)
+    return settled
+
+
+def _kept(durable: DurableStore | None, entry: GatewaySession, before: tuple) -> None:
+    """The turn just committed to ``entry`` written to ``durable``; a session that ended meanwhile (404) or a write
+    that fails (507) puts the session back as it was before the turn (``before``) and raises."""
     try:
-        durable.save(entry, before[0], before[1])
+        if durable is not None:
+            durable.save(entry, before[0], before[1])
+        elif entry.ended is not None:
+            raise ended_error(entry)
     except BaseException:
         entry.session, entry.history, entry.pending, entry.requests = before
         raise
-    return settled
 
 
 def store_identity(machinery: Any, template_kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -304,18 +362,14 @@ def store_identity(machinery: Any, template_kwargs: dict[str, Any]) -> dict[str,
     }
 
 
-def commit_durably(durable: DurableStore | None, entry: GatewaySession, step: Any, pending: Pending) -> bool:
-    """A streamed turn's :func:`~tito_audit.gateway.turns.commit` (just after its last event went out), then written
-    to ``durable``. A write that fails puts the session back as it was before the turn and is logged in one line (the
-    client has its answer: its next request finds the session without it); returns whether the turn stands."""
+def commit_durably(durable: DurableStore | None, entry: GatewaySession, step: Any, pending: Pending) -> None:
+    """A streamed turn's :func:`~tito_audit.gateway.turns.commit` (just after the answer's last piece went out),
+    then kept (:func:`_kept`): a turn that cannot be kept raises its :class:`RequestError` (the stream then ends with
+    the dialect's error event instead of its normal end), the session as it was, and is logged in one line."""
     before = (entry.session, entry.history, entry.pending, entry.requests)
     commit(entry, step, pending)
-    if durable is None:
-        return True
     try:
-        durable.save(entry, before[0], before[1])
+        _kept(durable, entry, before)
     except RequestError as exc:
-        entry.session, entry.history, entry.pending, entry.requests = before
         log.warning("gateway: session %s: the streamed turn was not kept: %s", entry.id, exc)
-        return False
-    return True
+        raise

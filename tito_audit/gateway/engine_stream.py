@@ -12,12 +12,16 @@
 
 An engine that fails raises :class:`~tito_audit.gateway.engines.EngineError` as :meth:`generate` does: ``--engine-
 timeout`` bounds the wait for each event, an ``error`` event is ``engine_error``, an event that is not JSON or has
-no ids where the engine puts them is ``engine_bad_response``.
+no ids where the engine puts them is ``engine_bad_response``. Every engine's stream is cut at ``max_tokens`` ids
+(finish ``length``; the engine's stream is closed there) and ends at its deadline (``--engine-deadline``: 504
+``engine_timeout``), however the engine paces its events.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -28,10 +32,13 @@ from tito_audit.gateway.engines import (
     EngineRequest,
     HttpEngine,
     _Read,
+    answer_limit,
+    busy,
     one_line,
     sglang_body,
     vllm_body,
     with_matched_stop,
+    within_max_tokens,
 )
 
 
@@ -43,25 +50,67 @@ class EnginePiece:
     output: EngineOutput | None = None
 
 
-async def stream(engine: Any, request: EngineRequest) -> AsyncIterator[EnginePiece]:
-    """The engine's ids for ``request`` piece by piece (see the module docstring)."""
+UNBOUNDED = 1 << 62
+"""The ids a request that names no ``max_tokens`` may get (the gateway always names one)."""
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """When an engine's turn must be over (``--engine-deadline`` seconds after it was asked)."""
+
+    seconds: float
+    at: float
+
+    @classmethod
+    def after(cls, seconds: float) -> Deadline:
+        return cls(seconds, time.monotonic() + seconds)
+
+    def check(self) -> None:
+        if time.monotonic() > self.at:
+            raise EngineError(
+                504, "engine_timeout", f"the engine's turn ran past --engine-deadline ({self.seconds:g} s)"
+            )
+
+
+async def stream(engine: Any, request: EngineRequest, deadline: Deadline) -> AsyncIterator[EnginePiece]:
+    """The engine's ids for ``request`` piece by piece, at most ``max_tokens`` of them, until ``deadline`` (see the
+    module docstring)."""
+    max_tokens = int(request.sampling.get("max_tokens") or 0) or UNBOUNDED
+    async with contextlib.aclosing(_pieces(engine, request, deadline)) as pieces:
+        seen: list[int] = []
+        async for piece in pieces:
+            deadline.check()
+            if piece.output is not None:
+                output = within_max_tokens(piece.output, max_tokens)
+                yield EnginePiece(output.ids[len(seen) :], output)
+                return
+            if len(seen) + len(piece.ids) > max_tokens:  # sampled past what was asked: cut, the stream closed
+                taken = piece.ids[: max_tokens - len(seen)]
+                yield EnginePiece(taken, EngineOutput(seen + taken, "length"))
+                return
+            seen += piece.ids
+            yield piece
+
+
+async def _pieces(engine: Any, request: EngineRequest, deadline: Deadline) -> AsyncIterator[EnginePiece]:
     if callable(getattr(engine, "stream", None)):
         async for piece in engine.stream(request):
             yield piece
     elif isinstance(engine, HttpEngine) and engine.api in ("vllm", "sglang"):
-        async for piece in _http(engine, request):
+        async for piece in _http(engine, request, deadline):
             yield piece
     else:
         output = await engine.generate(request)
         yield EnginePiece(list(output.ids), output)
 
 
-async def _http(engine: HttpEngine, request: EngineRequest) -> AsyncIterator[EnginePiece]:
+async def _http(engine: HttpEngine, request: EngineRequest, deadline: Deadline) -> AsyncIterator[EnginePiece]:
     import httpx
 
     path, body = (vllm_body if engine.api == "vllm" else sglang_body)(request)
     body["stream"] = True
     reader = _VllmEvents() if engine.api == "vllm" else _SglangEvents()
+    limit = answer_limit(int(request.sampling.get("max_tokens") or 0), request.top_logprobs)
     try:
         async with engine.client.stream("POST", engine.url + path, json=body) as response:
             if response.status_code >= 400:
@@ -71,7 +120,7 @@ async def _http(engine: HttpEngine, request: EngineRequest) -> AsyncIterator[Eng
                     "engine_error",
                     f"the engine answered HTTP {response.status_code}: {text[:200].strip() or '(empty)'}",
                 )
-            async for line in response.aiter_lines():
+            async for line in _lines(response, deadline, limit):
                 if not line.startswith("data:"):
                     continue
                 data = line[5:].strip()
@@ -82,6 +131,8 @@ async def _http(engine: HttpEngine, request: EngineRequest) -> AsyncIterator[Eng
                     yield piece
                 if piece.output is not None:
                     return
+    except httpx.PoolTimeout:
+        raise busy(engine.connections) from None
     except httpx.TimeoutException:
         raise EngineError(504, "engine_timeout", f"the engine sent nothing within {engine.timeout:g} s") from None
     except httpx.HTTPError as exc:
@@ -90,6 +141,24 @@ async def _http(engine: HttpEngine, request: EngineRequest) -> AsyncIterator[Eng
     if ended is None:
         raise EngineError(502, "engine_bad_response", "the engine's stream ended without saying how the turn finished")
     yield ended
+
+
+async def _lines(response: Any, deadline: Deadline, limit: int) -> AsyncIterator[str]:
+    """The lines of the engine's stream, the deadline checked at every piece of bytes that comes (an engine that
+    never ends a line is still bounded: a line longer than ``limit`` bytes is refused)."""
+    pending = b""
+    async for chunk in response.aiter_bytes():
+        deadline.check()
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield line.rstrip(b"\r").decode("utf-8", "replace")
+        if len(pending) > limit:
+            raise EngineError(
+                502, "engine_bad_response", f"an event of the engine's stream is longer than {limit} bytes"
+            )
+    if pending:
+        yield pending.rstrip(b"\r").decode("utf-8", "replace")
 
 
 def _event(data: str, api: str) -> dict[str, Any]:

@@ -11,7 +11,11 @@ that reports a stop on a token id it left out of the returned ids gets that id a
 the session needs it to know the turn was not cut by the length limit.
 
 Every failure is an :class:`EngineError` with the HTTP status the client gets (502 for an engine that is down or
-answers nonsense, 504 for one that does not answer in time) and one line naming the cause.
+answers nonsense, 504 for one that does not answer in time) and one line naming the cause. An engine is never
+blamed for a request the gateway did not send: the HTTP engines' connection pool holds as many connections as the
+server has sessions (one request under way per session), and a wait for a connection that still runs out is 503
+``engine_busy``. What an engine answers past ``max_tokens`` is cut there (:func:`within_max_tokens`): a session never
+keeps more than it reserved; an answer larger in bytes than ``max_tokens`` ids can take is refused (502).
 """
 
 from __future__ import annotations
@@ -87,10 +91,35 @@ class Engine(Protocol):
     async def close(self) -> None: ...
 
 
-class HttpEngine:
-    """An engine behind HTTP (vLLM or SGLang), called with httpx under one timeout per request."""
+ANSWER_BYTES = 1 << 20
+"""What an engine's whole answer may take besides its ids (:func:`answer_limit`)."""
+ANSWER_BYTES_PER_TOKEN = 1024
+"""What one sampled id may take in an engine's answer: the id, its text, its log-probability (more per alternative
+asked: :data:`ANSWER_BYTES_PER_ALTERNATIVE`)."""
+ANSWER_BYTES_PER_ALTERNATIVE = 64
 
-    def __init__(self, url: str, api: str, timeout: float) -> None:
+
+def answer_limit(max_tokens: int, top_logprobs: int) -> int:
+    """The most bytes an engine's answer of ``max_tokens`` ids may take; a larger one is refused unread."""
+    per_token = ANSWER_BYTES_PER_TOKEN + ANSWER_BYTES_PER_ALTERNATIVE * top_logprobs
+    return ANSWER_BYTES + per_token * max_tokens
+
+
+def busy(connections: int) -> EngineError:
+    """A request that found no free connection to the engine: never sent, so not the engine's fault."""
+    return EngineError(
+        503,
+        "engine_busy",
+        f"all {connections} connections to the engine are in use (one per session: --max-sessions); the request "
+        "was not sent, retry later",
+    )
+
+
+class HttpEngine:
+    """An engine behind HTTP (vLLM or SGLang), called with httpx under one timeout per request, through a pool of
+    ``connections`` (the server's most sessions: each has at most one request under way)."""
+
+    def __init__(self, url: str, api: str, timeout: float, connections: int = 1024) -> None:
         import httpx
 
         if api not in ENGINE_APIS:
@@ -99,7 +128,9 @@ class HttpEngine:
         self.api = api
         self.name = f"{api} at {self.url}"
         self.timeout = timeout
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout), trust_env=False)
+        self.connections = connections
+        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout), limits=limits, trust_env=False)
 
     @property
     def client(self) -> Any:
@@ -113,20 +144,28 @@ class HttpEngine:
         import httpx
 
         path, body = (vllm_body if self.api == "vllm" else sglang_body)(request)
+        limit = answer_limit(int(request.sampling.get("max_tokens") or 0), request.top_logprobs)
         try:
-            response = await self._client.post(self.url + path, json=body)
+            async with self._client.stream("POST", self.url + path, json=body) as response:
+                status, raw = response.status_code, await _read_at_most(response, limit)
+        except httpx.PoolTimeout:
+            raise busy(self.connections) from None
         except httpx.TimeoutException:
             raise EngineError(504, "engine_timeout", f"the engine did not answer within {self.timeout:g} s") from None
         except httpx.HTTPError as exc:
             raise EngineError(502, "engine_unreachable", f"the engine cannot be reached ({one_line(exc)})") from None
-        if response.status_code >= 400:
+        if status >= 400:
+            text = (raw or b"")[:400].decode("utf-8", "replace")[:200].strip()
+            raise EngineError(502, "engine_error", f"the engine answered HTTP {status}: {text or '(empty)'}")
+        if raw is None:
             raise EngineError(
                 502,
-                "engine_error",
-                f"the engine answered HTTP {response.status_code}: {response.text[:200].strip() or '(empty)'}",
+                "engine_bad_response",
+                f"the engine's answer is larger than {limit} bytes, more than {request.sampling.get('max_tokens')} "
+                "ids (max_tokens) can take",
             )
         try:
-            data = response.json()
+            data = json.loads(raw)
         except ValueError:
             raise EngineError(502, "engine_bad_response", "the engine's answer is not JSON") from None
         except RecursionError:
@@ -144,6 +183,30 @@ class HttpEngine:
             return with_matched_stop(output, request.stop_ids)
         except ValueError as exc:
             raise EngineError(502, "engine_bad_response", f"the engine's logprobs do not fit its ids ({exc})") from None
+
+
+async def _read_at_most(response: Any, limit: int) -> bytes | None:
+    """The response's body, or None once it passes ``limit`` bytes (the rest is not read: the connection closes)."""
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
+
+
+def within_max_tokens(output: EngineOutput, max_tokens: int) -> EngineOutput:
+    """``output`` cut at ``max_tokens`` ids (finish ``length``, log-probabilities cut with them): an engine that
+    sampled past what it was asked is not followed past it."""
+    if len(output.ids) <= max_tokens:
+        return output
+    return EngineOutput(
+        output.ids[:max_tokens],
+        "length",
+        None,  # the fake engine's message was of the whole turn
+        output.logprobs[:max_tokens] if output.logprobs is not None else None,
+        output.top_logprobs[:max_tokens] if output.top_logprobs is not None else None,
+    )
 
 
 def vllm_body(request: EngineRequest) -> tuple[str, dict[str, Any]]:
@@ -219,14 +282,14 @@ def one_line(exc: BaseException) -> str:
     return text[:200]
 
 
-def make_engine(engine: str, api: str, timeout: float, ready: Any = None) -> Any:
+def make_engine(engine: str, api: str, timeout: float, ready: Any = None, connections: int = 1024) -> Any:
     """The engine ``--engine`` names: ``fake`` or ``llamacpp:PATH`` (given ``ready``: they need the model) or an
-    ``http(s)://`` URL."""
+    ``http(s)://`` URL (with a pool of ``connections``)."""
     if engine == "fake" or engine.startswith("llamacpp:"):
         return ready
     if not engine.startswith(("http://", "https://")):
         raise ValueError(f"--engine must be an http(s):// URL, llamacpp:PATH or 'fake', not {engine!r}")
-    return HttpEngine(engine, api, timeout)
+    return HttpEngine(engine, api, timeout, connections)
 
 
 def dumps(value: Any) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -44,10 +45,16 @@ class ChatRequest:
     user: str | None
     session_id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    names: list[str] = field(default_factory=list)
+    """What the client calls each message (``messages[3]``, ``input[2]``, ``messages[1].content[0]``), for errors."""
+
+    def name(self, index: int) -> str:
+        return self.names[index] if index < len(self.names) else f"messages[{index}]"
 
 
-def read_request(body: Any) -> ChatRequest:
-    """The request ``body`` (parsed JSON) checked; raises :class:`RequestError` (400) naming the field."""
+def read_request(body: Any, names: list[str] | None = None) -> ChatRequest:
+    """The request ``body`` (parsed JSON) checked; raises :class:`RequestError` (400) naming the field. ``names``:
+    what a dialect's client calls each message (default ``messages[i]``)."""
     if not isinstance(body, dict):
         raise RequestError(400, "invalid_request", "the request body must be a JSON object")
     messages = body.get("messages")
@@ -82,6 +89,7 @@ def read_request(body: Any) -> ChatRequest:
         include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
         sampling=sampling,
         user=user if isinstance(user, str) and user else None,
+        names=list(names or []),
     )
 
 
@@ -268,6 +276,46 @@ class Answer:
                 "choices": [],
                 "usage": self.usage(),
             }
+
+
+def session_headers(session_id: str) -> dict[str, str]:
+    """The response headers naming the session. A printable ASCII id is ``X-Session-Id`` as it is; any other id
+    (HTTP header values are ASCII) is its UTF-8 bytes percent-encoded, as the id goes in ``/sessions/{id}``, and
+    ``X-Session-Id*`` carries the same in RFC 8187's form (``UTF-8''%D0%BA…``) to say that it is encoded."""
+    if session_id.isascii() and session_id.isprintable():
+        return {"X-Session-Id": session_id}
+    encoded = _percent_encoded(session_id)
+    return {"X-Session-Id": encoded, "X-Session-Id*": f"UTF-8''{encoded}"}
+
+
+def _percent_encoded(session_id: str) -> str:
+    return urllib.parse.quote(session_id, safe="")
+
+
+def requested_session(raw: bytes | None, extended: bytes | None) -> str | None:
+    """The session a request names in its headers: ``X-Session-Id`` read as UTF-8 (its raw bytes: clients send UTF-8
+    text as is), or ``X-Session-Id*`` in RFC 8187's form (``UTF-8''`` then the id percent-encoded), which wins over an
+    ``X-Session-Id`` that is its percent-encoded fallback (the headers a response carries, sent back)."""
+    plain = extended_id = None
+    if raw is not None:
+        try:
+            plain = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise RequestError(400, "invalid_request", "the X-Session-Id header is not UTF-8 text") from None
+    if extended is not None:
+        charset, _, rest = extended.decode("latin-1").partition("'")
+        _, _, encoded = rest.partition("'")
+        try:
+            if charset.lower() != "utf-8" or "'" not in rest:
+                raise ValueError
+            extended_id = urllib.parse.unquote(encoded, errors="strict")
+        except ValueError:
+            raise RequestError(
+                400, "invalid_request", "the X-Session-Id* header must be UTF-8'' then the id percent-encoded"
+            ) from None
+    if plain is not None and extended_id is not None and plain not in (extended_id, _percent_encoded(extended_id)):
+        raise RequestError(400, "invalid_request", "X-Session-Id and X-Session-Id* name different sessions")
+    return extended_id if extended_id is not None else plain
 
 
 def error_body(status: int, code: str, message: str) -> dict[str, Any]:

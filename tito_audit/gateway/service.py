@@ -7,15 +7,15 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tito_audit.errors import BadInputError
-from tito_audit.gateway.branches import Rewrites, branch_records
+from tito_audit.gateway.branches import Rewrites, branch_records, snapshot
 from tito_audit.gateway.durable import DurableStore, open_store, settle_durably, store_identity
-from tito_audit.gateway.engines import ENGINE_APIS, EngineError, EngineRequest, make_engine
+from tito_audit.gateway.engines import ENGINE_APIS, EngineError, EngineRequest, make_engine, within_max_tokens
 from tito_audit.gateway.fake import FakeEngine
 from tito_audit.gateway.llamacpp import PREFIX as LLAMACPP
 from tito_audit.gateway.llamacpp import make_llamacpp
@@ -28,8 +28,10 @@ from tito_audit.gateway.memory import (
     return_free_memory,
 )
 from tito_audit.gateway.plain import TEXT_PARSER, TextParser
+from tito_audit.gateway.prompt_bounds import PromptBounds
 from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, read_request
-from tito_audit.gateway.store import SessionStore
+from tito_audit.gateway.store import GatewaySession, SessionStore
+from tito_audit.gateway.tool_results import check_tool_results
 from tito_audit.gateway.turns import Step, break_record, prepare, turn_record
 from tito_audit.model.context import context_of
 from tito_audit.model.render import RenderLimits
@@ -89,6 +91,8 @@ class GatewayConfig:
     """What counts as the same message: ``strict``, ``tool-call-format`` or ``role-content`` (:mod:`.matchers`)."""
     store: str | Path | None = None
     """A SQLite file that keeps the sessions across restarts (:mod:`.durable`); None: memory only."""
+    engine_deadline: float = 1800.0
+    """Seconds an engine's whole turn may take, streamed or not (504 past it; ``--engine-timeout`` bounds each wait)."""
 
 
 class Gateway:
@@ -133,6 +137,9 @@ class Gateway:
         self.context = context_of(machinery.loaded)
         if config.max_tokens > self.context.tokens:
             raise BadInputError(f"--max-tokens {config.max_tokens} is past {self._context_said()}")
+        if config.engine_deadline <= 0:
+            raise BadInputError("--engine-deadline must be a positive number of seconds")
+        self.bounds = PromptBounds(self.context, machinery)
         self._trim_lock = threading.Lock()
         self._ended_bytes = 0
         """Bytes of ended sessions given back to the allocator since the last trim (see :meth:`give_back`)."""
@@ -147,6 +154,7 @@ class Gateway:
                 config.engine_api,
                 config.engine_timeout,
                 FakeEngine(machinery, seed=config.seed, clock=_now()) if fake else None,
+                connections=config.max_sessions,
             )
         except ValueError as exc:
             raise BadInputError(str(exc)) from None
@@ -207,6 +215,32 @@ class Gateway:
             raise RequestError(400, "invalid_request", f"max_tokens {max_tokens} is past {self._context_said()}")
         return sampling
 
+    def check_request(self, request: ChatRequest) -> None:
+        """What is refused before the session is even looked at: a tool result that answers no call (under
+        ``--match strict``, where call ids are compared)."""
+        if self.rewrites.match == "strict":
+            check_tool_results(request)
+
+    def prepare(self, entry: GatewaySession, request: ChatRequest, max_tokens: int) -> Step:
+        """The step ``request`` asks of ``entry`` (:func:`~tito_audit.gateway.turns.prepare`), refused when its prompt
+        and ``max_tokens`` pass the model's context: first from the request's text alone (nothing rendered), then
+        from the prepared prompt; in a worker thread."""
+        self.bounds.check_text(request, max_tokens)
+        step = prepare(entry, request, self.make_session, self.rewrites)
+        self.bounds.check_prompt(step.trial, len(step.prompt), max_tokens)
+        return step
+
+    async def generate(self, engine_request: EngineRequest) -> Any:
+        """The engine's answer to ``engine_request``, cut at its ``max_tokens``, within ``--engine-deadline``."""
+        deadline = self.config.engine_deadline
+        try:
+            output = await asyncio.wait_for(self.engine.generate(engine_request), deadline)
+        except asyncio.TimeoutError:
+            raise EngineError(
+                504, "engine_timeout", f"the engine's turn ran past --engine-deadline ({deadline:g} s)"
+            ) from None
+        return within_max_tokens(output, engine_request.sampling["max_tokens"])
+
     def engine_request(
         self, request: ChatRequest, step: Step, session_id: str, sampling: dict, top_logprobs: int = 0
     ) -> EngineRequest:
@@ -230,30 +264,23 @@ class Gateway:
         session_id = self.session_id(request, header_id)
         sampling = self.sampling(request)
         max_tokens = sampling["max_tokens"]
+        self.check_request(request)
         store = self.store
-        entry = store.open(session_id)
-        async with entry.lock:
-            opening = entry.session is None
-            try:
-                step = await asyncio.to_thread(prepare, entry, request, self.make_session, self.rewrites)
-                store.reserve(entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * max_tokens)
-                engine_request = self.engine_request(request, step, session_id, sampling, want.top)
-                asked = time.perf_counter()
-                output = await self.engine.generate(engine_request)
-                engine_seconds = time.perf_counter() - asked
-                if want.answer and output.logprobs is None:
-                    raise EngineError(
-                        502, "engine_bad_response", "the engine answered no logprobs (the request asked for them)"
-                    )
-                record, pending = await asyncio.to_thread(
-                    settle_durably, self.durable, entry, step, output, self.parser is not None
+        async with store.turn(session_id) as entry:  # the lock, released and the reservation given back on any exit
+            step = await asyncio.to_thread(self.prepare, entry, request, max_tokens)
+            store.reserve(entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * max_tokens)
+            engine_request = self.engine_request(request, step, session_id, sampling, want.top)
+            asked = time.perf_counter()
+            output = await self.generate(engine_request)
+            engine_seconds = time.perf_counter() - asked
+            if want.answer and output.logprobs is None:
+                raise EngineError(
+                    502, "engine_bad_response", "the engine answered no logprobs (the request asked for them)"
                 )
-                store.settle(entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * len(pending.ids))
-            except BaseException:
-                store.settle(entry, None)
-                if opening and entry.session is None:
-                    store.discard(entry)
-                raise
+            record, pending = await asyncio.to_thread(
+                settle_durably, self.durable, entry, step, output, self.parser is not None
+            )
+            store.settle(entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * len(pending.ids))
         logprobs = None
         if want.answer:
             codec, values = self.machinery.codec, pending.logprobs or []
@@ -293,34 +320,42 @@ class Gateway:
     def record(self, session_id: str) -> dict[str, Any]:
         """``GET /sessions/{id}``: the buffer and loss mask with the last answer appended (as ``finish`` would
         append it; the session itself stays open), each turn's spans, the breaks."""
+        return self.record_builder(session_id)()
+
+    def record_builder(self, session_id: str) -> Callable[[], dict[str, Any]]:
+        """What :meth:`record` answers, as a function to call in a worker thread (tens of MB for a long session with
+        many branches): the session's state is taken now, on the event loop (a committed session is never changed
+        again, a turn puts another in its place; the tree is copied as it is: :func:`~.branches.snapshot`), the
+        record is built from it when called."""
         entry = self.store.get(session_id)
         if entry is None or entry.session is None:
             raise self.store.missing(session_id)
-        view = entry.session.fork()  # a committed session is never changed again: no lock needed
-        pending = entry.pending
-        if pending is not None:
-            view.finish(pending.ids, pending.message, logprobs=pending.logprobs)
-        return {
-            "session": session_id,
-            "model": self.model_id,
-            "parser": self.parser_name,
-            "on_break": self.config.on_break,
-            "bridge": self.config.bridge,
-            "requests": entry.requests,
-            "buffer": view.buffer,
-            "loss_mask": view.loss_mask,
-            "logprobs": view.logprobs,
-            "turns": [turn_record(t) for t in view.turns],
-            "breaks": [break_record(b) for b in view.breaks],
-            "messages": view.messages,
-            **self._branches(entry),
-        }
+        session, pending, requests = entry.session, entry.pending, entry.requests
+        tree = snapshot(entry.tree) if self.rewrites.branch and entry.tree is not None else None
 
-    def _branches(self, entry: Any) -> dict[str, Any]:
-        """Under ``--on-rewrite branch``: the branch the last request went on, and every branch (:mod:`.branches`)."""
-        if not self.rewrites.branch or entry.tree is None:
-            return {}
-        return {"on_rewrite": "branch", "branch": entry.tree.active, "branches": branch_records(entry)}
+        def build() -> dict[str, Any]:
+            view = session.fork()
+            if pending is not None:
+                view.finish(pending.ids, pending.message, logprobs=pending.logprobs)
+            record = {
+                "session": session_id,
+                "model": self.model_id,
+                "parser": self.parser_name,
+                "on_break": self.config.on_break,
+                "bridge": self.config.bridge,
+                "requests": requests,
+                "buffer": view.buffer,
+                "loss_mask": view.loss_mask,
+                "logprobs": view.logprobs,
+                "turns": [turn_record(t) for t in view.turns],
+                "breaks": [break_record(b) for b in view.breaks],
+                "messages": view.messages,
+            }
+            if tree is not None:  # --on-rewrite branch: the branch the last request went on, and every branch
+                record.update(on_rewrite="branch", branch=tree.active, branches=list(branch_records(tree)))
+            return record
+
+        return build
 
     def give_back(self) -> int:
         """Give back the memory of the sessions that ended since the last call (in a worker thread: forgetting takes
@@ -335,7 +370,7 @@ class Gateway:
             for session in entry.tree.sessions() if entry.tree is not None else []:
                 session.forget()
             if self.durable is not None:
-                self.durable.delete(entry.id, entry.stored)
+                self.durable.delete(entry)
             if not entry.busy:  # a request under way (deleted meanwhile) still reads it; once over, it is unreferenced
                 entry.session, entry.pending, entry.history = None, None, []
                 entry.tree, entry.dialect = None, {}

@@ -8,14 +8,22 @@ the session would pass ``--max-session-bytes`` (413) or the sessions together ``
 session is dropped to make room. A dropped session is remembered (why it went, for the 404 of a later request) and
 queued for :meth:`SessionStore.take_ended`, which gives its memory back. All of it runs on the server's event loop;
 the lock makes the table safe from threads too.
+
+A request holds its session's lock in one place only, :meth:`SessionStore.turn` (an ``async with``): whatever ends
+the request (an answer, an error, a client gone, a task cancelled), the lock is released, the reservation given back
+and a first turn that committed nothing leaves no empty session behind. A session dropped while a request holds it
+(DELETE) is marked :attr:`GatewaySession.ended`: that request's turn is not kept (:func:`ended_error`), so a turn
+begun before a DELETE never brings the deleted session back nor touches a newer session of the same id.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +79,8 @@ class GatewaySession:
         """Under ``--on-rewrite branch``, every branch of the session (:class:`~tito_audit.gateway.branches.Tree`)."""
         self.dialect: dict[str, Any] = {}
         """What the dialects keep per session (the Responses API: the chain of response ids)."""
+        self.ended: str | None = None
+        """Why the session left the table (deleted, expired, evicted); None while it is the one under its id."""
 
     @property
     def busy(self) -> bool:
@@ -134,6 +144,30 @@ class SessionStore:
             self._items.move_to_end(session_id)
             return entry
 
+    @contextlib.asynccontextmanager
+    async def turn(self, session_id: str) -> AsyncIterator[GatewaySession]:
+        """The entry of ``session_id`` (created empty when there is none) with its lock held for one request: the one
+        place a session's lock is taken. On the way out, whatever happened, the reservation is given back, a first
+        turn that committed nothing drops its empty entry, and the lock is released."""
+        while True:
+            entry = self.open(session_id)
+            async with entry.lock:
+                if not self.holds(entry):  # dropped while this request waited for it: open the id again
+                    continue
+                opening = entry.session is None
+                try:
+                    yield entry
+                finally:
+                    self.settle(entry, None)
+                    if opening and entry.session is None:
+                        self.discard(entry)
+                return
+
+    def holds(self, entry: GatewaySession) -> bool:
+        """Whether ``entry`` is still the session stored under its id."""
+        with self._lock:
+            return self._items.get(entry.id) is entry
+
     def discard(self, entry: GatewaySession) -> None:
         """Drop ``entry`` if it is still the one stored under its id (a first turn that failed)."""
         with self._lock:
@@ -151,9 +185,12 @@ class SessionStore:
 
     def missing(self, session_id: str) -> RequestError:
         """The 404 for a session id the store does not hold, saying why when it knows."""
+        return RequestError(404, "unknown_session", f"no session {session_id!r}: {self.why_gone(session_id)}")
+
+    def why_gone(self, session_id: str) -> str:
+        """Why the session of ``session_id`` ended, as far as the store remembers."""
         with self._lock:
-            why = self._gone.get(session_id)
-        return RequestError(404, "unknown_session", f"no session {session_id!r}: {why or UNKNOWN}")
+            return self._gone.get(session_id) or UNKNOWN
 
     def reserve(self, entry: GatewaySession, size: int) -> None:
         """Let the request under way bring ``entry`` to ``size`` bytes, or refuse it (413, 507) naming the limit."""
@@ -192,7 +229,9 @@ class SessionStore:
         return sum(max(e.size, e.reserved) for e in self._items.values())
 
     def _drop(self, key: str, why: str) -> None:
-        self._ended.append(self._items.pop(key))
+        entry = self._items.pop(key)
+        entry.ended = why
+        self._ended.append(entry)
         self._remember(key, why)
 
     def _remember(self, key: str, why: str) -> None:
@@ -220,3 +259,12 @@ class SessionStore:
         raise RequestError(
             503, "too_many_sessions", f"all {self.max_sessions} sessions are answering requests; retry later"
         )
+
+
+def ended_error(entry: GatewaySession) -> RequestError:
+    """The 404 of a turn whose session ended while the turn ran (a DELETE): the turn is not kept."""
+    return RequestError(
+        404,
+        "unknown_session",
+        f"session {entry.id!r} ended while this turn ran ({entry.ended}): the turn is not kept",
+    )

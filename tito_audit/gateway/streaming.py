@@ -6,16 +6,21 @@ is down, is answered with its status before anything is streamed. :meth:`TurnStr
 :class:`Started`, the answer's pieces (:class:`~tito_audit.session.streaming.Delta`) as the engine samples them and
 the session's parser reads them, and :class:`Finished`; or :class:`Failed` when the engine breaks off (the session is
 as it was). The turn is committed only after the consumer took :class:`Finished` and asked for more, that is once
-the dialect's last event went out: a client that goes away before leaves the session as it was.
-:class:`TurnResponse` releases the session whatever happens (:meth:`TurnStream.close`).
+the dialect sent the answer's last piece, and before it ends the stream: a turn that cannot be kept (a ``--store``
+write that failed, a session deleted meanwhile) is a :class:`Failed` after :class:`Finished`, which the dialect
+sends instead of its normal end. A client that goes away before the commit leaves the session as it was.
+The session's lock is taken and released in one place (:meth:`~tito_audit.gateway.store.SessionStore.turn`, entered
+on the turn's exit stack); :func:`open_response` closes the turn if no response takes it, and :class:`TurnResponse`
+closes it however the response ends (:meth:`TurnStream.close`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,8 +31,8 @@ from tito_audit.gateway import engine_stream
 from tito_audit.gateway.durable import commit_durably
 from tito_audit.gateway.engines import EngineError
 from tito_audit.gateway.memory import TOKEN_BYTES
-from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, wire_message
-from tito_audit.gateway.turns import checked, pending_of, prepare, record_of, with_logprobs
+from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, session_headers, wire_message
+from tito_audit.gateway.turns import checked, pending_of, record_of, with_logprobs
 from tito_audit.session.streaming import CompletionStream, Delta
 
 log = logging.getLogger("tito_audit.gateway")
@@ -69,27 +74,27 @@ class TurnStream:
         self.completion: CompletionStream | None = None
         self.pieces: Any = None
         self.first: Any = None
-        self.opening = False
         self.committed = False
         self.closed = False
         self.started = time.perf_counter()
         self.engine_seconds = 0.0
+        self._exit = contextlib.AsyncExitStack()
 
     @classmethod
     async def open(cls, gateway: Any, request: ChatRequest, header_id: str | None) -> TurnStream:
         turn = cls(gateway, request, gateway.session_id(request, header_id))
         sampling = gateway.sampling(request)
-        turn.entry = entry = gateway.store.open(turn.session_id)
-        await entry.lock.acquire()
+        gateway.check_request(request)
         try:
-            turn.opening = entry.session is None
-            step = await asyncio.to_thread(prepare, entry, request, gateway.make_session, gateway.rewrites)
+            turn.entry = entry = await turn._exit.enter_async_context(gateway.store.turn(turn.session_id))
+            step = await asyncio.to_thread(gateway.prepare, entry, request, sampling["max_tokens"])
             turn.step = step
             held = step.trial.held_bytes + step.other_bytes
             gateway.store.reserve(entry, held + TOKEN_BYTES * sampling["max_tokens"])
             turn.completion = CompletionStream(step.trial, gateway.parser, step.tools)
             engine_request = gateway.engine_request(request, step, turn.session_id, sampling)
-            turn.pieces = engine_stream.stream(gateway.engine, engine_request)
+            deadline = engine_stream.Deadline.after(gateway.config.engine_deadline)
+            turn.pieces = engine_stream.stream(gateway.engine, engine_request, deadline)
             asked = time.perf_counter()
             turn.first = await turn.pieces.__anext__()
             turn.engine_seconds += time.perf_counter() - asked
@@ -110,7 +115,7 @@ class TurnStream:
         try:
             piece = self.first
             while True:
-                for delta in await asyncio.to_thread(completion.feed, piece.ids):
+                for delta in await _fed(completion, piece.ids):
                     yield delta
                 if piece.output is not None:
                     break
@@ -141,29 +146,57 @@ class TurnStream:
             tito=record,
         )
         yield Finished(answer)
-        commit_durably(gateway.durable, self.entry, step, pending)  # the dialect's last event went out
+        try:  # the answer's last piece went out: the turn is kept now, or the stream ends with why not
+            commit_durably(gateway.durable, self.entry, step, pending)
+        except RequestError as exc:
+            yield Failed(exc.status, exc.code, str(exc))
+            return
         self.committed = True
         gateway.store.settle(self.entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * len(pending.ids))
 
     async def close(self) -> None:
-        """Release the session (idempotent): an uncommitted turn leaves it as it was; the engine's stream is closed."""
+        """Release the session (idempotent): an uncommitted turn leaves it as it was; the engine's stream is closed,
+        then the session's lock released (:meth:`~tito_audit.gateway.store.SessionStore.turn`), whatever fails."""
         if self.closed:
             return
         self.closed = True
-        entry, store = self.entry, self.gateway.store
         try:
             if self.pieces is not None:
                 await self.pieces.aclose()
         except Exception as exc:  # the engine's stream failed while closing: nothing of it is kept anyway
             log.debug("gateway: closing the engine's stream: %s", exc)
         finally:
-            if entry is not None:
-                if not self.committed:
-                    store.settle(entry, None)
-                    if self.opening and entry.session is None:
-                        store.discard(entry)
-                if entry.lock.locked():
-                    entry.lock.release()
+            await self._exit.aclose()
+
+
+SMALL_PIECE = 8
+"""A piece of at most this many ids (vLLM sends one an event) is read on the event loop when the model's lock is free
+(it costs less than the hop to a worker thread); a larger one, or one that would wait for the lock, in a thread."""
+
+
+async def _fed(completion: CompletionStream, ids: list[int]) -> list[Delta]:
+    """The pieces of the answer ``ids`` add (:meth:`CompletionStream.feed`), never waiting on the event loop for the
+    model's lock (a render in another thread may hold it for seconds)."""
+    lock = completion.lock
+    if len(ids) <= SMALL_PIECE and lock.acquire(blocking=False):
+        try:
+            return completion.feed(ids)
+        finally:
+            lock.release()
+    return await asyncio.to_thread(completion.feed, ids)
+
+
+async def open_response(
+    gateway: Any, request: ChatRequest, header_id: str | None, frames: Callable[[TurnStream], AsyncIterator[str]]
+) -> TurnResponse:
+    """A streamed turn opened and its response (the events ``frames`` makes of it): whatever fails in between, the
+    turn is closed (nothing holds its session's lock but a response that will close it)."""
+    turn = await TurnStream.open(gateway, request, header_id)
+    try:
+        return TurnResponse(frames(turn), turn, session_headers(turn.session_id))
+    except BaseException:
+        await turn.close()
+        raise
 
 
 class TurnResponse(StreamingResponse):

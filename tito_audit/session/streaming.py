@@ -2,7 +2,8 @@
 session's own parse at the end.
 
 :class:`CompletionStream` decodes the ids as they read in the session's buffer (the stop token left out, a character
-whose bytes are not all there yet held back), hands each new piece of text to an incremental parser
+whose bytes are not all there yet held back; incrementally, :class:`_Decoded`: each piece costs what its own ids
+cost, not what the whole completion does), hands each new piece of text to an incremental parser
 (:mod:`tito_audit.parse.streaming`) and turns what it reads into :class:`Delta` objects. The message a session
 appends is always the parse of the whole completion (:meth:`~tito_audit.session.TitoSession.parse`), as for a
 turn that was not streamed; so that the pieces add up to that message, some text waits:
@@ -28,8 +29,13 @@ from typing import Any
 
 from tito_audit.parse.parser import ParseInput
 from tito_audit.parse.streaming import Increment, IncrementalParser, incremental
+from tito_audit.session.steps import DECODE_CONTEXT
 
 TEXT_FIELDS = ("reasoning_content", "content")
+PARTIAL = "\ufffd"
+"""What a decoder writes for bytes that are not (yet) a whole character."""
+MAX_CHARACTER_BYTES = 4
+"""UTF-8 writes a character in at most 4 bytes: at most 4 byte tokens of one character are still to come."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,69 @@ class _Minifier:
         return "".join(out)
 
 
+class _Decoded:
+    """A completion's text as it reads after the session's buffer, decoded as its ids come in.
+
+    The text is *settled* up to an id after which no character waits for more bytes; each call decodes only the ids
+    past that point, after :data:`~tito_audit.session.steps.DECODE_CONTEXT` ids of context (as
+    :meth:`~tito_audit.session.steps.BufferSteps._decode_in_context` reads a completion after the buffer), so a
+    completion of n ids costs O(n) to stream, not O(n^2). A decoder whose text for the window is not a continuation of
+    its context's text is read whole by the caller instead, as every piece was before."""
+
+    def __init__(self, decode: Any, before: list[int]) -> None:
+        self._decode = decode
+        self._before = before
+        self._settled = 0
+        self._parts: list[str] = []
+        self._length = 0
+
+    def since(self, ids: list[int], end: int, start: int) -> str | None:
+        """The text of ``ids[:end]`` from character ``start`` on (``start`` at most its length); None when the new ids
+        do not read as a continuation of the text before them (the caller decodes the whole completion)."""
+        piece = self._window(ids, self._settled, end)
+        if piece is None:
+            return None
+        base = self._length  # where ``piece`` begins in the text
+        if not piece.endswith(PARTIAL):
+            self._settle(piece, end)
+        else:  # settle before the ids whose bytes a character still waits for (at most 3 of them)
+            for cut in range(end - 1, max(self._settled, end - MAX_CHARACTER_BYTES), -1):
+                head = self._window(ids, self._settled, cut)
+                if head is not None and not head.endswith(PARTIAL) and piece.startswith(head):
+                    self._settle(head, cut)
+                    break
+        if start >= base:
+            return piece[start - base :]
+        return "".join(self._parts)[start:base] + piece
+
+    def waiting(self, end: int) -> int:
+        """How many of the first ``end`` ids are past the settled text."""
+        return end - self._settled
+
+    def _window(self, ids: list[int], begin: int, end: int) -> str | None:
+        """The text of ``ids[begin:end]`` as it reads after what comes before it; None when it does not read as a
+        continuation of that context (a decoder that groups byte tokens, SentencePiece's byte fallback, reads a
+        character still in pieces with the whole characters before it as invalid bytes)."""
+        for extra in range(MAX_CHARACTER_BYTES + 1):  # a context that begins inside a character begins earlier
+            context = self._context(ids, begin, DECODE_CONTEXT + extra)
+            head = self._decode(context)
+            if not head.startswith(PARTIAL) or len(context) < DECODE_CONTEXT + extra:
+                break
+        text = self._decode(context + ids[begin:end])
+        return text[len(head) :] if text.startswith(head) else None
+
+    def _context(self, ids: list[int], begin: int, size: int) -> list[int]:
+        """The ``size`` ids before ``ids[begin]``, the buffer's last ids before the completion's first."""
+        if begin >= size:
+            return ids[begin - size : begin]
+        return self._before[max(0, len(self._before) - (size - begin)) :] + ids[:begin]
+
+    def _settle(self, piece: str, end: int) -> None:
+        self._parts.append(piece)
+        self._length += len(piece)
+        self._settled = end
+
+
 class CompletionStream:
     """One completion of ``session`` (the step's copy, its buffer the prompt), read as its ids arrive."""
 
@@ -116,7 +185,9 @@ class CompletionStream:
         self._calls_may_come = bool(tools)
         self.mode = "incremental" if self._parser is not None else "buffered"
         self.ids: list[int] = []
-        self._fed = ""
+        self._fed_parts: list[str] = []
+        self._fed_length = 0
+        self._decoded = _Decoded(self._decode, list(session._buffer[-DECODE_CONTEXT:]))
         self._texts = {name: _Text() for name in TEXT_FIELDS}
         self._calls: list[_Call] = []
         self._seed = uuid.uuid4().hex
@@ -128,15 +199,28 @@ class CompletionStream:
         self.ids += ids
         if self._parser is None:
             return []
-        visible = self.ids[:-1] if self.ids and self.ids[-1] in self._stops else self.ids
-        text = self._decode(visible)
-        if not text.startswith(self._fed):  # a decoder that reads earlier ids anew: wait for the whole completion
-            return []
-        new = text[len(self._fed) :].rstrip("\ufffd")  # a character whose bytes are not all there yet
+        end = len(self.ids) - 1 if self.ids and self.ids[-1] in self._stops else len(self.ids)
+        text = self._decoded.since(self.ids, end, self._fed_length)
+        if text is None and self._decoded.waiting(end) <= MAX_CHARACTER_BYTES:
+            return []  # a character still in pieces: it reads once its bytes are there
+        if text is None:
+            whole = self._decode_whole(self.ids[:end])
+            if not whole.startswith(self._fed):  # a decoder that reads earlier ids anew: wait for the whole completion
+                return []
+            text = whole[self._fed_length :]
+        new = text.rstrip(PARTIAL)  # a character whose bytes are not all there yet
         if not new:
             return []
-        self._fed += new
+        self._fed_parts.append(new)
+        self._fed_length += len(new)
         return self._read(self._parser.feed(new))
+
+    @property
+    def _fed(self) -> str:
+        """The text handed to the incremental parser so far."""
+        if len(self._fed_parts) > 1:
+            self._fed_parts = ["".join(self._fed_parts)]
+        return self._fed_parts[0] if self._fed_parts else ""
 
     def _read(self, increment: Increment) -> list[Delta]:
         out: list[Delta] = []
@@ -192,9 +276,9 @@ class CompletionStream:
         carries it: :func:`~tito_audit.gateway.protocol.wire_message`), and the message as the client got it."""
         out: list[Delta] = []
         if self._parser is not None:
-            whole = self._decode(self.ids[:-1] if self.ids and self.ids[-1] in self._stops else self.ids)
+            whole = self._decode_whole(self.ids[:-1] if self.ids and self.ids[-1] in self._stops else self.ids)
             if whole.startswith(self._fed):  # the rest, then what the parser held back
-                rest, self._fed = whole[len(self._fed) :], whole
+                rest, self._fed_parts, self._fed_length = whole[self._fed_length :], [whole], len(whole)
                 out += self._read(self._parser.feed(rest).add(self._parser.end()) if rest else self._parser.end())
         got: dict[str, Any] = {"role": "assistant"}
         for name, text in self._texts.items():
@@ -231,13 +315,24 @@ class CompletionStream:
             ]
         return out, got
 
+    @property
+    def lock(self) -> Any:
+        """The model's lock (reentrant) that decoding takes: a caller that holds it feeds without waiting."""
+        return self._session._machinery.lock
+
     def info(self) -> dict[str, Any]:
         """What the first event says of the stream: ``incremental``, or ``buffered`` and why."""
         if self.mode == "buffered":
             return {"mode": "buffered", "why": self.why_buffered}
         return {"mode": "incremental"}
 
-    def _decode(self, ids: list[int]) -> str:
+    def _decode_whole(self, ids: list[int]) -> str:
+        """The whole completion ``ids`` as it reads in the session's buffer."""
         session = self._session
         with session._machinery.lock:  # the codec's caches are shared by the model's sessions
             return session._decode_in_context(ids)
+
+    def _decode(self, ids: list[int]) -> str:
+        session = self._session
+        with session._machinery.lock:
+            return session.codec.decode(ids)

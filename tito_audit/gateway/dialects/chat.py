@@ -4,9 +4,9 @@ The first chunk carries the role and, in ``tito.stream``, whether the answer str
 (``incremental``) or once the engine has finished (``buffered``, with why: a parser that reads whole completions).
 Then reasoning (``reasoning_content``), content and tool calls (the first piece of a call with its ``id``, ``type``
 and ``name``, then pieces of its ``arguments``) as they come; the last chunk has the finish reason and the whole
-``tito`` record; with ``stream_options.include_usage`` a usage chunk follows; then ``data: [DONE]``. An engine that
-breaks off mid-stream ends the stream with ``data: {"error": {...}}`` (the OpenAI clients raise it), and the session
-is as it was.
+``tito`` record; with ``stream_options.include_usage`` a usage chunk follows; then, once the turn is kept, ``data:
+[DONE]``. An engine that breaks off mid-stream, or a turn that cannot be kept (``store_failed``, ``unknown_session``),
+ends the stream with ``data: {"error": {...}}`` instead (the OpenAI clients raise it), and the session is as it was.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ or ``max_tokens``. The session is ``X-Session-Id``, else ``metadata.user_id``, e
 shape (``{"type": "error", "error": {"type", "message"}}``, with the gateway's ``code``). Streamed: ``message_start``,
 per block ``content_block_start``, its ``content_block_delta`` events (``thinking_delta``, ``text_delta``,
 ``input_json_delta``), the blocks' ``content_block_stop`` at the end, ``message_delta`` (stop reason, output tokens,
-the ``tito`` record) and ``message_stop``; an engine that breaks off sends an ``error`` event.
+the ``tito`` record) and, once the turn is kept, ``message_stop``; an engine that breaks off, or a turn that cannot be
+kept, sends an ``error`` event instead.
 """
 
 from __future__ import annotations
@@ -26,8 +27,15 @@ from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
-from tito_audit.gateway.protocol import Answer, RequestError, joined_text, read_request, take_message
-from tito_audit.gateway.streaming import Event, Failed, Finished, Started, TurnResponse, TurnStream, sse
+from tito_audit.gateway.protocol import (
+    Answer,
+    RequestError,
+    joined_text,
+    read_request,
+    session_headers,
+    take_message,
+)
+from tito_audit.gateway.streaming import Event, Failed, Finished, Started, open_response, sse
 from tito_audit.session.streaming import Delta
 
 STOP_REASONS = {"tool_calls": "tool_use", "stop": "end_turn", "length": "max_tokens"}
@@ -52,26 +60,31 @@ async def handle(gateway: Any, body: Any, header_id: str | None) -> Response:
         raise RequestError(400, "invalid_request", "the request body must be a JSON object")
     metadata = body.get("metadata")
     user = metadata.get("user_id") if isinstance(metadata, dict) and isinstance(metadata.get("user_id"), str) else None
-    request = read_request(chat_body(body, user))
+    names: list[str] = []
+    request = read_request(chat_body(body, user, names), names)
     message_id = f"msg_{uuid.uuid4().hex}"
     if body.get("stream"):
-        turn = await TurnStream.open(gateway, request, header_id)
-        return TurnResponse(events(turn.events(), message_id), turn, {"X-Session-Id": turn.session_id})
+        return await open_response(gateway, request, header_id, lambda turn: events(turn.events(), message_id))
     answer = await gateway.turn(request, header_id)
-    return JSONResponse(message(answer, message_id), headers={"X-Session-Id": answer.tito["session"]})
+    return JSONResponse(message(answer, message_id), headers=session_headers(answer.tito["session"]))
 
 
-def chat_body(body: dict[str, Any], user: str | None) -> dict[str, Any]:
-    """The chat request body the Messages request ``body`` makes (see the module docstring)."""
+def chat_body(body: dict[str, Any], user: str | None, names: list[str] | None = None) -> dict[str, Any]:
+    """The chat request body the Messages request ``body`` makes (see the module docstring); ``names`` gets what the
+    client calls each message (``messages[1].content[0]`` for a tool result)."""
+    names = names if names is not None else []
     messages: list[dict] = []
     system = body.get("system")
     if system:
         messages.append({"role": "system", "content": _text(system, "system")})
+        names.append("system")
     given = body.get("messages")
     if not isinstance(given, list) or not given:
         raise RequestError(400, "invalid_request", "messages: a non-empty list of messages is required")
     for index, item in enumerate(given):
-        messages += _message(item, f"messages[{index}]")
+        made = _message(item, f"messages[{index}]")
+        messages += [message for message, _ in made]
+        names += [name for _, name in made]
     chat: dict[str, Any] = {"messages": messages, "user": user}
     if body.get("max_tokens") is not None:
         chat["max_tokens"] = body["max_tokens"]
@@ -89,7 +102,8 @@ def chat_body(body: dict[str, Any], user: str | None) -> dict[str, Any]:
     return chat
 
 
-def _message(item: Any, where: str) -> list[dict]:
+def _message(item: Any, where: str) -> list[tuple[dict, str]]:
+    """The chat messages of one Messages message, each with what the client calls it."""
     if not isinstance(item, dict) or item.get("role") not in ("user", "assistant"):
         raise RequestError(400, "invalid_request", f"{where}.role: user or assistant")
     content = item.get("content")
@@ -97,8 +111,8 @@ def _message(item: Any, where: str) -> list[dict]:
     if not isinstance(blocks, list):
         raise RequestError(400, "invalid_request", f"{where}.content: a string or a list of content blocks")
     if item["role"] == "assistant":
-        return [_assistant(blocks, where)]
-    out: list[dict] = []
+        return [(_assistant(blocks, where), where)]
+    out: list[tuple[dict, str]] = []
     texts: list[str] = []
     for number, block in enumerate(blocks):
         at = f"{where}.content[{number}]"
@@ -111,7 +125,7 @@ def _message(item: Any, where: str) -> list[dict]:
                 "tool_call_id": block["tool_use_id"],
                 "content": _text(block.get("content"), f"{at}.content"),
             }
-            out.append(take_message(result, at))
+            out.append((take_message(result, at), at))
         elif kind == "text" and isinstance(block.get("text"), str):
             texts.append(block["text"])
         else:
@@ -119,7 +133,7 @@ def _message(item: Any, where: str) -> list[dict]:
                 400, "invalid_request", f"{at}.type: {kind!r} is not supported in a user message (text, tool_result)"
             )
     if texts or not out:
-        out.append(take_message({"role": "user", "content": "".join(texts)}, where))
+        out.append((take_message({"role": "user", "content": "".join(texts)}, where), where))
     return out
 
 
@@ -218,6 +232,7 @@ def message(answer: Answer, message_id: str) -> dict[str, Any]:
 async def events(stream: AsyncIterator[Event], message_id: str) -> AsyncIterator[str]:
     """A streamed turn as Messages events (see the module docstring)."""
     opened: dict[str, int] = {}
+    kept = False
 
     def frame(kind: str, **fields: Any) -> str:
         return sse(json.dumps({"type": kind, **fields}, ensure_ascii=False), kind)
@@ -264,7 +279,9 @@ async def events(stream: AsyncIterator[Event], message_id: str) -> AsyncIterator
             yield frame(
                 "message_delta", delta=delta, usage={"output_tokens": answer.completion_tokens}, tito=answer.tito
             )
-            yield frame("message_stop")
+            kept = True
         elif isinstance(event, Failed):
             yield frame("error", error=error_body(event.status, event.code, event.message)["error"])
             return
+    if kept:  # message_stop once the turn is kept (one that is not ends with the error event above)
+        yield frame("message_stop")

@@ -12,8 +12,10 @@ new one; with ``previous_response_id`` the input holds only what follows that re
 response's chain (its inputs and answers, not its instructions, as OpenAI's API does). Streamed, the events are
 ``response.created``, ``response.in_progress``, for each item ``response.output_item.added``, its deltas
 (``response.reasoning_text.delta``, ``response.output_text.delta``, ``response.function_call_arguments.delta``), then
-at the end the ``.done`` events, ``response.output_item.done`` and ``response.completed`` (``response.incomplete``);
-an engine that breaks off sends ``error`` and ``response.failed``.
+at the end the ``.done`` events, ``response.output_item.done`` and, once the turn is kept, ``response.completed``
+(``response.incomplete``); an engine that breaks off, or a turn that cannot be kept, sends ``error`` and
+``response.failed`` instead. A ``previous_response_id`` the gateway does not know, or whose session ended, is 400
+``previous_response_not_found``, as OpenAI's API answers a response id it does not have.
 """
 
 from __future__ import annotations
@@ -26,11 +28,20 @@ from typing import Any
 from starlette.responses import JSONResponse, Response
 
 from tito_audit.gateway.dialects.responses_output import Shape, events
-from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, joined_text, read_request, take_message
-from tito_audit.gateway.streaming import TurnResponse, TurnStream
+from tito_audit.gateway.protocol import (
+    Answer,
+    ChatRequest,
+    RequestError,
+    joined_text,
+    read_request,
+    session_headers,
+    take_message,
+)
+from tito_audit.gateway.streaming import TurnStream, open_response
 
 REMEMBERED = 65536
-"""Response ids whose session the gateway still knows (older ones: 400 ``previous_response_not_found``)."""
+"""Response ids whose session the gateway still knows (older ones, and those of a session that ended: 400
+``previous_response_not_found``, as OpenAI's API answers a response id it does not have)."""
 ASSISTANT_SIDE = ("reasoning", "function_call")
 
 
@@ -56,19 +67,20 @@ class Responses:
             raise RequestError(
                 400, "invalid_request", f"previous_response_id: {previous!r} is a response of another session"
             )
-        inputs = items_to_messages(body.get("input"))
+        inputs, names = items_to_messages(body.get("input"))
         history = self._chain(session_id, previous) if previous else []
-        request = chat_request(body, history + inputs)
+        earlier = [f"previous_response_id {previous}: message {i}" for i in range(len(history))]
+        request = chat_request(body, history + inputs, earlier + names)
         response_id = f"resp_{uuid.uuid4().hex}"
         shape = Shape(response_id, body, previous)
         if body.get("stream"):
-            turn = await TurnStream.open(self.gateway, request, session_id)
-            frames = self._frames(turn, shape, previous, inputs)
-            return TurnResponse(frames, turn, {"X-Session-Id": turn.session_id})
+            return await open_response(
+                self.gateway, request, session_id, lambda turn: self._frames(turn, shape, previous, inputs)
+            )
         answer = await self.gateway.turn(request, session_id)
         self._remember(answer.tito["session"], response_id, previous, inputs, answer.message)
         return JSONResponse(
-            shape.response(answer, shape.items(answer.message)), headers={"X-Session-Id": answer.tito["session"]}
+            shape.response(answer, shape.items(answer.message)), headers=session_headers(answer.tito["session"])
         )
 
     async def _frames(
@@ -81,12 +93,17 @@ class Responses:
                 continue
             yield frame
         if finished is not None and turn.committed:
-            self._remember(turn.session_id, shape.id, previous, inputs, finished.message)
+            self._remember(turn.session_id, shape.id, previous, inputs, finished.message, turn.entry)
 
     def _chain(self, session_id: str | None, previous: str) -> list[dict]:
         entry = self.gateway.store.get(session_id or "")
-        if entry is None:
-            raise self.gateway.store.missing(session_id or "")
+        if entry is None or entry.session is None:
+            why = self.gateway.store.why_gone(session_id or "")
+            raise RequestError(
+                400,
+                "previous_response_not_found",
+                f"previous_response_id: {previous!r} was answered in session {session_id!r}, which is gone: {why}",
+            )
         chain = entry.dialect.get("responses", {})
         out: list[list[dict]] = []
         current: str | None = previous
@@ -98,10 +115,18 @@ class Responses:
         return [message for part in reversed(out) for message in part]
 
     def _remember(
-        self, session_id: str, response_id: str, previous: str | None, inputs: list[dict], wire: dict
+        self,
+        session_id: str,
+        response_id: str,
+        previous: str | None,
+        inputs: list[dict],
+        wire: dict,
+        turned: Any = None,
     ) -> None:
+        """The response ``response_id`` in its session's chain; ``turned``: the session the turn was kept in (a
+        session deleted since, or a newer one under its id, is not given it)."""
         entry = self.gateway.store.get(session_id)
-        if entry is None:
+        if entry is None or (turned is not None and entry is not turned):
             return
         try:
             answer = take_message(wire, "the answer")
@@ -113,10 +138,11 @@ class Responses:
             self.owners.popitem(last=False)
 
 
-def items_to_messages(value: Any) -> list[dict]:
-    """The ``input`` (a string or a list of items) as messages in the form the template renders."""
+def items_to_messages(value: Any) -> tuple[list[dict], list[str]]:
+    """The ``input`` (a string or a list of items) as messages in the form the template renders, and the item each
+    comes from (``input[2]``)."""
     if isinstance(value, str):
-        return [{"role": "user", "content": value}]
+        return [{"role": "user", "content": value}], ["input"]
     if not isinstance(value, list) or not value:
         raise RequestError(400, "invalid_request", "input: a string or a non-empty list of items")
     messages: list[dict] = []
@@ -170,20 +196,24 @@ def items_to_messages(value: Any) -> list[dict]:
                 "invalid_request",
                 f"{where}.type: {kind!r} is not supported (message, reasoning, function_call, function_call_output)",
             )
-    return [take_message({k: v for k, v in m.items() if k != "_where"}, m["_where"]) for m in messages]
+    taken = [take_message({k: v for k, v in m.items() if k != "_where"}, m["_where"]) for m in messages]
+    return taken, [m["_where"] for m in messages]
 
 
 def _text(value: Any, where: str) -> str:
     return joined_text(value, where, text_type=None, null=False)
 
 
-def chat_request(body: dict[str, Any], messages: list[dict]) -> ChatRequest:
-    """The chat request the Responses request ``body`` makes with ``messages`` (its input, after its history)."""
+def chat_request(body: dict[str, Any], messages: list[dict], names: list[str] | None = None) -> ChatRequest:
+    """The chat request the Responses request ``body`` makes with ``messages`` (its input, after its history;
+    ``names``: what the client calls each)."""
     instructions = body.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise RequestError(400, "invalid_request", "instructions: a string")
+    names = list(names or [])
     if instructions:
         messages = [{"role": "system", "content": instructions}, *messages]
+        names = ["instructions", *names] if names else names
     chat: dict[str, Any] = {"messages": messages, "user": body.get("user")}
     for key in ("temperature", "top_p", "top_k", "seed"):
         if body.get(key) is not None:
@@ -204,7 +234,7 @@ def chat_request(body: dict[str, Any], messages: list[dict]) -> ChatRequest:
             raise RequestError(400, "invalid_request", "tool_choice: auto, none, required or {type: function, name}")
         choice = {"type": "function", "function": {"name": choice["name"]}}
     chat["tool_choice"] = choice
-    return read_request(chat)
+    return read_request(chat, names)
 
 
 def _tool(tool: Any, where: str) -> dict:

@@ -98,7 +98,9 @@ def call_item(item_id: str, call_id: str, name: str, arguments: str, status: str
 
 
 async def events(stream: AsyncIterator[Event], shape: Shape) -> AsyncIterator[Any]:
-    """A streamed turn as Responses events (see the module docstring); the :class:`Answer` itself after the last."""
+    """A streamed turn as Responses events (see :mod:`.responses`); the :class:`Answer` itself after the last. The
+    items are done once the turn ends; ``response.completed`` (``response.incomplete``) waits until the turn is kept,
+    and a turn that is not gets ``error`` and ``response.failed`` instead."""
     sequence = 0
     opened: dict[str, int] = {}
     items: list[dict] = []
@@ -128,6 +130,7 @@ async def events(stream: AsyncIterator[Event], shape: Shape) -> AsyncIterator[An
         return out
 
     model = ""
+    finished: tuple[Answer, dict] | None = None
     async for event in stream:
         if isinstance(event, Started):
             model = event.model
@@ -143,17 +146,17 @@ async def events(stream: AsyncIterator[Event], shape: Shape) -> AsyncIterator[An
             for index, item in enumerate(items):
                 for line in _close(item, texts[index], index, frame):
                     yield line
-            final = shape.response(answer, items)
-            yield frame(
-                "response.incomplete" if final["status"] == "incomplete" else "response.completed", response=final
-            )
-            yield answer
+            finished = (answer, shape.response(answer, items))
         elif isinstance(event, Failed):
             yield frame("error", code=event.code, message=event.message, param=None)
             failed = shape.response(None, items, "failed", model)
             failed["error"] = {"code": event.code, "message": event.message}
             yield frame("response.failed", response=failed)
             return
+    if finished is not None:  # the turn is kept
+        answer, final = finished
+        yield frame("response.incomplete" if final["status"] == "incomplete" else "response.completed", response=final)
+        yield answer
 
 
 def _text_part(text: str) -> dict:

@@ -1,0 +1,82 @@
+"""A prompt the model can serve: the prompt and the ``max_tokens`` asked together within the model's context
+(:func:`~tito_audit.model.context.context_of`), as vLLM's server checks, or the request is refused (400
+``context_length_exceeded``) before the session holds anything of it.
+
+Two checks, the cheap one first:
+
+- before anything is rendered, from the request's text alone: no token of the vocabulary covers more than
+  :meth:`PromptBounds.token_bytes` bytes, so text of B bytes is at least B / that many tokens. Only the text every
+  template renders is counted (the content of system, user and tool messages, without the whitespace around it that a
+  template may trim), after the tokenizer's normalizer; a request whose text alone passes the context is refused
+  without rendering or tokenizing anything (a 1.9 M-character message to a model of 131,072 tokens is, at
+  Qwen2.5's 132 bytes a token at most, not: it is rendered and counted, then refused). It runs in the worker thread
+  that prepares the step (the vocabulary's longest token is found once, the first time a text is long enough to
+  need it: a fraction of a second);
+- after the step is prepared on its copy of the session: the prompt's exact length. The copy is dropped, and what the
+  model's caches took of its texts is dropped with it.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any
+
+from tito_audit.gateway.protocol import ChatRequest, RequestError
+from tito_audit.model.context import Context
+
+TOKEN_BYTES_MARGIN = 4
+"""Added to the longest token's decoded bytes: a decoder that drops a word's leading space when a token stands
+alone, or writes one replacement character (3 bytes) for a byte, still gives a bound."""
+
+
+class PromptBounds:
+    """The context checks of one gateway (see the module docstring); thread-safe."""
+
+    def __init__(self, context: Context, machinery: Any) -> None:
+        self.context = context
+        self._machinery = machinery
+        self._lock = threading.Lock()
+        self._token_bytes: int | None = None
+
+    def token_bytes(self) -> int:
+        """The most bytes one token of the vocabulary covers (its decoded text, plus a margin), computed once, the
+        first time a request's text is long enough to need it."""
+        with self._lock:
+            if self._token_bytes is None:
+                machinery = self._machinery
+                codec = machinery.codec
+                with machinery.lock:
+                    longest = max(len(codec.decode([i]).encode("utf-8")) for i in range(codec.id_limit))
+                self._token_bytes = longest + TOKEN_BYTES_MARGIN
+            return self._token_bytes
+
+    def check_text(self, request: ChatRequest, max_tokens: int) -> None:
+        """Refuse ``request`` when its rendered text alone passes the context (see the module docstring)."""
+        room = self.context.tokens - max_tokens
+        texts = [m["content"].strip() for m in request.messages if m["role"] != "assistant" and m.get("content")]
+        characters = sum(map(len, texts))
+        if characters <= room or characters * 4 <= room * self.token_bytes():  # 4 bytes a character at most
+            return
+        codec = self._machinery.codec
+        size = sum(len(codec.normalize(text).encode("utf-8")) for text in texts)
+        least = math.ceil(size / self.token_bytes())
+        if least > room:
+            raise self._refusal(f"the messages' text alone is {size:,} bytes, at least {least:,} tokens", max_tokens)
+
+    def check_prompt(self, trial: Any, prompt_tokens: int, max_tokens: int) -> None:
+        """Refuse a prepared step whose prompt of ``prompt_tokens`` and ``max_tokens`` pass the context; its session
+        copy ``trial`` forgets what the model's caches keep of it."""
+        if prompt_tokens + max_tokens <= self.context.tokens:
+            return
+        trial.forget()
+        raise self._refusal(f"the prompt is {prompt_tokens:,} tokens", max_tokens)
+
+    def _refusal(self, prompt: str, max_tokens: int) -> RequestError:
+        context = self.context
+        return RequestError(
+            400,
+            "context_length_exceeded",
+            f"{prompt}: with max_tokens {max_tokens:,} that passes the model's context of {context.tokens:,} tokens "
+            f"({context.source}); shorten the conversation or ask for fewer tokens",
+        )
