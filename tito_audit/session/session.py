@@ -41,16 +41,20 @@ from tito_audit.conversations.conversation import Message, clone_data
 from tito_audit.model.loaded import LoadedModel
 from tito_audit.model.tokens import TokenCodec
 from tito_audit.session.breaks import SessionBreak, TitoBreak, TitoBreakWarning, diagnose
+from tito_audit.session.deferred import DeferredChecks, FullCheck, PendingStep
 from tito_audit.session.inputs import as_assistant_message, check_depth, check_text, message_copy
 from tito_audit.session.logprobs import Logprobs, sampled_logprobs
 from tito_audit.session.machinery import Machinery, ModelSourceSettings, build_machinery, machinery_for
 from tito_audit.session.parsing import ParserArgument, SessionParser, resolve_parser, split_extend_arguments
 from tito_audit.session.policies import BRIDGES, POLICIES, Bridge, OnBreak
-from tito_audit.session.steps import BufferSteps
+from tito_audit.session.shared_list import AppendOnly, as_list
 from tito_audit.session.turns import PendingTurn, SessionTurn
 
+PER_TOKEN = ("_buffer", "_mask", "_logprobs", "_view_ids")
+"""The session's lists with one entry per token: a fork shares them (:mod:`tito_audit.session.shared_list`)."""
 
-class TitoSession(BufferSteps):
+
+class TitoSession(DeferredChecks):
     """An append-only token buffer for one rollout, checked against the model's template at every step."""
 
     def __init__(
@@ -61,16 +65,22 @@ class TitoSession(BufferSteps):
         on_break: OnBreak = "raise",
         clock: datetime | None = None,
         parser: ParserArgument = None,
-        bridge: Bridge = "template",
+        bridge: Bridge = "auto",
+        check_every: int = 0,
     ) -> None:
         if on_break not in POLICIES:
             raise ValueError(f"on_break must be one of {', '.join(POLICIES)}, not {on_break!r}")
         if bridge not in BRIDGES:
             raise ValueError(f"bridge must be one of {', '.join(BRIDGES)}, not {bridge!r}")
+        if isinstance(check_every, bool) or not isinstance(check_every, int) or check_every < 0:
+            raise ValueError(f"check_every must be a whole number of steps, 0 or more, not {check_every!r}")
         self._machinery = machinery
         check_text([], tools)
         self._tools = clone_data(tools) if tools is not None else None
         self.bridge: Bridge = bridge
+        self.check_every = check_every
+        """``bridge="auto"``: render the whole conversation after this many steps bridged without it (0: only where a
+        step needs it and at :meth:`finish`); see :mod:`tito_audit.session.deferred`."""
         resolved = resolve_parser(parser, machinery)
         self._parser = SessionParser(resolved, machinery, self._tools) if resolved is not None else None
         self.on_break: OnBreak = on_break
@@ -92,6 +102,10 @@ class TitoSession(BufferSteps):
         self._state = "new"
         self._parsed: tuple[tuple[int, ...], Message] | None = None
         """The last completion :meth:`parse` parsed, and its message."""
+        self._pending: list[PendingStep] = []
+        """Steps bridged from the short local render that no render of the whole conversation has covered yet."""
+        self.last_check: FullCheck | None = None
+        """The last render of the whole conversation that covered steps bridged without it, and what it found."""
 
     # -- creation -----------------------------------------------------------------------------------------------
     @classmethod
@@ -112,7 +126,8 @@ class TitoSession(BufferSteps):
         stop_tokens: Sequence[str] = (),
         clock: datetime | None = None,
         parser: ParserArgument = None,
-        bridge: Bridge = "template",
+        bridge: Bridge = "auto",
+        check_every: int = 0,
     ) -> TitoSession:
         """A session for ``model`` (hub id or folder), resolved and loaded exactly as ``tito-audit audit`` does
         (mirrors, ``TITO_AUDIT_MIRROR``, cache, hub; remote code only with ``trust_remote_code``).
@@ -121,13 +136,24 @@ class TitoSession(BufferSteps):
         ``template_kwargs`` select the variant (``enable_thinking``, ...); ``stop_tokens`` adds stop tokens (by
         text) to those found in the configs and the template. ``parser`` makes the session parse each completion
         (``"auto"``, ``"sglang"``, ``"hf"``, ``"TOOL[,REASONING]"`` or a parser object; see :meth:`parse`);
-        ``bridge`` is ``"template"`` (the template's next prompt after the buffer, checked) or ``"history-free"``.
+        ``bridge`` is ``"auto"`` (the default: a tool step the template's proof covers is bridged from a short local
+        render, the whole conversation checked at :meth:`finish` and every ``check_every`` such steps; every other
+        step as ``"template"``), ``"template"`` (the template's next prompt after the buffer, checked at every step) or
+        ``"history-free"`` (the stand-in suffix, never checked); see :data:`~tito_audit.session.policies.BRIDGES`.
         """
         source = ModelSourceSettings.of(
             mirrors, cache_dir, revision, allow_hub, trust_remote_code, template, template_name
         )
         machinery = machinery_for(model, source, template_kwargs, tuple(stop_tokens))
-        return cls(machinery, tools=tools, on_break=on_break, clock=clock, parser=parser, bridge=bridge)
+        return cls(
+            machinery,
+            tools=tools,
+            on_break=on_break,
+            clock=clock,
+            parser=parser,
+            bridge=bridge,
+            check_every=check_every,
+        )
 
     @classmethod
     def from_loaded(
@@ -140,21 +166,39 @@ class TitoSession(BufferSteps):
         stop_tokens: Sequence[str] = (),
         clock: datetime | None = None,
         parser: ParserArgument = None,
-        bridge: Bridge = "template",
+        bridge: Bridge = "auto",
+        check_every: int = 0,
     ) -> TitoSession:
         """A session for a model already loaded (:func:`tito_audit.model.loaded.load_model`); not cached."""
         machinery = build_machinery(loaded, template_kwargs, extra_stop_tokens=stop_tokens)
-        return cls(machinery, tools=tools, on_break=on_break, clock=clock, parser=parser, bridge=bridge)
+        return cls(
+            machinery,
+            tools=tools,
+            on_break=on_break,
+            clock=clock,
+            parser=parser,
+            bridge=bridge,
+            check_every=check_every,
+        )
 
-    def spawn(self, *, tools: list[dict] | None = None, on_break: OnBreak | None = None) -> TitoSession:
-        """A new, empty session on the same model and template settings (nothing is loaded again)."""
+    def spawn(
+        self,
+        *,
+        tools: list[dict] | None = None,
+        on_break: OnBreak | None = None,
+        bridge: Bridge | None = None,
+        check_every: int | None = None,
+    ) -> TitoSession:
+        """A new, empty session on the same model and template settings (nothing is loaded again, and the template's
+        proof is shared)."""
         return TitoSession(
             self._machinery,
             tools=tools if tools is not None else self._tools,
             on_break=on_break or self.on_break,
             clock=self.clock,
             parser=self._parser.parser if self._parser is not None else None,
-            bridge=self.bridge,
+            bridge=bridge or self.bridge,
+            check_every=self.check_every if check_every is None else check_every,
         )
 
     def fork(self) -> TitoSession:
@@ -162,7 +206,9 @@ class TitoSession(BufferSteps):
         on the copy and keeps it only when the engine answered, so a failed call leaves the session unchanged."""
         twin = copy.copy(self)
         for name, value in vars(self).items():
-            if isinstance(value, list):
+            if name in PER_TOKEN:  # shared with the copy, which appends to a tail of its own (constant time)
+                setattr(twin, name, AppendOnly.of(value))
+            elif isinstance(value, list):
                 setattr(twin, name, list(value))
         if self._parser is not None:
             twin._parser = copy.copy(self._parser)
@@ -186,22 +232,28 @@ class TitoSession(BufferSteps):
     @property
     def buffer(self) -> list[int]:
         """The token buffer: prompt, sampled completions (as sampled) and bridges."""
-        return list(self._buffer)
+        return as_list(self._buffer)
 
     @property
     def loss_mask(self) -> list[int]:
         """1 on every sampled id of the buffer, 0 on everything the template wrote."""
-        return list(self._mask)
+        return as_list(self._mask)
 
     @property
     def logprobs(self) -> Logprobs:
         """One entry per buffer position: the engine's log-probability where an id was sampled and given with one
         (``extend(..., logprobs=)``), None elsewhere; on a re-render they follow the loss mask."""
-        return list(self._logprobs)
+        return as_list(self._logprobs)
 
     @property
     def messages(self) -> list[Message]:
         return clone_data(self._messages)
+
+    def shared_messages(self) -> tuple[Message, ...]:
+        """The messages as the session keeps them, not copied: for code that reads the whole conversation at every
+        step (a server handing it to an engine), where :attr:`messages`' copy would cost as much as the conversation.
+        Read them; never change them."""
+        return tuple(self._messages)
 
     @property
     def turns(self) -> list[SessionTurn]:
@@ -267,7 +319,7 @@ class TitoSession(BufferSteps):
         self._buffer, self._mask, self._logprobs = list(prompt.ids), [0] * len(prompt.ids), [None] * len(prompt.ids)
         self._view_ids, self._view_text = list(prompt.ids), prompt.text
         self._state = "open"
-        return list(self._buffer)
+        return as_list(self._buffer)
 
     def parse(self, completion_ids: Sequence[int]) -> Message:
         """The assistant message the session's parser makes of ``completion_ids`` (the completion decoded as it
@@ -321,11 +373,13 @@ class TitoSession(BufferSteps):
         with machinery.lock, machinery.rendering(self.clock):
             if self.bridge == "history-free":
                 self._history_free(completion, assistant, appended, sampled)
-                return list(self._buffer)
+                return as_list(self._buffer)
+            if self._local_step(completion, assistant, appended, sampled):
+                return as_list(self._buffer)
             broke = self._advance(completion, assistant, appended, sampled)
         if broke is not None and self.on_break == "warn":
             warnings.warn(TitoBreakWarning(broke.describe()), stacklevel=2)
-        return list(self._buffer)
+        return as_list(self._buffer)
 
     def _advance(
         self, completion: list[int] | None, assistant: Message, appended: list[Message], logprobs: Logprobs | None
@@ -347,25 +401,29 @@ class TitoSession(BufferSteps):
             self._steps = step
             self._commit(messages, buffer + bridge, mask + [0] * len(bridge), list(prompt.ids), prompt.text, pending)
             self._turns.append(pending.done((len(buffer), len(buffer) + len(bridge))))
+            self._covered(f"step {step}")
             return None
-        details = diagnose(
+        # steps bridged from the local render since the last full render are walked first: the first that breaks is
+        # the break the per-turn check would have found
+        details = self._first_pending_break(f"step {step}") or diagnose(
             self._machinery.setup,
             messages,
             self._tools,
             step=step,
             roles=roles,
             joined=joined,
-            buffer=view_ids,
+            buffer=as_list(view_ids),
             buffer_text=view_text,
             last_prompt_text=self._view_text if completion is not None else None,
         )
         if self.on_break == "raise":
-            details.handled = "raised"
+            details.handled = f"raised at step {step}" if details.found_at else "raised"
             raise TitoBreak(details)
         self._steps = step
         kept = self.on_break == "warn" and self._keep_buffer(details, messages, appended, buffer, mask, prompt, pending)
         if not kept:
             self._rerender(details, messages, buffer, mask, prompt, pending)
+        self._mark_late(details)
         self._breaks.append(details)
         return details
 
@@ -375,15 +433,22 @@ class TitoSession(BufferSteps):
         assistant_message: Message | None = None,
         *,
         logprobs: Sequence[float | None] | None = None,
+        check: bool = True,
     ) -> list[int]:
-        """Append the last completion (nothing follows it, so there is no step to check) and close the session;
-        return the whole buffer. With a session parser, ``assistant_message`` may be left out (:meth:`parse`'s)."""
+        """Append the last completion (nothing follows it, so there is no step of its own to check) and close the
+        session; return the whole buffer. With a session parser, ``assistant_message`` may be left out
+        (:meth:`parse`'s). Steps bridged without rendering the history (``bridge="auto"``) that no later render
+        covered are checked first, with one render of the whole conversation (:meth:`check`): a break found there is
+        handled by the policy (``raise`` raises it and leaves the session open, as it was); ``check=False`` leaves
+        them unchecked (after a :meth:`check` of your own)."""
         self._require_open()
         completion = self._completion(completion_ids)
         sampled = sampled_logprobs(logprobs, completion)
         given = assistant_message if assistant_message is not None else self._parsed_for(completion)
         assistant = as_assistant_message(given)
         check_text([assistant], None, "assistant_message")
+        if check:
+            self._check_now("finish")
         pending = PendingTurn(len(self._messages), completion, len(self._buffer), self.stop_ids, assistant, sampled)
         if completion is not None:
             self._buffer += completion
@@ -394,7 +459,27 @@ class TitoSession(BufferSteps):
         self._turns.append(pending.done((len(self._buffer), len(self._buffer))))
         self._messages.append(assistant)
         self._state = "finished"
-        return list(self._buffer)
+        return as_list(self._buffer)
+
+    def check(self) -> SessionBreak | None:
+        """Render the whole conversation once now and check the steps bridged without it since the last such render
+        (``bridge="auto"``; what :meth:`finish` does first): returns the break found (the first step that breaks, as
+        the per-turn check would have reported it), after applying the policy; None when none breaks or nothing is
+        pending. Under ``raise`` the break is raised and the session left as it was."""
+        self._require_open()
+        return self._check_now("check")
+
+    @property
+    def unchecked_steps(self) -> list[int]:
+        """The steps bridged from the short local render that no render of the whole conversation has covered yet."""
+        return [pending.step for pending in self._pending]
+
+    def _check_now(self, at: str) -> SessionBreak | None:
+        if not self._pending:
+            return None
+        machinery = self._machinery
+        with machinery.lock, machinery.rendering(self.clock):
+            return self._check_pending(at)
 
     def _parsed_for(self, completion: list[int] | None) -> Message:
         if completion is None:
