@@ -58,7 +58,14 @@ IdleOpt = Annotated[
 ]
 MaxSessionsOpt = Annotated[int, typer.Option("--max-sessions", min=1, help="Most sessions kept at once.")]
 OnBreakOpt = Annotated[str, typer.Option("--on-break", help="raise, warn or rerender (see TitoSession).")]
-BridgeOpt = Annotated[str, typer.Option("--bridge", help="template (checked every step) or history-free.")]
+BridgeOpt = Annotated[
+    str,
+    typer.Option(
+        "--bridge",
+        help="auto (tool steps the template's proof covers bridged from a short local render, the whole conversation "
+        "checked when a session's record is read), template (checked every step) or history-free.",
+    ),
+]
 TimeoutOpt = Annotated[float, typer.Option("--engine-timeout", min=0.1, help="Seconds to wait for the engine.")]
 MaxBytesOpt = Annotated[int, typer.Option("--max-request-bytes", min=1024, help="Largest request body accepted.")]
 EngineModelOpt = Annotated[
@@ -123,7 +130,7 @@ def serve_command(
     session_idle: IdleOpt = 900.0,
     max_sessions: MaxSessionsOpt = 1024,
     on_break: OnBreakOpt = "warn",
-    bridge: BridgeOpt = "template",
+    bridge: BridgeOpt = "auto",
     engine_timeout: TimeoutOpt = 300.0,
     max_request_bytes: MaxBytesOpt = 8 * 1024 * 1024,
     engine_model: EngineModelOpt = None,
@@ -206,4 +213,6 @@ def serve_command(
         highlight=False,
         soft_wrap=True,
     )
+    # the proof is made before the first request, not on its time
+    err.print(f"bridge {bridge}: {gateway.prove()}", highlight=False, soft_wrap=True)
     serve(gateway)

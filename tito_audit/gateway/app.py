@@ -100,7 +100,8 @@ def create_app(gateway: Gateway) -> Starlette:
         return await messages_dialect.handle(gateway, await read_json(request), request.headers.get("x-session-id"))
 
     async def get_session(request: Request) -> Response:
-        return JSONResponse(gateway.record(request.path_params["session_id"]))
+        # in a worker thread: the record's full check renders the whole conversation
+        return JSONResponse(await asyncio.to_thread(gateway.record, request.path_params["session_id"]))
 
     async def delete_session(request: Request) -> Response:
         session_id = request.path_params["session_id"]

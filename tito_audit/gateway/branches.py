@@ -28,7 +28,7 @@ from typing import Any
 from tito_audit.gateway.matchers import MATCHERS, Matcher, matcher
 from tito_audit.gateway.protocol import ChatRequest, RequestError
 from tito_audit.gateway.store import GatewaySession, Pending
-from tito_audit.gateway.turns import Step, prepare, turn_record
+from tito_audit.gateway.turns import Step, finished_view, prepare, turn_record
 from tito_audit.session import TitoSession
 
 ON_REWRITE = ("refuse", "branch")
@@ -259,11 +259,9 @@ def branch_records(entry: GatewaySession) -> list[dict[str, Any]]:
     if tree is None:
         return []
     views: dict[int, TitoSession] = {}
+    checks: dict[int, dict[str, Any]] = {}
     for number, (node, session) in sorted(tree.tips.items()):
-        view = session.fork()
-        if node.pending is not None:
-            view.finish(node.pending.ids, node.pending.message, logprobs=node.pending.logprobs)
-        views[number] = view
+        views[number], checks[number] = finished_view(session, node.pending)
     out = []
     for number, view in views.items():
         parent = tree.forks.get(number)
@@ -277,6 +275,7 @@ def branch_records(entry: GatewaySession) -> list[dict[str, Any]]:
         record.update({name: list(getattr(view, name)) for name in PER_POSITION})
         record["turns"] = [turn_record(t) for t in view.turns]
         record["breaks"] = len(view.breaks)
+        record["check"] = checks[number]
         record["messages"] = view.messages
         out.append(record)
     return out

@@ -30,7 +30,7 @@ from tito_audit.gateway.memory import (
 from tito_audit.gateway.plain import TEXT_PARSER, TextParser
 from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, read_request
 from tito_audit.gateway.store import SessionStore
-from tito_audit.gateway.turns import Step, break_record, prepare, turn_record
+from tito_audit.gateway.turns import Step, break_record, finished_view, prepare, turn_record
 from tito_audit.model.context import context_of
 from tito_audit.model.render import RenderLimits
 from tito_audit.parse import sglang
@@ -39,6 +39,7 @@ from tito_audit.parse.parser import CompletionParser
 from tito_audit.session import TitoSession
 from tito_audit.session.machinery import Machinery, ModelSourceSettings, machinery_for
 from tito_audit.session.policies import BRIDGES, POLICIES
+from tito_audit.session.proof import proof_for
 
 MAX_SESSION_ID = 256
 log = logging.getLogger("tito_audit.gateway")
@@ -58,7 +59,7 @@ class GatewayConfig:
     session_idle: float = 900.0
     max_sessions: int = 1024
     on_break: str = "warn"
-    bridge: str = "template"
+    bridge: str = "auto"
     engine_timeout: float = 300.0
     max_request_bytes: int = 8 * 1024 * 1024
     seed: int = 0
@@ -214,7 +215,7 @@ class Gateway:
             sampling=sampling,
             stop_ids=self.stop_ids,
             model=self.config.engine_model or self.model_id,
-            messages=step.trial.messages,
+            messages=list(step.trial.shared_messages()),  # read by the fake engine only; not copied
             tools=step.tools,
             tool_choice=request.tool_choice,
             session_id=session_id,
@@ -291,14 +292,14 @@ class Gateway:
 
     def record(self, session_id: str) -> dict[str, Any]:
         """``GET /sessions/{id}``: the buffer and loss mask with the last answer appended (as ``finish`` would
-        append it; the session itself stays open), each turn's spans, the breaks."""
+        append it; the session itself stays open), each turn's spans, the breaks, and the full check of the steps
+        bridged without rendering the history (``check``, :func:`~tito_audit.gateway.turns.finished_view`). Called in a
+        worker thread: the check renders the whole conversation."""
         entry = self.store.get(session_id)
         if entry is None or entry.session is None:
             raise self.store.missing(session_id)
-        view = entry.session.fork()  # a committed session is never changed again: no lock needed
-        pending = entry.pending
-        if pending is not None:
-            view.finish(pending.ids, pending.message, logprobs=pending.logprobs)
+        # a committed session is never changed again: no lock needed
+        view, check = finished_view(entry.session, entry.pending)
         return {
             "session": session_id,
             "model": self.model_id,
@@ -311,6 +312,7 @@ class Gateway:
             "logprobs": view.logprobs,
             "turns": [turn_record(t) for t in view.turns],
             "breaks": [break_record(b) for b in view.breaks],
+            "check": check,
             "messages": view.messages,
             **self._branches(entry),
         }
@@ -320,6 +322,15 @@ class Gateway:
         if not self.rewrites.branch or entry.tree is None:
             return {}
         return {"on_rewrite": "branch", "branch": entry.tree.active, "branches": branch_records(entry)}
+
+    def prove(self) -> str:
+        """Make the proof of which steps the sessions may bridge without rendering the history now (it is otherwise
+        made at the first such step, on a request's time); one line saying what it covers."""
+        if self.config.bridge != "auto":
+            return f"bridge {self.config.bridge}: every step as that bridge makes it"
+        machinery = self.machinery
+        with machinery.lock:
+            return proof_for(machinery, with_tools=True).describe()
 
     def give_back(self) -> int:
         """Give back the memory of the sessions that ended since the last call (in a worker thread: forgetting takes

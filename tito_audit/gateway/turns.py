@@ -18,6 +18,7 @@ from the same prompt. A streamed turn (:mod:`.streaming`) takes the same steps, 
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -197,14 +198,44 @@ def record_of(entry: GatewaySession, step: Step, pending: Pending) -> dict[str, 
     """The ``tito`` record of the turn ``step`` and ``pending`` make (before or after it is committed)."""
     trial = step.trial
     new_breaks = trial.breaks[step.breaks_before :] if not step.retry else []
+    turns = trial.turns
     return {
         "session": entry.id,
-        "turn": len(trial.turns) + 1,
+        "turn": len(turns) + 1,
         "prompt_tokens": len(step.prompt),
         "completion_ids": len(pending.ids),
         "retry": step.retry,
         "breaks": [break_record(b) for b in new_breaks],
+        "bridged": turns[-1].bridged if turns else None,
+        "unchecked_steps": len(trial.unchecked_steps),
     }
+
+
+def finished_view(session: TitoSession, pending: Pending | None) -> tuple[TitoSession, dict[str, Any]]:
+    """A copy of ``session`` with ``pending`` (the last answer) appended as ``finish`` appends it, and what the full
+    check of its steps bridged without rendering the history found (``bridge="auto"``): ``ran`` (whether there was
+    anything to check), ``at`` and ``steps`` (what it covered) and ``found`` (the first break, or None). The check runs
+    here, before a record is served, never on a turn's request; under ``raise`` the break it finds is reported here
+    rather than raised. The session itself is not changed."""
+    view = session.fork()
+    steps = view.unchecked_steps
+    found = None
+    if steps:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the record reports it (and every read of the record finds it again)
+                found = view.check()
+        except TitoBreak as exc:  # on_break=raise, or a render the template refused
+            found = exc.details
+    if pending is not None:
+        view.finish(pending.ids, pending.message, logprobs=pending.logprobs, check=False)
+    report = {
+        "ran": bool(steps),
+        "at": "record" if steps else None,
+        "steps": steps,
+        "found": break_record(found) if found is not None else None,
+    }
+    return view, report
 
 
 def _tools_key(tools: list[dict] | None) -> str:
@@ -226,6 +257,7 @@ def break_record(details: Any) -> dict[str, Any]:
         "template_text": details.template_text,
         "handled": details.handled,
         "notes": list(details.notes),
+        "found_at": details.found_at,
     }
 
 
@@ -238,6 +270,7 @@ def turn_record(turn: Any) -> dict[str, Any]:
         "bridge": list(turn.bridge),
         "broke": turn.broke is not None,
         "message": turn.message,
+        "bridged": turn.bridged,
     }
 
 
