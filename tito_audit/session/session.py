@@ -22,9 +22,14 @@ parsers, ``parser="sglang"``, or takes the message your own parser made: ``exten
         prompt_ids = session.extend(completion_ids, run_tools(assistant))
     train_on(session.buffer, session.loss_mask)
 
-``bridge="history-free"`` appends, after each completion, the suffix the template writes for the new messages after
-a short stand-in conversation (as verl and SkyRL do) and never renders the history: sound exactly when the audit's
-bridge check holds for the template (``history-dependent-suffix`` says when it does not).
+``bridge="auto"`` (the default) renders the whole conversation only where it must: a tool step the template's proof
+covers (:mod:`tito_audit.session.proof`) is bridged from a short local render, in time that does not grow with the
+conversation, and checked with the whole conversation later, at :meth:`TitoSession.finish` at the latest; a break it
+let into the buffer is reported at its own step, late (:mod:`tito_audit.session.deferred`). ``bridge="template"``
+renders the whole conversation at every step. ``bridge="history-free"`` appends, after each completion, the suffix the
+template writes for the new messages after a short stand-in conversation (as verl and SkyRL do) and never renders the
+history: sound exactly when the audit's bridge check holds for the template (``history-dependent-suffix`` says when
+it does not).
 """
 
 from __future__ import annotations
