@@ -17,6 +17,7 @@ answers nonsense, 504 for one that does not answer in time) and one line naming 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -52,7 +53,8 @@ class EngineError(Exception):
 class EngineRequest:
     """One generation: the prompt ids and what the request asked for."""
 
-    prompt_ids: list[int]
+    prompt_ids: Sequence[int]
+    """The prompt (a list, or the session's buffer shared read-only: an engine that sends it makes its list)."""
     sampling: dict[str, Any]
     stop_ids: list[int]
     model: str
@@ -149,7 +151,7 @@ class HttpEngine:
 def vllm_body(request: EngineRequest) -> tuple[str, dict[str, Any]]:
     body: dict[str, Any] = {
         "model": request.model,
-        "prompt": request.prompt_ids,
+        "prompt": list(request.prompt_ids),
         "return_token_ids": True,
         "skip_special_tokens": False,
         "stop_token_ids": request.stop_ids,
@@ -166,7 +168,7 @@ def sglang_body(request: EngineRequest) -> tuple[str, dict[str, Any]]:
         sampling["max_new_tokens"] = sampling.pop("max_tokens")
     seed = sampling.pop("seed", None)
     sampling.update(stop_token_ids=request.stop_ids, skip_special_tokens=False)
-    body: dict[str, Any] = {"input_ids": request.prompt_ids, "sampling_params": sampling}
+    body: dict[str, Any] = {"input_ids": list(request.prompt_ids), "sampling_params": sampling}
     body.update(return_logprob=True, top_logprobs_num=request.top_logprobs, logprob_start_len=-1)
     if seed is not None:
         body["sampling_params"]["sampling_seed"] = seed

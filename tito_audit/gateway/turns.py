@@ -53,6 +53,8 @@ class Step:
     """What the session's other branches hold (counted with the step's copy against the byte bounds)."""
     tools: list[dict] | None = None
     """The tools of the step's session (the engine is told them)."""
+    sent: list[dict] | None = None
+    """The request's messages as the client sent them (kept with :attr:`history` when the step is committed)."""
 
 
 def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any, rewrites: Any = None) -> Step:
@@ -60,7 +62,7 @@ def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any, rewr
     (:class:`~tito_audit.gateway.branches.Rewrites`) says what counts as the same message and, under
     ``--on-rewrite branch``, prepares the step on the session's tree instead."""
     key = rewrites.key if rewrites is not None else comparable
-    sent = [key(m) for m in request.messages]
+    sent, raw = compared(entry, request.messages, key)
     try:
         if rewrites is not None and rewrites.branch:
             return rewrites.prepare(entry, request, make_session)
@@ -74,7 +76,7 @@ def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any, rewr
                 )
             trial = make_session(request.tools)
             entry.tools = request.tools
-            return Step(trial, trial.start(request.messages), sent, 0, False, tools=request.tools)
+            return Step(trial, trial.start(request.messages), sent, 0, False, tools=request.tools, sent=raw)
         session, pending = entry.session, entry.pending
         assert pending is not None
         if _tools_key(request.tools) != _tools_key(entry.tools):
@@ -91,7 +93,7 @@ def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any, rewr
             )
         trial = session.fork()
         if len(sent) == known:  # the same request again: sample the turn again
-            return Step(trial, trial.buffer, sent, len(trial.breaks), True, tools=entry.tools)
+            return Step(trial, trial.buffer, sent, len(trial.breaks), True, tools=entry.tools, sent=raw)
         if sent[known] != key(pending.echo):
             raise RequestError(
                 409,
@@ -103,8 +105,9 @@ def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any, rewr
             raise RequestError(
                 400, "invalid_request", "nothing follows the assistant turn: send the tool results or a user message"
             )
-        prompt = trial.extend(pending.ids, pending.message, new, logprobs=pending.logprobs)
-        return Step(trial, prompt, sent, len(session.breaks), False, tools=entry.tools)
+        # the buffer shared, not copied: what the step costs does not grow with the conversation
+        prompt = trial.extend(pending.ids, pending.message, new, logprobs=pending.logprobs, copy=False)
+        return Step(trial, prompt, sent, len(session.breaks), False, tools=entry.tools, sent=raw)
     except RenderRefused as exc:
         raise refusal(exc) from None
     except TitoBreak as exc:
@@ -113,6 +116,21 @@ def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any, rewr
         ) from None
     except (BadInputError, ValueError) as exc:
         raise RequestError(400, "invalid_request", _one_line(exc)) from None
+
+
+def compared(entry: GatewaySession, messages: list[dict], key: Any) -> tuple[list[dict], list[dict]]:
+    """``messages`` as compared (``key``, the server's matcher) and as sent. Those equal, as sent, to the messages the
+    client sent last time take their compared form from the session's history (equal messages compare equal under any
+    matcher): checking a long history costs one comparison of plain data, not a new compared form per message."""
+    previous = entry.sent
+    same = 0
+    if previous is not None and previous[0] is entry.history:
+        _, last = previous
+        limit = min(len(last), len(messages))
+        while same < limit and messages[same] == last[same]:
+            same += 1
+        return entry.history[:same] + [key(m) for m in messages[same:]], last[:same] + messages[same:]
+    return [key(m) for m in messages], list(messages)
 
 
 def refusal(exc: RenderRefused) -> RequestError:
@@ -188,6 +206,7 @@ def commit(entry: GatewaySession, step: Step, pending: Pending) -> dict[str, Any
     returns the ``tito`` record of the turn."""
     record = record_of(entry, step, pending)
     entry.session, entry.history, entry.pending = step.trial, step.history, pending
+    entry.sent = (step.history, step.sent) if step.sent is not None else None
     entry.requests += 1
     if step.on_commit is not None:
         step.on_commit(entry, step, pending)

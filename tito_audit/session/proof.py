@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -45,8 +46,8 @@ from tito_audit.session.machinery import Machinery
 
 Shape = tuple[str, bool]
 """A tool step's shape: the reasoning form of the assistant turn before it, and whether it appends several results."""
-LONG_CONVERSATIONS = 12
-LONG_TURNS = 24
+LONG_CONVERSATIONS = 6
+LONG_TURNS = 16
 """The long conversations the proof walks beside the audit's grid (seeded apart from it)."""
 
 
@@ -112,14 +113,15 @@ def proof_for(machinery: Machinery, with_tools: bool) -> BridgeProof:
     key = _setting_key(machinery, with_tools)
     with _KEPT_LOCK:
         kept = _KEPT.get(key)
-    if kept is None or kept[0] is not machinery.loaded:
+    proof = kept[1] if kept is not None and kept[0]() is machinery.loaded else None
+    if proof is None:
         proof = prove(machinery, with_tools)
         with _KEPT_LOCK:
             if len(_KEPT) >= MAX_KEPT:
                 _KEPT.clear()
-            _KEPT[key] = (machinery.loaded, proof)  # the loaded model is kept with it: its id is not reused meanwhile
-    else:
-        proof = kept[1]
+            # the loaded model is referred to weakly: the table keeps no model alive (an id reused after it is gone
+            # is told apart by the reference, which is dead then)
+            _KEPT[key] = (weakref.ref(machinery.loaded), proof)
     machinery.proofs[with_tools] = proof
     return proof
 
@@ -128,6 +130,9 @@ _KEPT: dict[tuple, tuple[Any, BridgeProof]] = {}
 _KEPT_LOCK = threading.Lock()
 """Guards :data:`_KEPT`; never held while a proof is made."""
 MAX_KEPT = 64
+PROOF_SECONDS = 60.0
+"""A proof still walking its conversations after this long stops and covers nothing (every step is then rendered
+whole): a template slow enough for that would make each session wait on it."""
 
 
 def _setting_key(machinery: Machinery, with_tools: bool) -> tuple:
@@ -164,11 +169,19 @@ def prove(machinery: Machinery, with_tools: bool) -> BridgeProof:
             grid = list(conversation_source(options)(profile))
             grid += [generate_conversation(i, 1, LONG_TURNS, profile) for i in range(LONG_CONVERSATIONS)]
             for conversation in grid:
+                if not any(m.get("role") == TOOL for m in conversation.messages):
+                    continue  # no tool step to walk
+                if time.perf_counter() - started > PROOF_SECONDS:
+                    return refused_proof(with_tools, f"the proof took longer than {PROOF_SECONDS:g} s")
                 walked += _walk(
                     machinery, variant_audit, conversation if with_tools else without_tools(conversation), tally
                 )
     except (RenderError, AuditError) as exc:
         return refused_proof(with_tools, f"the proof could not render its conversations ({exc})")
+    except RecursionError:
+        return refused_proof(with_tools, "the proof's renders recursed too deeply")
+    except Exception as exc:  # whatever fails in the proof, every step is rendered whole: safe
+        return refused_proof(with_tools, f"the proof failed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})")
     covered = frozenset(shape for shape, (_, bad, equal) in tally.items() if equal and not bad)
     failed = frozenset(shape for shape, (_, bad, _) in tally.items() if bad)
     steps = sum(steps for steps, _, _ in tally.values())

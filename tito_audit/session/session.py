@@ -351,6 +351,7 @@ class TitoSession(DeferredChecks):
         tool_messages: Sequence[Message] | None = None,
         *,
         logprobs: Sequence[float | None] | None = None,
+        copy: bool = True,
     ) -> list[int]:
         """Append the sampled ids, the assistant message and the messages after it; return the next prompt's ids.
 
@@ -360,7 +361,9 @@ class TitoSession(DeferredChecks):
         (``content``, ``reasoning_content``, ``tool_calls``); with a session parser, leave it out:
         ``extend(completion_ids, tool_messages)`` appends :meth:`parse`'s message. ``tool_messages``: the messages
         to append before the next generation (tool results, a user or system turn); at least one. ``logprobs``: the
-        engine's log-probability of each sampled id (kept in :attr:`logprobs`).
+        engine's log-probability of each sampled id (kept in :attr:`logprobs`). ``copy=False`` returns the buffer as a
+        read-only sequence shared with the session, in constant time, instead of a new list (a server that hands the
+        prompt to its engine and keeps the session: copying it would cost as much as the conversation).
         """
         self._require_open()
         given, tool_messages = split_extend_arguments(assistant_message, tool_messages)
@@ -375,16 +378,15 @@ class TitoSession(DeferredChecks):
         machinery = self._machinery
         # one step at a time per model (the renderer and the tokenization cache are shared by the sessions of a
         # process), and every render of the step, diagnosis included, sees the session's clock
+        broke = None
         with machinery.lock, machinery.rendering(self.clock):
             if self.bridge == "history-free":
                 self._history_free(completion, assistant, appended, sampled)
-                return as_list(self._buffer)
-            if self._local_step(completion, assistant, appended, sampled):
-                return as_list(self._buffer)
-            broke = self._advance(completion, assistant, appended, sampled)
+            elif not self._local_step(completion, assistant, appended, sampled):
+                broke = self._advance(completion, assistant, appended, sampled)
         if broke is not None and self.on_break == "warn":
             warnings.warn(TitoBreakWarning(broke.describe()), stacklevel=2)
-        return as_list(self._buffer)
+        return as_list(self._buffer) if copy else AppendOnly.of(self._buffer)
 
     def _advance(
         self, completion: list[int] | None, assistant: Message, appended: list[Message], logprobs: Logprobs | None
