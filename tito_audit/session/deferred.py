@@ -29,7 +29,7 @@ from typing import NamedTuple
 from tito_audit.audit.join import join
 from tito_audit.conversations.conversation import TOOL, Message
 from tito_audit.session.breaks import SessionBreak, TitoBreak, TitoBreakWarning, diagnose, suffix_break
-from tito_audit.session.local_bridge import local_bridge
+from tito_audit.session.local_bridge import local_bridge, stand_in_prompt
 from tito_audit.session.logprobs import Logprobs
 from tito_audit.session.proof import BridgeProof, proof_for, shape_of
 from tito_audit.session.steps import BufferSteps
@@ -70,6 +70,7 @@ class DeferredChecks(BufferSteps):
 
     _pending: list[PendingStep]
     _breaks: list[SessionBreak]
+    _stand_in_prompt: str | None
     bridge: str
     check_every: int
     last_check: FullCheck | None
@@ -98,9 +99,20 @@ class DeferredChecks(BufferSteps):
         if not proof.covers(shape_of(assistant, appended), completion[-1]):
             return False
         machinery = self._machinery
+        if self._stand_in_prompt is None:  # the same for every step of the session: its tools, clock and settings
+            self._stand_in_prompt = stand_in_prompt(machinery.renderer, self._tools) or ""
+        if not self._stand_in_prompt:
+            return False
         piece = self._decode_in_context(completion)
         made = local_bridge(
-            machinery.renderer, machinery.codec, self._tools, assistant, appended, piece, completion[-1]
+            machinery.renderer,
+            machinery.codec,
+            self._tools,
+            assistant,
+            appended,
+            piece,
+            completion[-1],
+            self._stand_in_prompt,
         )
         if made is None:
             return False

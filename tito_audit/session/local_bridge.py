@@ -41,18 +41,27 @@ def local_bridge(
     appended: list[Message],
     completion_text: str,
     stop_id: int,
+    head: str | None = None,
 ) -> tuple[list[int], str] | None:
     """The bridge after a completion that ended on ``stop_id`` and reads ``completion_text``, from the local render
     (see the module docstring): its ids and its text; None when the template refuses the short conversation, writes
-    the assistant message otherwise than it was sampled, or the seam does not hold."""
+    the assistant message otherwise than it was sampled, or the seam does not hold. ``head`` is
+    :func:`stand_in_prompt` for these tools when the caller keeps it (it is rendered otherwise)."""
     messages = [STAND_IN_USER, assistant, *appended]
-    texts = renderer.texts(messages, tools, [(1, True), (len(messages), True)])
-    head, whole = texts[(1, True)], texts[(len(messages), True)]
+    keys = [(len(messages), True)] if head is not None else [(1, True), (len(messages), True)]
+    texts = renderer.texts(messages, tools, keys)
+    head = head if head is not None else texts[(1, True)]
+    whole = texts[(len(messages), True)]
     if head is None or whole is None or not whole.startswith(head) or not whole.startswith(completion_text, len(head)):
         return None
     text = whole[len(head) + len(completion_text) :]
     ids = ids_after_stop(codec, stop_id, text)
     return (ids, text) if ids is not None else None
+
+
+def stand_in_prompt(renderer: Renderer, tools: list[dict] | None) -> str | None:
+    """The local render's generation prompt after the stand-in user message (None when the template refuses it)."""
+    return renderer.texts([STAND_IN_USER], tools, [(1, True)])[(1, True)]
 
 
 def ids_after_stop(codec: TokenCodec, stop_id: int, text: str) -> list[int] | None:

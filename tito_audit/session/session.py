@@ -60,7 +60,8 @@ PER_TOKEN = ("_buffer", "_mask", "_logprobs", "_view_ids")
 
 
 class TitoSession(DeferredChecks):
-    """An append-only token buffer for one rollout, checked against the model's template at every step."""
+    """An append-only token buffer for one rollout, checked against the model's template: at every step, or, for the
+    steps bridged from a short local render, at the next render of the whole conversation (``finish`` at the latest)."""
 
     def __init__(
         self,
@@ -111,6 +112,8 @@ class TitoSession(DeferredChecks):
         """Steps bridged from the short local render that no render of the whole conversation has covered yet."""
         self.last_check: FullCheck | None = None
         """The last render of the whole conversation that covered steps bridged without it, and what it found."""
+        self._stand_in_prompt: str | None = None
+        """The local render's generation prompt after its stand-in user message (``""``: the template refuses it)."""
 
     # -- creation -----------------------------------------------------------------------------------------------
     @classmethod
