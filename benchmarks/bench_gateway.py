@@ -532,6 +532,11 @@ def report_long(long: dict, args: argparse.Namespace) -> None:
         f"({early_at:.2f}); turn {last} ({late_tokens} tokens) {late:.2f} ms ({late_at:.2f}); "
         f"turn {last} / turn 10 = {late / early:.2f}x (bar 1.5x: {'PASS' if late <= 1.5 * early else 'FAIL'})"
     )
+    for number, turns in enumerate(sessions):
+        values = {turn: ms for turn, ms, _ in turns}
+        early_values = " ".join(f"{values[t]:.2f}" for t in range(6, 11) if t in values)
+        late_values = " ".join(f"{values[t]:.2f}" for t in range(last - 4, last + 1) if t in values)
+        print(f"    session {number}: turns 6-10: {early_values} ms; turns {last - 4}-{last}: {late_values} ms")
     for elapsed, check, tokens in long["records"]:
         if not check or not check.get("ran"):
             found = "no check ran"

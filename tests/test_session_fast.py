@@ -246,3 +246,32 @@ def test_pending_steps_survive_a_snapshot(marked):
     with pytest.raises(TitoBreak) as raised:
         again.finish(used[turns[-1]], messages[turns[-1]])
     assert (raised.value.details.step, raised.value.details.found_at) == (MARKED, "finish")
+
+
+def test_shared_lists_read_as_the_lists_they_copy(monkeypatch):
+    """Random forks, appends and reads of :class:`AppendOnly` against plain lists (flattening every 3 copies)."""
+    import random
+
+    from tito_audit.session import shared_list
+    from tito_audit.session.shared_list import INTS, OPTIONAL_FLOATS, AppendOnly
+
+    monkeypatch.setattr(shared_list, "MAX_DEPTH", 3)
+    rng = random.Random(11)
+    for code, draw in ((INTS, lambda: rng.randrange(200_000)), (OPTIONAL_FLOATS, lambda: rng.choice([None, -0.25]))):
+        kept = [([draw() for _ in range(5)], None)]  # (reference list, shared copy or None for a plain list)
+        kept[0] = (kept[0][0], kept[0][0])
+        for _ in range(300):
+            reference, shared = rng.choice(kept)
+            if rng.random() < 0.4:
+                kept.append((list(reference), AppendOnly.of(shared, code)))
+                continue
+            if isinstance(shared, AppendOnly):
+                added = [draw() for _ in range(rng.randrange(4))]
+                shared += added
+                reference += added
+            a, b = sorted(rng.randrange(len(reference) + 1) for _ in range(2))
+            assert shared[a:b] == reference[a:b] and shared[-3:] == reference[-3:]
+            assert shared.count(None) == reference.count(None) and len(shared) == len(reference)
+            if reference:
+                assert shared[-1] == reference[-1] and shared[0] == reference[0]
+        assert all(list(shared) == reference for reference, shared in kept)

@@ -52,11 +52,12 @@ from tito_audit.session.logprobs import Logprobs, sampled_logprobs
 from tito_audit.session.machinery import Machinery, ModelSourceSettings, build_machinery, machinery_for
 from tito_audit.session.parsing import ParserArgument, SessionParser, resolve_parser, split_extend_arguments
 from tito_audit.session.policies import BRIDGES, POLICIES, Bridge, OnBreak
-from tito_audit.session.shared_list import AppendOnly, as_list
+from tito_audit.session.shared_list import INTS, OPTIONAL_FLOATS, AppendOnly, as_list
 from tito_audit.session.turns import PendingTurn, SessionTurn
 
-PER_TOKEN = ("_buffer", "_mask", "_logprobs", "_view_ids")
-"""The session's lists with one entry per token: a fork shares them (:mod:`tito_audit.session.shared_list`)."""
+PER_TOKEN = {"_buffer": INTS, "_mask": INTS, "_logprobs": OPTIONAL_FLOATS, "_view_ids": INTS}
+"""The session's lists with one entry per token, and what their items are: a fork shares them
+(:mod:`tito_audit.session.shared_list`)."""
 
 
 class TitoSession(DeferredChecks):
@@ -215,7 +216,7 @@ class TitoSession(DeferredChecks):
         twin = copy.copy(self)
         for name, value in vars(self).items():
             if name in PER_TOKEN:  # shared with the copy, which appends to a tail of its own (constant time)
-                setattr(twin, name, AppendOnly.of(value))
+                setattr(twin, name, AppendOnly.of(value, PER_TOKEN[name]))
             elif isinstance(value, list):
                 setattr(twin, name, list(value))
         if self._parser is not None:
@@ -389,7 +390,7 @@ class TitoSession(DeferredChecks):
                 broke = self._advance(completion, assistant, appended, sampled)
         if broke is not None and self.on_break == "warn":
             warnings.warn(TitoBreakWarning(broke.describe()), stacklevel=2)
-        return as_list(self._buffer) if copy else AppendOnly.of(self._buffer)
+        return as_list(self._buffer) if copy else AppendOnly.of(self._buffer, INTS)
 
     def _advance(
         self, completion: list[int] | None, assistant: Message, appended: list[Message], logprobs: Logprobs | None
