@@ -32,6 +32,7 @@ from tito_audit.session.breaks import SessionBreak, TitoBreak, TitoBreakWarning,
 from tito_audit.session.local_bridge import local_bridge, stand_in_prompt
 from tito_audit.session.logprobs import Logprobs
 from tito_audit.session.proof import BridgeProof, proof_for, shape_of
+from tito_audit.session.shared_list import as_list
 from tito_audit.session.steps import BufferSteps
 from tito_audit.session.turns import PendingTurn
 
@@ -150,6 +151,73 @@ class DeferredChecks(BufferSteps):
             )
         )
         return True
+
+    # -- a step rendered whole ------------------------------------------------------------------------------------
+    def _advance(
+        self, completion: list[int] | None, assistant: Message, appended: list[Message], logprobs: Logprobs | None
+    ) -> SessionBreak | None:
+        """One step of :meth:`extend`: append, render, join, and on a break apply the policy."""
+        step = self._steps + 1
+        messages = [*self._messages, assistant, *appended]
+        roles = [str(m.get("role")) for m in appended]
+        buffer, mask, view_ids, view_text = self._buffer, self._mask, self._view_ids, self._view_text
+        pending = PendingTurn(len(self._messages), completion, len(buffer), self.stop_ids, assistant, logprobs)
+        if completion is not None:
+            piece = self._decode_in_context(completion)
+            buffer, mask = buffer + completion, mask + [1] * len(completion)
+            view_ids, view_text = view_ids + completion, view_text + piece
+        prompt = self._render(messages, step=step, roles=roles)
+        joined = self._join(view_text, completion, prompt)
+        if joined.followed:
+            bridge = joined.bridge or []
+            self._steps = step
+            self._commit(messages, buffer + bridge, mask + [0] * len(bridge), list(prompt.ids), prompt.text, pending)
+            self._turns.append(pending.done((len(buffer), len(buffer) + len(bridge))))
+            self._covered(f"step {step}")
+            return None
+        # steps bridged from the local render since the last full render are walked first: the first that breaks is
+        # the break the per-turn check would have found
+        details = self._first_pending_break(f"step {step}") or diagnose(
+            self._machinery.setup,
+            messages,
+            self._tools,
+            step=step,
+            roles=roles,
+            joined=joined,
+            buffer=as_list(view_ids),
+            buffer_text=view_text,
+            last_prompt_text=self._view_text if completion is not None else None,
+        )
+        if self.on_break == "raise":
+            details.handled = f"raised at step {step}" if details.found_at else "raised"
+            raise TitoBreak(details)
+        self._steps = step
+        kept = self.on_break == "warn" and self._keep_buffer(details, messages, appended, buffer, mask, prompt, pending)
+        if not kept:
+            self._rerender(details, messages, buffer, mask, prompt, pending)
+        self._mark_late(details)
+        self._breaks.append(details)
+        return details
+
+    def check(self) -> SessionBreak | None:
+        """Render the whole conversation once now and check the steps bridged without it since the last such render
+        (``bridge="auto"``; what :meth:`finish` does first): returns the break found (the first step that breaks, as
+        the per-turn check would have reported it), after applying the policy; None when none breaks or nothing is
+        pending. Under ``raise`` the break is raised and the session left as it was."""
+        self._require_open()
+        return self._check_now("check")
+
+    @property
+    def unchecked_steps(self) -> list[int]:
+        """The steps bridged from the short local render that no render of the whole conversation has covered yet."""
+        return [pending.step for pending in self._pending]
+
+    def _check_now(self, at: str) -> SessionBreak | None:
+        if not self._pending:
+            return None
+        machinery = self._machinery
+        with machinery.lock, machinery.rendering(self.clock):
+            return self._check_pending(at)
 
     # -- the full check of pending steps --------------------------------------------------------------------------
     def _covered(self, at: str) -> None:

@@ -22,14 +22,10 @@ parsers, ``parser="sglang"``, or takes the message your own parser made: ``exten
         prompt_ids = session.extend(completion_ids, run_tools(assistant))
     train_on(session.buffer, session.loss_mask)
 
-``bridge="auto"`` (the default) renders the whole conversation only where it must: a tool step the template's proof
-covers (:mod:`tito_audit.session.proof`) is bridged from a short local render, in time that does not grow with the
-conversation, and checked with the whole conversation later, at :meth:`TitoSession.finish` at the latest; a break it
-let into the buffer is reported at its own step, late (:mod:`tito_audit.session.deferred`). ``bridge="template"``
-renders the whole conversation at every step. ``bridge="history-free"`` appends, after each completion, the suffix the
-template writes for the new messages after a short stand-in conversation (as verl and SkyRL do) and never renders the
-history: sound exactly when the audit's bridge check holds for the template (``history-dependent-suffix`` says when
-it does not).
+``bridge`` (:data:`~tito_audit.session.policies.BRIDGES`): ``"auto"`` (the default) bridges a tool step the
+template's proof covers from a short local render, whatever the history, and checks it with the whole conversation
+later, at :meth:`TitoSession.finish` at the latest (:mod:`tito_audit.session.deferred`); ``"template"`` renders the
+whole conversation at every step; ``"history-free"`` appends the stand-in suffix (verl, SkyRL) and never checks.
 """
 
 from __future__ import annotations
@@ -45,7 +41,7 @@ from typing import Any
 from tito_audit.conversations.conversation import Message, clone_data
 from tito_audit.model.loaded import LoadedModel
 from tito_audit.model.tokens import TokenCodec
-from tito_audit.session.breaks import SessionBreak, TitoBreak, TitoBreakWarning, diagnose
+from tito_audit.session.breaks import SessionBreak, TitoBreakWarning
 from tito_audit.session.deferred import DeferredChecks, FullCheck, PendingStep
 from tito_audit.session.inputs import as_assistant_message, check_depth, check_text, message_copy
 from tito_audit.session.logprobs import Logprobs, sampled_logprobs
@@ -154,15 +150,8 @@ class TitoSession(DeferredChecks):
             mirrors, cache_dir, revision, allow_hub, trust_remote_code, template, template_name
         )
         machinery = machinery_for(model, source, template_kwargs, tuple(stop_tokens))
-        return cls(
-            machinery,
-            tools=tools,
-            on_break=on_break,
-            clock=clock,
-            parser=parser,
-            bridge=bridge,
-            check_every=check_every,
-        )
+        options = {"on_break": on_break, "clock": clock, "parser": parser, "bridge": bridge, "check_every": check_every}
+        return cls(machinery, tools=tools, **options)
 
     @classmethod
     def from_loaded(
@@ -180,15 +169,8 @@ class TitoSession(DeferredChecks):
     ) -> TitoSession:
         """A session for a model already loaded (:func:`tito_audit.model.loaded.load_model`); not cached."""
         machinery = build_machinery(loaded, template_kwargs, extra_stop_tokens=stop_tokens)
-        return cls(
-            machinery,
-            tools=tools,
-            on_break=on_break,
-            clock=clock,
-            parser=parser,
-            bridge=bridge,
-            check_every=check_every,
-        )
+        options = {"on_break": on_break, "clock": clock, "parser": parser, "bridge": bridge, "check_every": check_every}
+        return cls(machinery, tools=tools, **options)
 
     def spawn(
         self,
@@ -392,52 +374,6 @@ class TitoSession(DeferredChecks):
             warnings.warn(TitoBreakWarning(broke.describe()), stacklevel=2)
         return as_list(self._buffer) if copy else AppendOnly.of(self._buffer, INTS)
 
-    def _advance(
-        self, completion: list[int] | None, assistant: Message, appended: list[Message], logprobs: Logprobs | None
-    ) -> SessionBreak | None:
-        """One step of :meth:`extend`: append, render, join, and on a break apply the policy."""
-        step = self._steps + 1
-        messages = [*self._messages, assistant, *appended]
-        roles = [str(m.get("role")) for m in appended]
-        buffer, mask, view_ids, view_text = self._buffer, self._mask, self._view_ids, self._view_text
-        pending = PendingTurn(len(self._messages), completion, len(buffer), self.stop_ids, assistant, logprobs)
-        if completion is not None:
-            piece = self._decode_in_context(completion)
-            buffer, mask = buffer + completion, mask + [1] * len(completion)
-            view_ids, view_text = view_ids + completion, view_text + piece
-        prompt = self._render(messages, step=step, roles=roles)
-        joined = self._join(view_text, completion, prompt)
-        if joined.followed:
-            bridge = joined.bridge or []
-            self._steps = step
-            self._commit(messages, buffer + bridge, mask + [0] * len(bridge), list(prompt.ids), prompt.text, pending)
-            self._turns.append(pending.done((len(buffer), len(buffer) + len(bridge))))
-            self._covered(f"step {step}")
-            return None
-        # steps bridged from the local render since the last full render are walked first: the first that breaks is
-        # the break the per-turn check would have found
-        details = self._first_pending_break(f"step {step}") or diagnose(
-            self._machinery.setup,
-            messages,
-            self._tools,
-            step=step,
-            roles=roles,
-            joined=joined,
-            buffer=as_list(view_ids),
-            buffer_text=view_text,
-            last_prompt_text=self._view_text if completion is not None else None,
-        )
-        if self.on_break == "raise":
-            details.handled = f"raised at step {step}" if details.found_at else "raised"
-            raise TitoBreak(details)
-        self._steps = step
-        kept = self.on_break == "warn" and self._keep_buffer(details, messages, appended, buffer, mask, prompt, pending)
-        if not kept:
-            self._rerender(details, messages, buffer, mask, prompt, pending)
-        self._mark_late(details)
-        self._breaks.append(details)
-        return details
-
     def finish(
         self,
         completion_ids: Sequence[int] | None,
@@ -471,26 +407,6 @@ class TitoSession(DeferredChecks):
         self._messages.append(assistant)
         self._state = "finished"
         return as_list(self._buffer)
-
-    def check(self) -> SessionBreak | None:
-        """Render the whole conversation once now and check the steps bridged without it since the last such render
-        (``bridge="auto"``; what :meth:`finish` does first): returns the break found (the first step that breaks, as
-        the per-turn check would have reported it), after applying the policy; None when none breaks or nothing is
-        pending. Under ``raise`` the break is raised and the session left as it was."""
-        self._require_open()
-        return self._check_now("check")
-
-    @property
-    def unchecked_steps(self) -> list[int]:
-        """The steps bridged from the short local render that no render of the whole conversation has covered yet."""
-        return [pending.step for pending in self._pending]
-
-    def _check_now(self, at: str) -> SessionBreak | None:
-        if not self._pending:
-            return None
-        machinery = self._machinery
-        with machinery.lock, machinery.rendering(self.clock):
-            return self._check_pending(at)
 
     def _parsed_for(self, completion: list[int] | None) -> Message:
         if completion is None:
