@@ -130,9 +130,8 @@ class DeferredChecks(BufferSteps):
         self._logprobs += [None] * len(bridge)
         self._view_ids += completion
         self._view_ids += bridge
-        self._view_text += piece
-        text_end = len(self._view_text)
-        self._view_text += text
+        text_end = text_start + len(piece)
+        self._view_text += piece + text  # one copy of the text (a string is not grown in place)
         self._messages.append(assistant)
         self._messages += appended
         self._sampled_spans.append(pending.span)
