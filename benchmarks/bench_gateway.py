@@ -261,6 +261,7 @@ async def agent(client, url: str, index: int, turns: int, stats: dict, options: 
             return
         stats["server"].append(tito["gateway_ms"])
         stats.setdefault("by_turn", []).append((turn, tito["gateway_ms"], tito.get("prompt_tokens", 0)))
+        stats.setdefault("cpu_by_turn", []).append((turn, tito.get("gateway_cpu_ms", float("nan")), 0))
         stats["client"].append(elapsed - tito["engine_ms"])
         stats["engine"].append(tito["engine_ms"])
         stats["first"].append(first_ms)
@@ -339,6 +340,7 @@ async def long_sessions(url: str, count: int, turns: int, options: dict) -> dict
             await agent(client, url, 900 + index, turns, one, long_options, prefix="long")
             stats["errors"] += one["errors"]
             stats["sessions"].append(one.get("by_turn", []))
+            stats.setdefault("cpu", []).append(one.get("cpu_by_turn", []))
             started = time.perf_counter()
             response = await client.get(f"{url}/sessions/long-{900 + index:03d}")
             elapsed = (time.perf_counter() - started) * 1000
@@ -531,6 +533,13 @@ def report_long(long: dict, args: argparse.Namespace) -> None:
         f"{last - 4}-{last}, then the single turn): turn 10 ({early_tokens} prompt tokens) {early:.2f} ms "
         f"({early_at:.2f}); turn {last} ({late_tokens} tokens) {late:.2f} ms ({late_at:.2f}); "
         f"turn {last} / turn 10 = {late / early:.2f}x (bar 1.5x: {'PASS' if late <= 1.5 * early else 'FAIL'})"
+    )
+    cpu_early, _, _ = window(long.get("cpu", []), 10)
+    cpu_late, _, _ = window(long.get("cpu", []), last)
+    print(
+        f"  long sessions, the same as CPU time of the gateway's work (gateway_cpu_ms: what it computed, not waiting "
+        f"for a CPU; the figure to compare on a loaded host): turn 10 {cpu_early:.2f} ms, turn {last} {cpu_late:.2f} "
+        f"ms = {cpu_late / cpu_early:.2f}x"
     )
     for number, turns in enumerate(sessions):
         values = {turn: ms for turn, ms, _ in turns}

@@ -92,6 +92,20 @@ class GatewayConfig:
     """A SQLite file that keeps the sessions across restarts (:mod:`.durable`); None: memory only."""
 
 
+class CpuTime:
+    """The CPU time of a turn's work run in worker threads (:func:`time.thread_time` of each call, summed)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def timed(self, work: Any, *args: Any) -> Any:
+        started = time.thread_time()
+        try:
+            return work(*args)
+        finally:
+            self.seconds += time.thread_time() - started
+
+
 class Gateway:
     """One model, one engine, one parser, many sessions. ``machinery`` (tests, a process that shares one) is used as
     built, render limits included; otherwise it is built from ``config``."""
@@ -226,6 +240,7 @@ class Gateway:
     async def turn(self, request: ChatRequest, header_id: str | None, want: Wanted | None = None) -> Answer:
         """One turn of one session, answered whole (with the log-probabilities ``want`` asks for)."""
         want = want or Wanted()
+        cpu = CpuTime()
         started = time.perf_counter()
         session_id = self.session_id(request, header_id)
         sampling = self.sampling(request)
@@ -235,7 +250,7 @@ class Gateway:
         async with entry.lock:
             opening = entry.session is None
             try:
-                step = await asyncio.to_thread(prepare, entry, request, self.make_session, self.rewrites)
+                step = await asyncio.to_thread(cpu.timed, prepare, entry, request, self.make_session, self.rewrites)
                 store.reserve(entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * max_tokens)
                 engine_request = self.engine_request(request, step, session_id, sampling, want.top)
                 asked = time.perf_counter()
@@ -246,7 +261,7 @@ class Gateway:
                         502, "engine_bad_response", "the engine answered no logprobs (the request asked for them)"
                     )
                 record, pending = await asyncio.to_thread(
-                    settle_durably, self.durable, entry, step, output, self.parser is not None
+                    cpu.timed, settle_durably, self.durable, entry, step, output, self.parser is not None
                 )
                 store.settle(entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * len(pending.ids))
             except BaseException:
@@ -260,7 +275,7 @@ class Gateway:
             logprobs = await asyncio.to_thread(
                 openai_logprobs, codec, step.prompt, pending.ids, values, pending.top_logprobs, want.top
             )
-        self.finish_record(record, engine_seconds, time.perf_counter() - started)
+        self.finish_record(record, engine_seconds, time.perf_counter() - started, cpu.seconds)
         return Answer(
             model=request.model or self.model_id,
             message=pending.wire,
@@ -271,8 +286,12 @@ class Gateway:
             logprobs=logprobs,
         )
 
-    def finish_record(self, record: dict[str, Any], engine_seconds: float, total: float) -> None:
-        """The turn's ``tito`` record completed with the server's settings and times; its breaks logged."""
+    def finish_record(
+        self, record: dict[str, Any], engine_seconds: float, total: float, cpu_seconds: float | None = None
+    ) -> None:
+        """The turn's ``tito`` record completed with the server's settings and times (``gateway_cpu_ms``: the CPU
+        time of the turn's own work in worker threads, what the gateway computed whatever else ran on the host); its
+        breaks logged."""
         for details in record["breaks"]:
             log.warning(
                 "session %s: TITO break at step %s [%s]: %s",
@@ -289,6 +308,8 @@ class Gateway:
             engine_ms=round(engine_seconds * 1000, 3),
             gateway_ms=round((total - engine_seconds) * 1000, 3),
         )
+        if cpu_seconds is not None:
+            record["gateway_cpu_ms"] = round(cpu_seconds * 1000, 3)
 
     def record(self, session_id: str) -> dict[str, Any]:
         """``GET /sessions/{id}``: the buffer and loss mask with the last answer appended (as ``finish`` would
