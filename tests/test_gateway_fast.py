@@ -7,21 +7,12 @@ from __future__ import annotations
 import pytest
 
 from tests import templates
+from tests.test_session import TOOLS
 from tests.test_session_fast import ALERT, REDACTS_AFTER_ALERT
 
 pytest.importorskip("starlette", reason="the gateway extra is not installed (pip install -e '.[gateway]')")
 httpx = pytest.importorskip("httpx")
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "lookup",
-            "description": "Look something up.",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-        },
-    }
-]
 TURNS = 6
 MARKED = 3
 """The turn after which the agent's tool result holds the mark the template redacts earlier results for."""
