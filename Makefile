@@ -109,7 +109,9 @@ bench-scale: install
 bench-corpus: install-matrix
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_corpus.py --mirror ../shared/tokenizers --sample 30
 
-# per-turn cost of TitoSession.extend against a full re-render + re-tokenize, at 10, 30 and 60 turns
+# per-turn cost of TitoSession.extend in each bridge mode (auto, template, history-free) at 10, 30, 60 and 128 turns
+# and on a trajectory of about 100,000 tokens, against the floor (the new text tokenized alone) and one full render;
+# the closing lines check the issue-46 bars (print the host's load and niceness: compare ratios on a loaded host)
 bench-session: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_session.py --mirror ../shared/tokenizers
 
@@ -122,8 +124,9 @@ bench-parsers: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_parsers.py --mirror ../shared/tokenizers --mirror ../shared/templates
 
 # the gateway under load on loopback: 64 concurrent sessions x 20 turns with the fake engine (sessions in memory, then
-# in a SQLite file), then a few sessions with Gemma 3 270M sampling through llama.cpp (tokens/s, the gateway's cost
-# beside the engine's); stops by itself
+# in a SQLite file), then 4 long sessions of 128 tool turns (the gateway's own time per turn at turn 10 and turn 128),
+# then a few sessions with Gemma 3 270M sampling through llama.cpp (tokens/s, the gateway's cost beside the engine's);
+# stops by itself
 bench-gateway: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_gateway.py --mirror ../shared/tokenizers
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_gateway.py --mirror ../shared/tokenizers --store

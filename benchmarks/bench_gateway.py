@@ -9,7 +9,14 @@ covers exactly the recorded completions. It prints p50/p99 of the gateway's over
 spent on the request minus the engine's time, as the server reports it; and the client's round trip minus the
 engine's time), throughput, and the server's resident memory after the run and after the sessions are deleted.
 
-Bounded: SESSIONS x TURNS requests, and the whole run stops after --deadline seconds whatever happens.
+Then long sessions (``--long-sessions``, one at a time, ``--long-turns`` turns each, every turn a tool call answered
+by a tool output of about ``--long-output`` characters, so that the conversation holds some 100,000 tokens by its
+last turn): the gateway's own time per turn (server-side, engine excluded) at turn 10 and at the last turn, each the
+median over the sessions of a five-turn window ending there, and what reading each session's record costs (the record
+runs the full check of the steps bridged without rendering the history, ``--bridge auto``).
+
+Bounded: SESSIONS x TURNS requests (and the long sessions), and the whole run stops after --deadline seconds whatever
+happens.
 Run: ``make bench-gateway`` or ``python benchmarks/bench_gateway.py --mirror ../shared/tokenizers``.
 """
 
@@ -84,6 +91,8 @@ async def call(client, url: str, dialect: str, stream: bool, sid: str, state: di
     messages = state["messages"]
     if dialect == "chat":
         path, body = "/v1/chat/completions", {"model": "m", "messages": messages, "tools": TOOLS}
+        if state.get("tool_choice"):
+            body["tool_choice"] = state["tool_choice"]
     elif dialect == "responses":
         path, body = "/v1/responses", {"model": "m", "input": state["items"], "tools": RESPONSES_TOOLS}
         if state.get("previous"):
@@ -212,13 +221,25 @@ def anthropic_messages(messages: list[dict]) -> list[dict]:
     return out
 
 
+def tool_output(mark: str, turn: int, size: int) -> str:
+    """A tool output of about ``size`` characters, its text new at every turn (what a shell or a file viewer
+    returns)."""
+    lines, length, n = [f"{mark} result {turn}"], 0, 0
+    while length < size:
+        line = f"{n:5d}  def handler_{turn}_{n}(request): return dispatch(request, route='/api/v{turn}/{n}')"
+        lines.append(line)
+        length += len(line) + 1
+        n += 1
+    return "\n".join(lines)
+
+
 async def agent(client, url: str, index: int, turns: int, stats: dict, options: dict, prefix: str = "bench") -> None:
     import httpx
 
     mark = f"[agent-{index:03d}]"
     sid = f"{prefix}-{index:03d}"
     first = {"role": "user", "content": f"{mark} Check the weather, then the build."}
-    state: dict = {"messages": [first], "items": [first]}
+    state: dict = {"messages": [first], "items": [first], "tool_choice": options.get("tool_choice")}
     for turn in range(1, turns + 1):
         started = time.perf_counter()
         if options["rewrite_at"] and turn == options["rewrite_at"]:  # the harness truncates an older tool output
@@ -239,13 +260,16 @@ async def agent(client, url: str, index: int, turns: int, stats: dict, options: 
             stats["errors"].append(f"{sid} turn {turn}: answered as {tito.get('session')} turn {tito.get('turn')}")
             return
         stats["server"].append(tito["gateway_ms"])
+        stats.setdefault("by_turn", []).append((turn, tito["gateway_ms"], tito.get("prompt_tokens", 0)))
+        stats.setdefault("cpu_by_turn", []).append((turn, tito.get("gateway_cpu_ms", float("nan")), 0))
         stats["client"].append(elapsed - tito["engine_ms"])
         stats["engine"].append(tito["engine_ms"])
         stats["first"].append(first_ms)
         state["messages"].append({k: v for k, v in message.items() if v is not None})
         calls = message.get("tool_calls") or []
         if calls:
-            new = [{"role": "tool", "tool_call_id": c["id"], "content": f"{mark} result {turn}"} for c in calls]
+            output = tool_output(mark, turn, options["output"]) if options.get("output") else f"{mark} result {turn}"
+            new = [{"role": "tool", "tool_call_id": c["id"], "content": output} for c in calls]
             state["items"] = [
                 {"type": "function_call_output", "call_id": c["id"], "output": f"{mark} result {turn}"} for c in calls
             ]
@@ -302,6 +326,44 @@ async def drive(url: str, sessions: int, turns: int, deadline: float, decode, op
     return stats
 
 
+async def long_sessions(url: str, count: int, turns: int, options: dict) -> dict:
+    """``count`` long sessions one after another (every turn a tool call, long tool outputs); then each session's
+    record read once, timed (its full check of the steps bridged without rendering the history)."""
+    import httpx
+
+    stats: dict = {"server": [], "client": [], "engine": [], "first": [], "errors": [], "done": [], "dropped": []}
+    stats["sessions"], stats["records"] = [], []
+    long_options = {**options, "output": options["long_output"], "tool_choice": "required"}
+    async with httpx.AsyncClient(timeout=300, trust_env=False) as client:
+        for index in range(count):
+            one: dict = {key: [] for key in stats if isinstance(stats[key], list)}
+            await agent(client, url, 900 + index, turns, one, long_options, prefix="long")
+            stats["errors"] += one["errors"]
+            stats["sessions"].append(one.get("by_turn", []))
+            stats.setdefault("cpu", []).append(one.get("cpu_by_turn", []))
+            started = time.perf_counter()
+            response = await client.get(f"{url}/sessions/long-{900 + index:03d}")
+            elapsed = (time.perf_counter() - started) * 1000
+            record = response.json() if response.status_code == 200 else {}
+            stats["records"].append((elapsed, record.get("check"), len(record.get("buffer", []))))
+    return stats
+
+
+def window(sessions: list[list[tuple[int, float, int]]], last: int, size: int = 5) -> tuple[float, float, int]:
+    """The median over sessions of the gateway's ms per turn over turns ``last - size + 1 .. last``, the median of
+    those turns' single values at ``last``, and the prompt's tokens there."""
+    medians, at, tokens = [], [], []
+    for turns in sessions:
+        inside = [ms for turn, ms, _ in turns if last - size < turn <= last]
+        if inside:
+            medians.append(statistics.median(inside))
+        at += [ms for turn, ms, _ in turns if turn == last]
+        tokens += [count for turn, _, count in turns if turn == last]
+    if not medians:
+        return float("nan"), float("nan"), 0
+    return statistics.median(medians), statistics.median(at), round(statistics.median(tokens)) if tokens else 0
+
+
 async def uncontended(url: str, turns: int, options: dict) -> dict:
     """One session alone: the gateway's own cost per turn without queueing behind other sessions."""
     import httpx
@@ -327,8 +389,17 @@ def main() -> int:
     parser.add_argument(
         "--rewrite-at", type=int, default=0, help="A turn at which each agent truncates an older tool output."
     )
+    parser.add_argument("--bridge", default="auto", help="The gateway's --bridge.")
+    parser.add_argument("--long-sessions", type=int, default=4, help="Long sessions, one at a time (0: none).")
+    parser.add_argument("--long-turns", type=int, default=128, help="Turns of each long session.")
+    parser.add_argument("--long-output", type=int, default=2400, help="Characters of each long session's tool outputs.")
     args = parser.parse_args()
-    options = {"dialect": args.dialect, "stream": args.stream, "rewrite_at": args.rewrite_at}
+    options = {
+        "dialect": args.dialect,
+        "stream": args.stream,
+        "rewrite_at": args.rewrite_at,
+        "long_output": args.long_output,
+    }
     from tito_audit.model.loading import load_by_id
 
     tokenizer = load_by_id(args.model, mirrors=[Path(m) for m in args.mirror], allow_hub=False).tokenizer
@@ -338,7 +409,7 @@ def main() -> int:
 
     port = free_port()
     command = [sys.executable, "-m", "tito_audit", "serve", args.model, "--engine", "fake", "--parser", args.parser]
-    command += ["--on-rewrite", args.on_rewrite]
+    command += ["--on-rewrite", args.on_rewrite, "--bridge", args.bridge]
     folder = tempfile.TemporaryDirectory(prefix="bench-gateway-")  # removed when the script ends
     if args.store:
         command += ["--store", str(Path(folder.name) / "sessions.db")]
@@ -368,10 +439,17 @@ def main() -> int:
         idle_rss = rss_mib(server.pid)
         stats = asyncio.run(drive(url, args.sessions, args.turns, args.deadline, decode, options))
         alone = asyncio.run(uncontended(url, args.turns, options))
+        long = (
+            asyncio.run(long_sessions(url, args.long_sessions, args.long_turns, options))
+            if args.long_sessions
+            else None
+        )
         loaded_rss = rss_mib(server.pid)
         for index in range(args.sessions):
             httpx.delete(f"{url}/sessions/bench-{index:03d}", trust_env=False)
         httpx.delete(f"{url}/sessions/alone-999", trust_env=False)
+        for index in range(args.long_sessions):
+            httpx.delete(f"{url}/sessions/long-{900 + index:03d}", trust_env=False)
         emptied_rss = rss_mib(server.pid)
         health = httpx.get(f"{url}/healthz", trust_env=False).json()
     finally:
@@ -384,7 +462,15 @@ def main() -> int:
     mode = f"{args.dialect}{' streamed' if args.stream else ''}, parser {args.parser}, on-rewrite {args.on_rewrite}"
     mode += f" (rewrite at turn {args.rewrite_at})" if args.rewrite_at else ""
     mode += ", sessions in a SQLite file (--store)" if args.store else ""
+    mode += f", bridge {args.bridge}"
     print(f"gateway bench: {args.model}, {args.sessions} sessions x {args.turns} turns, fake engine, loopback, {mode}")
+    import tito_audit
+
+    load = os.getloadavg()
+    print(
+        f"  code: {Path(tito_audit.__file__).parent}; {os.cpu_count()} CPUs; niceness {os.nice(0)}; load average at "
+        f"the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (compare ratios on a loaded host, ms on a quiet one)"
+    )
     print(
         f"  requests answered: {requests} of {args.sessions * args.turns} in {stats['seconds']:.1f} s "
         f"({requests / stats['seconds']:.1f} turns/s)"
@@ -415,15 +501,58 @@ def main() -> int:
     ):
         if values:
             print(f"  {name} per turn: p50 {percentile(values, 0.5):.2f} ms, p99 {percentile(values, 0.99):.2f} ms")
+    if long is not None:
+        report_long(long, args)
     print(
         f"  server RSS: {idle_rss:.0f} MiB idle, {loaded_rss:.0f} MiB with {args.sessions} sessions, "
         f"{emptied_rss:.0f} MiB after deleting them (sessions left: {health['sessions']})"
     )
+    long_errors = long["errors"] if long is not None else []
     return (
         0
-        if not stats["errors"] + alone["errors"] and not stats["problems"] and requests == args.sessions * args.turns
+        if not stats["errors"] + alone["errors"] + long_errors
+        and not stats["problems"]
+        and requests == args.sessions * args.turns
         else 1
     )
+
+
+def report_long(long: dict, args: argparse.Namespace) -> None:
+    """The long sessions' lines: the gateway's own ms per turn at turn 10 and at the last turn, and the records."""
+    sessions, last = long["sessions"], args.long_turns
+    early, early_at, early_tokens = window(sessions, 10)
+    late, late_at, late_tokens = window(sessions, last)
+    print(
+        f"  long sessions: {len(sessions)} one at a time x {last} turns (tool outputs of {args.long_output} "
+        f"characters, every turn a tool call); errors: {len(long['errors'])}"
+    )
+    for line in long["errors"][:5]:
+        print("   ", line)
+    print(
+        f"  long sessions, gateway's own ms per turn (server-side, engine excluded; median of turns 6-10 and "
+        f"{last - 4}-{last}, then the single turn): turn 10 ({early_tokens} prompt tokens) {early:.2f} ms "
+        f"({early_at:.2f}); turn {last} ({late_tokens} tokens) {late:.2f} ms ({late_at:.2f}); "
+        f"turn {last} / turn 10 = {late / early:.2f}x (bar 1.5x: {'PASS' if late <= 1.5 * early else 'FAIL'})"
+    )
+    cpu_early, _, _ = window(long.get("cpu", []), 10)
+    cpu_late, _, _ = window(long.get("cpu", []), last)
+    print(
+        f"  long sessions, the same as CPU time of the gateway's work (gateway_cpu_ms: what it computed, not waiting "
+        f"for a CPU; the figure to compare on a loaded host): turn 10 {cpu_early:.2f} ms, turn {last} {cpu_late:.2f} "
+        f"ms = {cpu_late / cpu_early:.2f}x"
+    )
+    for number, turns in enumerate(sessions):
+        values = {turn: ms for turn, ms, _ in turns}
+        early_values = " ".join(f"{values[t]:.2f}" for t in range(6, 11) if t in values)
+        late_values = " ".join(f"{values[t]:.2f}" for t in range(last - 4, last + 1) if t in values)
+        print(f"    session {number}: turns 6-10: {early_values} ms; turns {last - 4}-{last}: {late_values} ms")
+    for elapsed, check, tokens in long["records"]:
+        if not check or not check.get("ran"):
+            found = "no check ran"
+        else:
+            what = "nothing" if check.get("found") is None else ", ".join(check["found"]["causes"])
+            found = f"checked {len(check['steps'])} steps, found {what}"
+        print(f"  long session record ({tokens} tokens): read in {elapsed:.0f} ms, {found}")
 
 
 if __name__ == "__main__":

@@ -83,7 +83,13 @@ OnBreakOpt = Annotated[
     str, typer.Option("--on-break", metavar="POLICY", help="raise, warn or rerender (see TitoSession).")
 ]
 BridgeOpt = Annotated[
-    str, typer.Option("--bridge", metavar="BRIDGE", help="template (checked every step) or history-free.")
+    str,
+    typer.Option(
+        "--bridge",
+        metavar="BRIDGE",
+        help="auto (tool steps the template's proof covers bridged from a short local render, the whole conversation "
+        "checked when a session's record is read), template (checked every step) or history-free.",
+    ),
 ]
 TimeoutOpt = Annotated[
     float,
@@ -202,7 +208,7 @@ def serve_command(
     session_idle: IdleOpt = 900.0,
     max_sessions: MaxSessionsOpt = 1024,
     on_break: OnBreakOpt = "warn",
-    bridge: BridgeOpt = "template",
+    bridge: BridgeOpt = "auto",
     engine_timeout: TimeoutOpt = 300.0,
     engine_deadline: DeadlineOpt = 1800.0,
     max_request_bytes: MaxBytesOpt = 8 * 1024 * 1024,
@@ -303,4 +309,11 @@ def serve_command(
         highlight=False,
         soft_wrap=True,
     )
+    # the proof is made before the first request, not on its time
+    try:
+        proved = gateway.prove()
+    except BaseException:
+        sock.close()
+        raise
+    err.print(f"bridge {bridge}: {proved}", highlight=False, soft_wrap=True)
     serve(gateway, sock)

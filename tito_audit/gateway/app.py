@@ -103,9 +103,10 @@ def create_app(gateway: Gateway) -> Starlette:
     records = asyncio.Semaphore(1)
 
     async def get_session(request: Request) -> Response:
-        """The record (a record of tens of MB must not stall the event loop): the session's state taken now (a 404
-        before anything is sent), the record built in a worker thread, one at a time, and sent as it is encoded,
-        piece by piece between other requests (:mod:`.encoding`)."""
+        """The record (a record of tens of MB, and its check's render of the whole conversation, must not stall the
+        event loop): the session's state taken now (a 404 before anything is sent), the record built and checked in
+        a worker thread, one at a time, and sent as it is encoded, piece by piece between other requests
+        (:mod:`.encoding`)."""
         build = gateway.record_builder(request.path_params["session_id"])
         async with records:
             record = await asyncio.to_thread(build)

@@ -29,7 +29,7 @@ from typing import Any
 from tito_audit.gateway.matchers import MATCHERS, Matcher, matcher
 from tito_audit.gateway.protocol import ChatRequest, RequestError
 from tito_audit.gateway.store import GatewaySession, Pending
-from tito_audit.gateway.turns import Step, prepare, turn_record
+from tito_audit.gateway.turns import Step, finished_view, prepare, turn_record
 from tito_audit.session import TitoSession
 
 ON_REWRITE = ("refuse", "branch")
@@ -266,9 +266,7 @@ def branch_records(tree: Tree) -> Iterator[dict[str, Any]]:
     number: its view is there when the branch is read."""
     views: dict[int, TitoSession] = {}
     for number, (node, session) in sorted(tree.tips.items()):
-        view = session.fork()
-        if node.pending is not None:
-            view.finish(node.pending.ids, node.pending.message, logprobs=node.pending.logprobs)
+        view, check = finished_view(session, node.pending)
         views[number] = view
         parent = tree.forks.get(number)
         base = views[parent] if parent is not None else None
@@ -281,6 +279,7 @@ def branch_records(tree: Tree) -> Iterator[dict[str, Any]]:
         record.update({name: list(getattr(view, name)) for name in PER_POSITION})
         record["turns"] = [turn_record(t) for t in view.turns]
         record["breaks"] = len(view.breaks)
+        record["check"] = check
         record["messages"] = view.messages
         yield record
 

@@ -21,6 +21,7 @@ keeps more than it reserved; an answer larger in bytes than ``max_tokens`` ids c
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -56,7 +57,8 @@ class EngineError(Exception):
 class EngineRequest:
     """One generation: the prompt ids and what the request asked for."""
 
-    prompt_ids: list[int]
+    prompt_ids: Sequence[int]
+    """The prompt (a list, or the session's buffer shared read-only: an engine that sends it makes its list)."""
     sampling: dict[str, Any]
     stop_ids: list[int]
     model: str
@@ -212,7 +214,7 @@ def within_max_tokens(output: EngineOutput, max_tokens: int) -> EngineOutput:
 def vllm_body(request: EngineRequest) -> tuple[str, dict[str, Any]]:
     body: dict[str, Any] = {
         "model": request.model,
-        "prompt": request.prompt_ids,
+        "prompt": list(request.prompt_ids),
         "return_token_ids": True,
         "skip_special_tokens": False,
         "stop_token_ids": request.stop_ids,
@@ -229,7 +231,7 @@ def sglang_body(request: EngineRequest) -> tuple[str, dict[str, Any]]:
         sampling["max_new_tokens"] = sampling.pop("max_tokens")
     seed = sampling.pop("seed", None)
     sampling.update(stop_token_ids=request.stop_ids, skip_special_tokens=False)
-    body: dict[str, Any] = {"input_ids": request.prompt_ids, "sampling_params": sampling}
+    body: dict[str, Any] = {"input_ids": list(request.prompt_ids), "sampling_params": sampling}
     body.update(return_logprob=True, top_logprobs_num=request.top_logprobs, logprob_start_len=-1)
     if seed is not None:
         body["sampling_params"]["sampling_seed"] = seed

@@ -32,7 +32,7 @@ from tito_audit.gateway.prompt_bounds import PromptBounds
 from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, read_request
 from tito_audit.gateway.store import GatewaySession, SessionStore
 from tito_audit.gateway.tool_results import check_tool_results
-from tito_audit.gateway.turns import Step, break_record, prepare, turn_record
+from tito_audit.gateway.turns import Step, break_record, finished_view, prepare, turn_record
 from tito_audit.model.context import context_of
 from tito_audit.model.render import RenderLimits
 from tito_audit.parse import sglang
@@ -41,6 +41,7 @@ from tito_audit.parse.parser import CompletionParser
 from tito_audit.session import TitoSession
 from tito_audit.session.machinery import Machinery, ModelSourceSettings, machinery_for
 from tito_audit.session.policies import BRIDGES, POLICIES
+from tito_audit.session.proof import proof_for
 
 MAX_SESSION_ID = 256
 log = logging.getLogger("tito_audit.gateway")
@@ -60,7 +61,7 @@ class GatewayConfig:
     session_idle: float = 900.0
     max_sessions: int = 1024
     on_break: str = "warn"
-    bridge: str = "template"
+    bridge: str = "auto"
     engine_timeout: float = 300.0
     max_request_bytes: int = 8 * 1024 * 1024
     seed: int = 0
@@ -93,6 +94,20 @@ class GatewayConfig:
     """A SQLite file that keeps the sessions across restarts (:mod:`.durable`); None: memory only."""
     engine_deadline: float = 1800.0
     """Seconds an engine's whole turn may take, streamed or not (504 past it; ``--engine-timeout`` bounds each wait)."""
+
+
+class CpuTime:
+    """The CPU time of a turn's work run in worker threads (:func:`time.thread_time` of each call, summed)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def timed(self, work: Any, *args: Any) -> Any:
+        started = time.thread_time()
+        try:
+            return work(*args)
+        finally:
+            self.seconds += time.thread_time() - started
 
 
 class Gateway:
@@ -249,7 +264,7 @@ class Gateway:
             sampling=sampling,
             stop_ids=self.stop_ids,
             model=self.config.engine_model or self.model_id,
-            messages=step.trial.messages,
+            messages=list(step.trial.shared_messages()),  # read by the fake engine only; not copied
             tools=step.tools,
             tool_choice=request.tool_choice,
             session_id=session_id,
@@ -260,6 +275,7 @@ class Gateway:
     async def turn(self, request: ChatRequest, header_id: str | None, want: Wanted | None = None) -> Answer:
         """One turn of one session, answered whole (with the log-probabilities ``want`` asks for)."""
         want = want or Wanted()
+        cpu = CpuTime()
         started = time.perf_counter()
         session_id = self.session_id(request, header_id)
         sampling = self.sampling(request)
@@ -267,7 +283,7 @@ class Gateway:
         self.check_request(request)
         store = self.store
         async with store.turn(session_id) as entry:  # the lock, released and the reservation given back on any exit
-            step = await asyncio.to_thread(self.prepare, entry, request, max_tokens)
+            step = await asyncio.to_thread(cpu.timed, self.prepare, entry, request, max_tokens)
             store.reserve(entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * max_tokens)
             engine_request = self.engine_request(request, step, session_id, sampling, want.top)
             asked = time.perf_counter()
@@ -278,7 +294,7 @@ class Gateway:
                     502, "engine_bad_response", "the engine answered no logprobs (the request asked for them)"
                 )
             record, pending = await asyncio.to_thread(
-                settle_durably, self.durable, entry, step, output, self.parser is not None
+                cpu.timed, settle_durably, self.durable, entry, step, output, self.parser is not None
             )
             store.settle(entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * len(pending.ids))
         logprobs = None
@@ -287,7 +303,7 @@ class Gateway:
             logprobs = await asyncio.to_thread(
                 openai_logprobs, codec, step.prompt, pending.ids, values, pending.top_logprobs, want.top
             )
-        self.finish_record(record, engine_seconds, time.perf_counter() - started)
+        self.finish_record(record, engine_seconds, time.perf_counter() - started, cpu.seconds)
         return Answer(
             model=request.model or self.model_id,
             message=pending.wire,
@@ -298,8 +314,12 @@ class Gateway:
             logprobs=logprobs,
         )
 
-    def finish_record(self, record: dict[str, Any], engine_seconds: float, total: float) -> None:
-        """The turn's ``tito`` record completed with the server's settings and times; its breaks logged."""
+    def finish_record(
+        self, record: dict[str, Any], engine_seconds: float, total: float, cpu_seconds: float | None = None
+    ) -> None:
+        """The turn's ``tito`` record completed with the server's settings and times (``gateway_cpu_ms``: the CPU
+        time of the turn's own work in worker threads, what the gateway computed whatever else ran on the host); its
+        breaks logged."""
         for details in record["breaks"]:
             log.warning(
                 "session %s: TITO break at step %s [%s]: %s",
@@ -316,17 +336,20 @@ class Gateway:
             engine_ms=round(engine_seconds * 1000, 3),
             gateway_ms=round((total - engine_seconds) * 1000, 3),
         )
+        if cpu_seconds is not None:
+            record["gateway_cpu_ms"] = round(cpu_seconds * 1000, 3)
 
     def record(self, session_id: str) -> dict[str, Any]:
         """``GET /sessions/{id}``: the buffer and loss mask with the last answer appended (as ``finish`` would
-        append it; the session itself stays open), each turn's spans, the breaks."""
+        append it; the session itself stays open), each turn's spans, the breaks, and the full check of the steps
+        bridged without rendering the history (``check``, :func:`~tito_audit.gateway.turns.finished_view`)."""
         return self.record_builder(session_id)()
 
     def record_builder(self, session_id: str) -> Callable[[], dict[str, Any]]:
         """What :meth:`record` answers, as a function to call in a worker thread (tens of MB for a long session with
-        many branches): the session's state is taken now, on the event loop (a committed session is never changed
-        again, a turn puts another in its place; the tree is copied as it is: :func:`~.branches.snapshot`), the
-        record is built from it when called."""
+        many branches, and the check renders the whole conversation): the session's state is taken now, on the event
+        loop (a committed session is never changed again, a turn puts another in its place; the tree is copied as it
+        is: :func:`~.branches.snapshot`), the record is built from it when called, the check on a copy."""
         entry = self.store.get(session_id)
         if entry is None or entry.session is None:
             raise self.store.missing(session_id)
@@ -334,9 +357,7 @@ class Gateway:
         tree = snapshot(entry.tree) if self.rewrites.branch and entry.tree is not None else None
 
         def build() -> dict[str, Any]:
-            view = session.fork()
-            if pending is not None:
-                view.finish(pending.ids, pending.message, logprobs=pending.logprobs)
+            view, check = finished_view(session, pending)
             record = {
                 "session": session_id,
                 "model": self.model_id,
@@ -349,6 +370,7 @@ class Gateway:
                 "logprobs": view.logprobs,
                 "turns": [turn_record(t) for t in view.turns],
                 "breaks": [break_record(b) for b in view.breaks],
+                "check": check,
                 "messages": view.messages,
             }
             if tree is not None:  # --on-rewrite branch: the branch the last request went on, and every branch
@@ -356,6 +378,15 @@ class Gateway:
             return record
 
         return build
+
+    def prove(self) -> str:
+        """Make the proof of which steps the sessions may bridge without rendering the history now (it is otherwise
+        made at the first such step, on a request's time); one line saying what it covers."""
+        if self.config.bridge != "auto":
+            return f"bridge {self.config.bridge}: every step as that bridge makes it"
+        machinery = self.machinery
+        with machinery.lock:
+            return proof_for(machinery, with_tools=True).describe()
 
     def give_back(self) -> int:
         """Give back the memory of the sessions that ended since the last call (in a worker thread: forgetting takes

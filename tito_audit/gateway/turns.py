@@ -18,6 +18,7 @@ from the same prompt. A streamed turn (:mod:`.streaming`) takes the same steps, 
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +53,8 @@ class Step:
     """What the session's other branches hold (counted with the step's copy against the byte bounds)."""
     tools: list[dict] | None = None
     """The tools of the step's session (the engine is told them)."""
+    sent: list[dict] | None = None
+    """The request's messages as the client sent them (kept with :attr:`history` when the step is committed)."""
 
 
 def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any, rewrites: Any = None) -> Step:
@@ -59,7 +62,7 @@ def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any, rewr
     (:class:`~tito_audit.gateway.branches.Rewrites`) says what counts as the same message and, under
     ``--on-rewrite branch``, prepares the step on the session's tree instead."""
     key = rewrites.key if rewrites is not None else comparable
-    sent = [key(m) for m in request.messages]
+    sent, raw = compared(entry, request.messages, key)
     try:
         if rewrites is not None and rewrites.branch:
             return rewrites.prepare(entry, request, make_session)
@@ -73,7 +76,7 @@ def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any, rewr
                 )
             trial = make_session(request.tools)
             entry.tools = request.tools
-            return Step(trial, trial.start(request.messages), sent, 0, False, tools=request.tools)
+            return Step(trial, trial.start(request.messages), sent, 0, False, tools=request.tools, sent=raw)
         session, pending = entry.session, entry.pending
         assert pending is not None
         if _tools_key(request.tools) != _tools_key(entry.tools):
@@ -90,7 +93,7 @@ def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any, rewr
             )
         trial = session.fork()
         if len(sent) == known:  # the same request again: sample the turn again
-            return Step(trial, trial.buffer, sent, len(trial.breaks), True, tools=entry.tools)
+            return Step(trial, trial.buffer, sent, len(trial.breaks), True, tools=entry.tools, sent=raw)
         if sent[known] != key(pending.echo):
             raise RequestError(
                 409,
@@ -102,8 +105,9 @@ def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any, rewr
             raise RequestError(
                 400, "invalid_request", "nothing follows the assistant turn: send the tool results or a user message"
             )
-        prompt = trial.extend(pending.ids, pending.message, new, logprobs=pending.logprobs)
-        return Step(trial, prompt, sent, len(session.breaks), False, tools=entry.tools)
+        # the buffer shared, not copied: what the step costs does not grow with the conversation
+        prompt = trial.extend(pending.ids, pending.message, new, logprobs=pending.logprobs, copy=False)
+        return Step(trial, prompt, sent, len(session.breaks), False, tools=entry.tools, sent=raw)
     except RenderRefused as exc:
         raise refusal(exc) from None
     except TitoBreak as exc:
@@ -112,6 +116,21 @@ def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any, rewr
         ) from None
     except (BadInputError, ValueError) as exc:
         raise RequestError(400, "invalid_request", _one_line(exc)) from None
+
+
+def compared(entry: GatewaySession, messages: list[dict], key: Any) -> tuple[list[dict], list[dict]]:
+    """``messages`` as compared (``key``, the server's matcher) and as sent. Those equal, as sent, to the messages the
+    client sent last time take their compared form from the session's history (equal messages compare equal under any
+    matcher): checking a long history costs one comparison of plain data, not a new compared form per message."""
+    previous = entry.sent
+    same = 0
+    if previous is not None and previous[0] is entry.history:
+        _, last = previous
+        limit = min(len(last), len(messages))
+        while same < limit and messages[same] == last[same]:
+            same += 1
+        return entry.history[:same] + [key(m) for m in messages[same:]], last[:same] + messages[same:]
+    return [key(m) for m in messages], list(messages)
 
 
 def refusal(exc: RenderRefused) -> RequestError:
@@ -187,6 +206,7 @@ def commit(entry: GatewaySession, step: Step, pending: Pending) -> dict[str, Any
     returns the ``tito`` record of the turn."""
     record = record_of(entry, step, pending)
     entry.session, entry.history, entry.pending = step.trial, step.history, pending
+    entry.sent = (step.history, step.sent) if step.sent is not None else None
     entry.requests += 1
     if step.on_commit is not None:
         step.on_commit(entry, step, pending)
@@ -197,14 +217,44 @@ def record_of(entry: GatewaySession, step: Step, pending: Pending) -> dict[str, 
     """The ``tito`` record of the turn ``step`` and ``pending`` make (before or after it is committed)."""
     trial = step.trial
     new_breaks = trial.breaks[step.breaks_before :] if not step.retry else []
+    turns = trial.turns
     return {
         "session": entry.id,
-        "turn": len(trial.turns) + 1,
+        "turn": len(turns) + 1,
         "prompt_tokens": len(step.prompt),
         "completion_ids": len(pending.ids),
         "retry": step.retry,
         "breaks": [break_record(b) for b in new_breaks],
+        "bridged": turns[-1].bridged if turns else None,
+        "unchecked_steps": len(trial.unchecked_steps),
     }
+
+
+def finished_view(session: TitoSession, pending: Pending | None) -> tuple[TitoSession, dict[str, Any]]:
+    """A copy of ``session`` with ``pending`` (the last answer) appended as ``finish`` appends it, and what the full
+    check of its steps bridged without rendering the history found (``bridge="auto"``): ``ran`` (whether there was
+    anything to check), ``at`` and ``steps`` (what it covered) and ``found`` (the first break, or None). The check runs
+    here, before a record is served, never on a turn's request; under ``raise`` the break it finds is reported here
+    rather than raised. The session itself is not changed."""
+    view = session.fork()
+    steps = view.unchecked_steps
+    found = None
+    if steps:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the record reports it (and every read of the record finds it again)
+                found = view.check()
+        except TitoBreak as exc:  # on_break=raise, or a render the template refused
+            found = exc.details
+    if pending is not None:
+        view.finish(pending.ids, pending.message, logprobs=pending.logprobs, check=False)
+    report = {
+        "ran": bool(steps),
+        "at": "record" if steps else None,
+        "steps": steps,
+        "found": break_record(found) if found is not None else None,
+    }
+    return view, report
 
 
 def _tools_key(tools: list[dict] | None) -> str:
@@ -232,6 +282,7 @@ def break_record(details: Any) -> dict[str, Any]:
         "template_text": details.template_text,
         "handled": details.handled,
         "notes": list(details.notes),
+        "found_at": details.found_at,
     }
 
 
@@ -244,6 +295,7 @@ def turn_record(turn: Any) -> dict[str, Any]:
         "bridge": list(turn.bridge),
         "broke": turn.broke is not None,
         "message": turn.message,
+        "bridged": turn.bridged,
     }
 
 

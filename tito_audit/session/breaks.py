@@ -7,12 +7,13 @@ cause labels, the same attribution to the message whose rendering changed, the s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tito_audit.audit.causes import token_boundary
 from tito_audit.audit.checks.context import CheckSetup, RolloutContext
 from tito_audit.audit.checks.rollout import seam_break, text_break
-from tito_audit.audit.diff import common_prefix_length
+from tito_audit.audit.diff import common_prefix_length, text_window, token_window
 from tito_audit.audit.join import Join
 from tito_audit.audit.results import Failure, TokenWindow
 from tito_audit.conversations.conversation import Conversation, Message, step_kind
@@ -21,6 +22,7 @@ from tito_audit.model.render import RenderError, RenderTimeout, RenderTooLong
 TEXT = "text"
 SEAM = "seam"
 REFUSED = "refused"
+SUFFIX = "suffix"
 
 
 @dataclass
@@ -32,8 +34,9 @@ class SessionBreak:
     turn: int
     """Message index of the assistant turn the next prompt is for (as the audit's rollout failures count)."""
     aspect: str
-    """``text`` (the template rewrote what the buffer holds), ``seam`` (a BPE merge across the join) or
-    ``refused`` (the template raised)."""
+    """``text`` (the template rewrote what the buffer holds), ``seam`` (a BPE merge across the join), ``refused``
+    (the template raised) or ``suffix`` (``bridge="auto"``: the bridge appended without rendering the history is not
+    the template's bridge at that step, ``history-dependent-suffix``)."""
     causes: list[str]
     roles: list[str]
     """Roles of the messages appended at this step."""
@@ -53,6 +56,10 @@ class SessionBreak:
     handled: str = ""
     """What the session did: ``raised``, ``kept the buffer (stand-in bridge)``, ``re-rendered``, ..."""
     notes: list[str] = field(default_factory=list)
+    found_at: str = ""
+    """Where a break of a step bridged without rendering the history was found, when later than that step
+    (``bridge="auto"``): ``step N`` (a later step's full render), ``finish`` or ``check``; empty when found at its own
+    step."""
 
     @property
     def cause(self) -> str:
@@ -65,15 +72,18 @@ class SessionBreak:
     def describe(self) -> str:
         """One paragraph: where, why, and both sides of the divergence."""
         where = f"step {self.step} (before assistant turn {self.turn}, appended: {', '.join(self.roles) or '-'})"
-        what = {TEXT: "the template rewrote the buffer's text", SEAM: "tokens merge across the join"}.get(
-            self.aspect, "the template refused to render"
-        )
+        what = {
+            TEXT: "the template rewrote the buffer's text",
+            SEAM: "tokens merge across the join",
+            SUFFIX: "the bridge appended without rendering the history is not the template's",
+        }.get(self.aspect, "the template refused to render")
         owner = (
             f"; message {self.message_index} ({self.message_role}) is rendered differently"
             if self.message_index is not None
             else ""
         )
-        lines = [f"TITO break at {where}: {what} [{', '.join(self.causes)}]{owner}"]
+        late = f" (found at {self.found_at})" if self.found_at else ""
+        lines = [f"TITO break at {where}{late}: {what} [{', '.join(self.causes)}]{owner}"]
         if self.buffer_text or self.template_text:
             lines.append(f"  buffer:   {self.buffer_text!r}")
             lines.append(f"  template: {self.template_text!r}")
@@ -180,6 +190,42 @@ def _prompt_mismatch(context: RolloutContext, prompt_text: str | None, assistant
         return None
     start = common_prefix_length(prompt_text, rendered.text)
     return token_boundary(rendered.text, start, context.setup.codec.written_added_pattern)
+
+
+def suffix_break(
+    step: int,
+    turn: int,
+    roles: list[str],
+    appended: tuple[list[int], int],
+    template: tuple[list[int], int],
+    decode_one: Callable[[int], str],
+) -> SessionBreak:
+    """The break of a step whose bridge, appended without rendering the history (``bridge="auto"``), is not the
+    template's bridge at that step: ``appended`` and ``template`` are each (ids, where the bridge starts in them)."""
+    (ours, start), (theirs, their_start) = appended, template
+    ours_bridge, their_bridge = ours[start:], theirs[their_start:]
+    index = common_prefix_length(ours_bridge, their_bridge)
+    ours_text, their_text = decode_one_by_one(ours_bridge, decode_one), decode_one_by_one(their_bridge, decode_one)
+    char = common_prefix_length(ours_text, their_text)
+    return SessionBreak(
+        step=step,
+        turn=turn,
+        aspect=SUFFIX,
+        causes=["history-dependent-suffix"],
+        roles=roles,
+        char_index=char,
+        token_index=start + index,
+        buffer_text=text_window(ours_text, char),
+        template_text=text_window(their_text, char),
+        buffer_tokens=token_window(ours, start + index, decode_one),
+        template_tokens=token_window(theirs, their_start + index, decode_one),
+        detail="expected: the template's bridge after the whole conversation; actual: the bridge the session appended "
+        "from the short local render (bridge='auto')",
+    )
+
+
+def decode_one_by_one(ids: list[int], decode_one: Callable[[int], str]) -> str:
+    return "".join(decode_one(i) for i in ids)
 
 
 def refused(step: int, turn: int, roles: list[str], reason: str) -> SessionBreak:

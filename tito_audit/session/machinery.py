@@ -76,6 +76,9 @@ class Machinery:
     setup: CheckSetup
     notes: list[str] = field(default_factory=list)
     lock: threading.RLock = field(default_factory=threading.RLock)
+    proofs: dict[bool, Any] = field(default_factory=dict)
+    """By whether a session declares tools: which steps a session may bridge without rendering the history
+    (:func:`tito_audit.session.proof.proof_for`), proved once, on first use, under :attr:`lock`."""
 
     @property
     def stop_ids(self) -> frozenset[int]:

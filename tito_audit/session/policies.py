@@ -15,8 +15,15 @@ from tito_audit.session.machinery import Machinery
 from tito_audit.session.turns import PendingTurn
 
 OnBreak = Literal["raise", "warn", "rerender"]
-Bridge = Literal["template", "history-free"]
+Bridge = Literal["auto", "template", "history-free"]
 BRIDGES: dict[str, str] = {
+    "auto": (
+        "the default: a tool step whose shape the template's proof covers is bridged from a short local render (the "
+        "step's own assistant turn and new messages after a stand-in user message), in time that does not grow with "
+        "the conversation; every other step is rendered whole as under template; the whole conversation is rendered "
+        "again at finish (and every check_every such steps, and at any step rendered whole), and a break found there "
+        "is reported at its own step, late, with the same labels (breaks per on_break)"
+    ),
     "template": "the template's next prompt after the buffer, checked at every step (breaks per on_break)",
     "history-free": (
         "the suffix the template writes for the new messages after a short stand-in conversation, never rendering "

@@ -226,7 +226,7 @@ def _follow(
     assistants = [j for j, m in enumerate(messages) if m.get("role") == ASSISTANT]
     if not assistants or assistants[0] == 0:
         return
-    session = guard.spawn(tools=tools, on_break="rerender")
+    session = guard.spawn(tools=tools, on_break="rerender", bridge="template")  # each break at its own turn
     try:
         expected = session.start(messages[: assistants[0]])
         for turn, (prompt, _) in enumerate(pairs):

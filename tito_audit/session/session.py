@@ -22,9 +22,10 @@ parsers, ``parser="sglang"``, or takes the message your own parser made: ``exten
         prompt_ids = session.extend(completion_ids, run_tools(assistant))
     train_on(session.buffer, session.loss_mask)
 
-``bridge="history-free"`` appends, after each completion, the suffix the template writes for the new messages after
-a short stand-in conversation (as verl and SkyRL do) and never renders the history: sound exactly when the audit's
-bridge check holds for the template (``history-dependent-suffix`` says when it does not).
+``bridge`` (:data:`~tito_audit.session.policies.BRIDGES`): ``"auto"`` (the default) bridges a tool step the
+template's proof covers from a short local render, whatever the history, and checks it with the whole conversation
+later, at :meth:`TitoSession.finish` at the latest (:mod:`tito_audit.session.deferred`); ``"template"`` renders the
+whole conversation at every step; ``"history-free"`` appends the stand-in suffix (verl, SkyRL) and never checks.
 """
 
 from __future__ import annotations
@@ -40,18 +41,24 @@ from typing import Any
 from tito_audit.conversations.conversation import Message, clone_data
 from tito_audit.model.loaded import LoadedModel
 from tito_audit.model.tokens import TokenCodec
-from tito_audit.session.breaks import SessionBreak, TitoBreak, TitoBreakWarning, diagnose
+from tito_audit.session.breaks import SessionBreak, TitoBreakWarning
+from tito_audit.session.deferred import DeferredChecks, FullCheck, PendingStep
 from tito_audit.session.inputs import as_assistant_message, check_depth, check_text, message_copy
 from tito_audit.session.logprobs import Logprobs, sampled_logprobs
 from tito_audit.session.machinery import Machinery, ModelSourceSettings, build_machinery, machinery_for
 from tito_audit.session.parsing import ParserArgument, SessionParser, resolve_parser, split_extend_arguments
 from tito_audit.session.policies import BRIDGES, POLICIES, Bridge, OnBreak
-from tito_audit.session.steps import BufferSteps
+from tito_audit.session.shared_list import INTS, OPTIONAL_FLOATS, AppendOnly, as_list
 from tito_audit.session.turns import PendingTurn, SessionTurn
 
+PER_TOKEN = {"_buffer": INTS, "_mask": INTS, "_logprobs": OPTIONAL_FLOATS, "_view_ids": INTS}
+"""The session's lists with one entry per token, and what their items are: a fork shares them
+(:mod:`tito_audit.session.shared_list`)."""
 
-class TitoSession(BufferSteps):
-    """An append-only token buffer for one rollout, checked against the model's template at every step."""
+
+class TitoSession(DeferredChecks):
+    """An append-only token buffer for one rollout, checked against the model's template: at every step, or, for the
+    steps bridged from a short local render, at the next render of the whole conversation (``finish`` at the latest)."""
 
     def __init__(
         self,
@@ -61,16 +68,22 @@ class TitoSession(BufferSteps):
         on_break: OnBreak = "raise",
         clock: datetime | None = None,
         parser: ParserArgument = None,
-        bridge: Bridge = "template",
+        bridge: Bridge = "auto",
+        check_every: int = 0,
     ) -> None:
         if on_break not in POLICIES:
             raise ValueError(f"on_break must be one of {', '.join(POLICIES)}, not {on_break!r}")
         if bridge not in BRIDGES:
             raise ValueError(f"bridge must be one of {', '.join(BRIDGES)}, not {bridge!r}")
+        if isinstance(check_every, bool) or not isinstance(check_every, int) or check_every < 0:
+            raise ValueError(f"check_every must be a whole number of steps, 0 or more, not {check_every!r}")
         self._machinery = machinery
         check_text([], tools)
         self._tools = clone_data(tools) if tools is not None else None
         self.bridge: Bridge = bridge
+        self.check_every = check_every
+        """``bridge="auto"``: render the whole conversation after this many steps bridged without it (0: only where a
+        step needs it and at :meth:`finish`); see :mod:`tito_audit.session.deferred`."""
         resolved = resolve_parser(parser, machinery)
         self._parser = SessionParser(resolved, machinery, self._tools) if resolved is not None else None
         self.on_break: OnBreak = on_break
@@ -92,6 +105,12 @@ class TitoSession(BufferSteps):
         self._state = "new"
         self._parsed: tuple[tuple[int, ...], Message] | None = None
         """The last completion :meth:`parse` parsed, and its message."""
+        self._pending: list[PendingStep] = []
+        """Steps bridged from the short local render that no render of the whole conversation has covered yet."""
+        self.last_check: FullCheck | None = None
+        """The last render of the whole conversation that covered steps bridged without it, and what it found."""
+        self._stand_in_prompt: str | None = None
+        """The local render's generation prompt after its stand-in user message (``""``: the template refuses it)."""
 
     # -- creation -----------------------------------------------------------------------------------------------
     @classmethod
@@ -112,7 +131,8 @@ class TitoSession(BufferSteps):
         stop_tokens: Sequence[str] = (),
         clock: datetime | None = None,
         parser: ParserArgument = None,
-        bridge: Bridge = "template",
+        bridge: Bridge = "auto",
+        check_every: int = 0,
     ) -> TitoSession:
         """A session for ``model`` (hub id or folder), resolved and loaded exactly as ``tito-audit audit`` does
         (mirrors, ``TITO_AUDIT_MIRROR``, cache, hub; remote code only with ``trust_remote_code``).
@@ -121,13 +141,17 @@ class TitoSession(BufferSteps):
         ``template_kwargs`` select the variant (``enable_thinking``, ...); ``stop_tokens`` adds stop tokens (by
         text) to those found in the configs and the template. ``parser`` makes the session parse each completion
         (``"auto"``, ``"sglang"``, ``"hf"``, ``"TOOL[,REASONING]"`` or a parser object; see :meth:`parse`);
-        ``bridge`` is ``"template"`` (the template's next prompt after the buffer, checked) or ``"history-free"``.
+        ``bridge`` is ``"auto"`` (the default: a tool step the template's proof covers is bridged from a short local
+        render, the whole conversation checked at :meth:`finish` and every ``check_every`` such steps; every other
+        step as ``"template"``), ``"template"`` (the template's next prompt after the buffer, checked at every step) or
+        ``"history-free"`` (the stand-in suffix, never checked); see :data:`~tito_audit.session.policies.BRIDGES`.
         """
         source = ModelSourceSettings.of(
             mirrors, cache_dir, revision, allow_hub, trust_remote_code, template, template_name
         )
         machinery = machinery_for(model, source, template_kwargs, tuple(stop_tokens))
-        return cls(machinery, tools=tools, on_break=on_break, clock=clock, parser=parser, bridge=bridge)
+        options = {"on_break": on_break, "clock": clock, "parser": parser, "bridge": bridge, "check_every": check_every}
+        return cls(machinery, tools=tools, **options)
 
     @classmethod
     def from_loaded(
@@ -140,21 +164,32 @@ class TitoSession(BufferSteps):
         stop_tokens: Sequence[str] = (),
         clock: datetime | None = None,
         parser: ParserArgument = None,
-        bridge: Bridge = "template",
+        bridge: Bridge = "auto",
+        check_every: int = 0,
     ) -> TitoSession:
         """A session for a model already loaded (:func:`tito_audit.model.loaded.load_model`); not cached."""
         machinery = build_machinery(loaded, template_kwargs, extra_stop_tokens=stop_tokens)
-        return cls(machinery, tools=tools, on_break=on_break, clock=clock, parser=parser, bridge=bridge)
+        options = {"on_break": on_break, "clock": clock, "parser": parser, "bridge": bridge, "check_every": check_every}
+        return cls(machinery, tools=tools, **options)
 
-    def spawn(self, *, tools: list[dict] | None = None, on_break: OnBreak | None = None) -> TitoSession:
-        """A new, empty session on the same model and template settings (nothing is loaded again)."""
+    def spawn(
+        self,
+        *,
+        tools: list[dict] | None = None,
+        on_break: OnBreak | None = None,
+        bridge: Bridge | None = None,
+        check_every: int | None = None,
+    ) -> TitoSession:
+        """A new, empty session on the same model and template settings (nothing is loaded again, and the template's
+        proof is shared)."""
         return TitoSession(
             self._machinery,
             tools=tools if tools is not None else self._tools,
             on_break=on_break or self.on_break,
             clock=self.clock,
             parser=self._parser.parser if self._parser is not None else None,
-            bridge=self.bridge,
+            bridge=bridge or self.bridge,
+            check_every=self.check_every if check_every is None else check_every,
         )
 
     def fork(self) -> TitoSession:
@@ -162,7 +197,9 @@ class TitoSession(BufferSteps):
         on the copy and keeps it only when the engine answered, so a failed call leaves the session unchanged."""
         twin = copy.copy(self)
         for name, value in vars(self).items():
-            if isinstance(value, list):
+            if name in PER_TOKEN:  # shared with the copy, which appends to a tail of its own (constant time)
+                setattr(twin, name, AppendOnly.of(value, PER_TOKEN[name]))
+            elif isinstance(value, list):
                 setattr(twin, name, list(value))
         if self._parser is not None:
             twin._parser = copy.copy(self._parser)
@@ -186,22 +223,28 @@ class TitoSession(BufferSteps):
     @property
     def buffer(self) -> list[int]:
         """The token buffer: prompt, sampled completions (as sampled) and bridges."""
-        return list(self._buffer)
+        return as_list(self._buffer)
 
     @property
     def loss_mask(self) -> list[int]:
         """1 on every sampled id of the buffer, 0 on everything the template wrote."""
-        return list(self._mask)
+        return as_list(self._mask)
 
     @property
     def logprobs(self) -> Logprobs:
         """One entry per buffer position: the engine's log-probability where an id was sampled and given with one
         (``extend(..., logprobs=)``), None elsewhere; on a re-render they follow the loss mask."""
-        return list(self._logprobs)
+        return as_list(self._logprobs)
 
     @property
     def messages(self) -> list[Message]:
         return clone_data(self._messages)
+
+    def shared_messages(self) -> tuple[Message, ...]:
+        """The messages as the session keeps them, not copied: for code that reads the whole conversation at every
+        step (a server handing it to an engine), where :attr:`messages`' copy would cost as much as the conversation.
+        Read them; never change them."""
+        return tuple(self._messages)
 
     @property
     def turns(self) -> list[SessionTurn]:
@@ -267,7 +310,7 @@ class TitoSession(BufferSteps):
         self._buffer, self._mask, self._logprobs = list(prompt.ids), [0] * len(prompt.ids), [None] * len(prompt.ids)
         self._view_ids, self._view_text = list(prompt.ids), prompt.text
         self._state = "open"
-        return list(self._buffer)
+        return as_list(self._buffer)
 
     def parse(self, completion_ids: Sequence[int]) -> Message:
         """The assistant message the session's parser makes of ``completion_ids`` (the completion decoded as it
@@ -295,6 +338,7 @@ class TitoSession(BufferSteps):
         tool_messages: Sequence[Message] | None = None,
         *,
         logprobs: Sequence[float | None] | None = None,
+        copy: bool = True,
     ) -> list[int]:
         """Append the sampled ids, the assistant message and the messages after it; return the next prompt's ids.
 
@@ -304,7 +348,9 @@ class TitoSession(BufferSteps):
         (``content``, ``reasoning_content``, ``tool_calls``); with a session parser, leave it out:
         ``extend(completion_ids, tool_messages)`` appends :meth:`parse`'s message. ``tool_messages``: the messages
         to append before the next generation (tool results, a user or system turn); at least one. ``logprobs``: the
-        engine's log-probability of each sampled id (kept in :attr:`logprobs`).
+        engine's log-probability of each sampled id (kept in :attr:`logprobs`). ``copy=False`` returns the buffer as a
+        read-only sequence shared with the session, in constant time, instead of a new list (a server that hands the
+        prompt to its engine and keeps the session: copying it would cost as much as the conversation).
         """
         self._require_open()
         given, tool_messages = split_extend_arguments(assistant_message, tool_messages)
@@ -319,56 +365,15 @@ class TitoSession(BufferSteps):
         machinery = self._machinery
         # one step at a time per model (the renderer and the tokenization cache are shared by the sessions of a
         # process), and every render of the step, diagnosis included, sees the session's clock
+        broke = None
         with machinery.lock, machinery.rendering(self.clock):
             if self.bridge == "history-free":
                 self._history_free(completion, assistant, appended, sampled)
-                return list(self._buffer)
-            broke = self._advance(completion, assistant, appended, sampled)
+            elif not self._local_step(completion, assistant, appended, sampled):
+                broke = self._advance(completion, assistant, appended, sampled)
         if broke is not None and self.on_break == "warn":
             warnings.warn(TitoBreakWarning(broke.describe()), stacklevel=2)
-        return list(self._buffer)
-
-    def _advance(
-        self, completion: list[int] | None, assistant: Message, appended: list[Message], logprobs: Logprobs | None
-    ) -> SessionBreak | None:
-        """One step of :meth:`extend`: append, render, join, and on a break apply the policy."""
-        step = self._steps + 1
-        messages = [*self._messages, assistant, *appended]
-        roles = [str(m.get("role")) for m in appended]
-        buffer, mask, view_ids, view_text = self._buffer, self._mask, self._view_ids, self._view_text
-        pending = PendingTurn(len(self._messages), completion, len(buffer), self.stop_ids, assistant, logprobs)
-        if completion is not None:
-            piece = self._decode_in_context(completion)
-            buffer, mask = buffer + completion, mask + [1] * len(completion)
-            view_ids, view_text = view_ids + completion, view_text + piece
-        prompt = self._render(messages, step=step, roles=roles)
-        joined = self._join(view_text, completion, prompt)
-        if joined.followed:
-            bridge = joined.bridge or []
-            self._steps = step
-            self._commit(messages, buffer + bridge, mask + [0] * len(bridge), list(prompt.ids), prompt.text, pending)
-            self._turns.append(pending.done((len(buffer), len(buffer) + len(bridge))))
-            return None
-        details = diagnose(
-            self._machinery.setup,
-            messages,
-            self._tools,
-            step=step,
-            roles=roles,
-            joined=joined,
-            buffer=view_ids,
-            buffer_text=view_text,
-            last_prompt_text=self._view_text if completion is not None else None,
-        )
-        if self.on_break == "raise":
-            details.handled = "raised"
-            raise TitoBreak(details)
-        self._steps = step
-        kept = self.on_break == "warn" and self._keep_buffer(details, messages, appended, buffer, mask, prompt, pending)
-        if not kept:
-            self._rerender(details, messages, buffer, mask, prompt, pending)
-        self._breaks.append(details)
-        return details
+        return as_list(self._buffer) if copy else AppendOnly.of(self._buffer, INTS)
 
     def finish(
         self,
@@ -376,15 +381,22 @@ class TitoSession(BufferSteps):
         assistant_message: Message | None = None,
         *,
         logprobs: Sequence[float | None] | None = None,
+        check: bool = True,
     ) -> list[int]:
-        """Append the last completion (nothing follows it, so there is no step to check) and close the session;
-        return the whole buffer. With a session parser, ``assistant_message`` may be left out (:meth:`parse`'s)."""
+        """Append the last completion (nothing follows it, so there is no step of its own to check) and close the
+        session; return the whole buffer. With a session parser, ``assistant_message`` may be left out
+        (:meth:`parse`'s). Steps bridged without rendering the history (``bridge="auto"``) that no later render
+        covered are checked first, with one render of the whole conversation (:meth:`check`): a break found there is
+        handled by the policy (``raise`` raises it and leaves the session open, as it was); ``check=False`` leaves
+        them unchecked (after a :meth:`check` of your own)."""
         self._require_open()
         completion = self._completion(completion_ids)
         sampled = sampled_logprobs(logprobs, completion)
         given = assistant_message if assistant_message is not None else self._parsed_for(completion)
         assistant = as_assistant_message(given)
         check_text([assistant], None, "assistant_message")
+        if check:
+            self._check_now("finish")
         pending = PendingTurn(len(self._messages), completion, len(self._buffer), self.stop_ids, assistant, sampled)
         if completion is not None:
             self._buffer += completion
@@ -395,7 +407,7 @@ class TitoSession(BufferSteps):
         self._turns.append(pending.done((len(self._buffer), len(self._buffer))))
         self._messages.append(assistant)
         self._state = "finished"
-        return list(self._buffer)
+        return as_list(self._buffer)
 
     def _parsed_for(self, completion: list[int] | None) -> Message:
         if completion is None:

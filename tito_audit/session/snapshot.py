@@ -17,6 +17,7 @@ from typing import Any
 from tito_audit.audit.diff import common_prefix_length
 from tito_audit.audit.results import TokenWindow
 from tito_audit.session.breaks import SessionBreak
+from tito_audit.session.deferred import PendingStep
 from tito_audit.session.session import TitoSession
 from tito_audit.session.turns import SessionTurn
 
@@ -30,6 +31,7 @@ SEQUENCES = (
     "_sampled_spans",
     "_breaks",
     "_turns",
+    "_pending",
 )
 """The session's lists and texts, kept as changes (breaks before turns: a turn names its break by index)."""
 SCALARS = ("_steps", "_state")
@@ -82,6 +84,7 @@ def restore(session: TitoSession, state: dict[str, Any]) -> TitoSession:
     session._sampled_spans = [(begin, end) for begin, end in state.get("_sampled_spans", [])]
     session._breaks = breaks
     session._turns = [_turn_of(data, breaks) for data in state.get("_turns", [])]
+    session._pending = [PendingStep(*values) for values in state.get("_pending", [])]
     session._steps = int(state.get("_steps", 0))
     session._state = str(state.get("_state", "new"))
     session._parsed = None
@@ -101,6 +104,7 @@ def _turn_data(turn: SessionTurn, breaks: list[SessionBreak]) -> dict[str, Any]:
         "broke": broke,
         "broke_data": _break_data(turn.broke) if turn.broke is not None and broke is None else None,
         "message": turn.message,
+        "bridged": turn.bridged,
     }
 
 
@@ -116,6 +120,7 @@ def _turn_of(data: dict[str, Any], breaks: list[SessionBreak]) -> SessionTurn:
         (data["bridge"][0], data["bridge"][1]),
         broke,
         data.get("message"),
+        data.get("bridged", "template"),
     )
 
 

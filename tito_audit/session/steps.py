@@ -43,20 +43,23 @@ class BufferSteps:
     def _history_free(
         self, completion: list[int] | None, assistant: Message, appended: list[Message], logprobs: Logprobs | None
     ) -> None:
-        """``bridge="history-free"``: the completion as sampled, then the stand-in suffix of the new messages."""
+        """``bridge="history-free"``: the completion as sampled, then the stand-in suffix of the new messages (appended
+        in place: a step costs what it appends)."""
         pending = PendingTurn(len(self._messages), completion, len(self._buffer), self.stop_ids, assistant, logprobs)
         start = len(self._buffer) + len(completion or [])
         suffix = history_free_bridge(self._machinery, appended, self._tools, pending, self._steps + 1)
         self._steps += 1
         ids = (completion or []) + suffix
-        self._buffer, self._mask = self._buffer + ids, self._mask + [1] * len(completion or []) + [0] * len(suffix)
-        self._logprobs = self._logprobs + pending.sampled_logprobs + [None] * len(suffix)
-        self._view_ids = list(self._buffer)
-        self._view_text = self.codec.decode(self._buffer)
-        self._messages = [*self._messages, assistant, *appended]
+        text = self._decode_in_context(ids)
+        self._buffer += ids
+        self._mask += [1] * len(completion or []) + [0] * len(suffix)
+        self._logprobs += pending.sampled_logprobs + [None] * len(suffix)
+        self._view_ids += ids
+        self._view_text += text
+        self._messages += [assistant, *appended]
         if completion:
             self._sampled_spans.append(pending.span)
-        self._turns.append(pending.done((start, start + len(suffix))))
+        self._turns.append(pending.done((start, start + len(suffix)), bridged="stand-in"))
 
     def _join(self, view_text: str, completion: list[int] | None, prompt: RenderedPrefix) -> Join:
         codec = self._machinery.codec
@@ -128,17 +131,33 @@ class BufferSteps:
     ) -> None:
         """Continue from ``ids(R)``; the loss mask keeps what is still sampled (see :data:`POLICIES`), and the
         log-probabilities follow it (:mod:`~tito_audit.session.logprobs`)."""
-        ids = list(prompt.ids)
         spans = self._sampled_spans + ([pending.span] if pending.completion else [])
-        kept, placed = relocations(buffer, spans, ids)
-        new_mask = carried(mask, kept, placed, len(ids), 0)
-        self._logprobs = carried(self._logprobs + pending.sampled_logprobs, kept, placed, len(ids), None)
-        moved = [(found, found + end - begin) for begin, end, found in placed]
+        self._restart_from(prompt, buffer, mask, self._logprobs + pending.sampled_logprobs, spans)
         details.handled = ("warned; " if self.on_break == "warn" else "") + "re-rendered from the template"
-        self._messages, self._buffer, self._mask = messages, ids, new_mask
-        self._view_ids, self._view_text = list(ids), prompt.text
-        self._sampled_spans = moved
+        self._messages = messages
+        ids = self._buffer
         self._turns.append(pending.done((len(ids), len(ids)), details))
+
+    def _restart_from(
+        self,
+        prompt: RenderedPrefix,
+        buffer: list[int] | None = None,
+        mask: list[int] | None = None,
+        logprobs: list[float | None] | None = None,
+        spans: list[tuple[int, int]] | None = None,
+    ) -> None:
+        """The buffer becomes ``ids(R)`` of ``prompt``; the loss mask, the log-probabilities and the sampled spans
+        of ``buffer`` (by default the session's own) are carried onto it where the sampled ids survive unchanged."""
+        buffer = self._buffer if buffer is None else buffer
+        mask = self._mask if mask is None else mask
+        logprobs = self._logprobs if logprobs is None else logprobs
+        spans = self._sampled_spans if spans is None else spans
+        ids = list(prompt.ids)
+        kept, placed = relocations(buffer, spans, ids)
+        self._mask = carried(mask, kept, placed, len(ids), 0)
+        self._logprobs = carried(logprobs, kept, placed, len(ids), None)
+        self._buffer, self._view_ids, self._view_text = ids, list(ids), prompt.text
+        self._sampled_spans = [(found, found + end - begin) for begin, end, found in placed]
 
     def _completion(self, value: Sequence[int] | None) -> list[int] | None:
         """The sampled ids as plain ints (lists, numpy arrays, torch tensors, array.array), each a token of the

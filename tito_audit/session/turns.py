@@ -26,6 +26,10 @@ class SessionTurn:
     broke: SessionBreak | None = None
     message: dict[str, Any] | None = None
     """The assistant message appended for this turn (the parser's, when the session parsed the completion)."""
+    bridged: str = "template"
+    """How the bridge after this turn was made: ``template`` (the template's render of the whole conversation, checked
+    at this step), ``local`` (a short local render, ``bridge="auto"``: the whole conversation is checked later, see
+    :mod:`tito_audit.session.deferred`) or ``stand-in`` (``bridge="history-free"``: never checked)."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,16 @@ class PendingTurn:
     def span(self) -> tuple[int, int]:
         return (self.start, self.start + len(self.completion or []))
 
-    def done(self, bridge: tuple[int, int], broke: SessionBreak | None = None) -> SessionTurn:
+    def done(
+        self, bridge: tuple[int, int], broke: SessionBreak | None = None, bridged: str = "template"
+    ) -> SessionTurn:
         return SessionTurn(
-            self.message_index, self.completion is not None, self.stopped, self.span, bridge, broke, self.message
+            self.message_index,
+            self.completion is not None,
+            self.stopped,
+            self.span,
+            bridge,
+            broke,
+            self.message,
+            bridged,
         )

@@ -1,0 +1,84 @@
+"""The gateway on ``--bridge auto`` (its default): tool turns are bridged from the short local render (each turn's
+record says so, and how many steps wait for the full check), the full check runs when a session's record is read,
+never on a turn's request, and the record says whether it ran and what it found, without changing the session."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import templates
+from tests.test_session import TOOLS
+from tests.test_session_fast import ALERT, REDACTS_AFTER_ALERT
+
+pytest.importorskip("starlette", reason="the gateway extra is not installed (pip install -e '.[gateway]')")
+httpx = pytest.importorskip("httpx")
+
+TURNS = 6
+MARKED = 3
+"""The turn after which the agent's tool result holds the mark the template redacts earlier results for."""
+
+
+@pytest.fixture(scope="module")
+def gateways(tiny_model_dir, tmp_path_factory):
+    """A gateway per template (``GOOD`` and ``REDACTS_AFTER_ALERT``), on the tiny tokenizer, the fake engine."""
+    from tito_audit.gateway.server import running
+    from tito_audit.gateway.service import Gateway, GatewayConfig
+
+    folder = tmp_path_factory.mktemp("gateway-fast")
+    urls = {}
+    with_servers = []
+    for name, source in (("GOOD", templates.GOOD), ("REDACTS_AFTER_ALERT", REDACTS_AFTER_ALERT)):
+        path = folder / f"{name}.jinja"
+        path.write_text(source, encoding="utf-8")
+        config = GatewayConfig(str(tiny_model_dir), template=str(path), allow_hub=False, parser="template", seed=3)
+        gateway = Gateway(config)
+        assert config.bridge == "auto" and "proved history-free" in gateway.prove()
+        server = running(gateway)
+        urls[name] = server.__enter__()
+        with_servers.append(server)
+    yield urls
+    for server in with_servers:
+        server.__exit__(None, None, None)
+
+
+def agent(url: str, session: str, mark_at: int | None = None) -> list[dict]:
+    """``TURNS`` tool turns (the tool result after turn ``mark_at`` holds the mark); the turns' ``tito`` records."""
+    messages: list[dict] = [{"role": "user", "content": "Check the cities."}]
+    records = []
+    for turn in range(1, TURNS + 1):
+        body = {"model": "m", "messages": messages, "tools": TOOLS, "tool_choice": "required"}
+        response = httpx.post(f"{url}/v1/chat/completions", json=body, headers={"X-Session-Id": session}, timeout=60)
+        assert response.status_code == 200, response.text
+        answer = response.json()
+        message = {k: v for k, v in answer["choices"][0]["message"].items() if v is not None}
+        records.append(answer["tito"])
+        content = f"Sunny, {turn}C" + (f" {ALERT}" if turn == mark_at else "")
+        messages += [message] + [
+            {"role": "tool", "tool_call_id": call["id"], "content": content} for call in message["tool_calls"]
+        ]
+    return records
+
+
+def test_tool_turns_are_bridged_locally_and_checked_when_the_record_is_read(gateways):
+    url = gateways["GOOD"]
+    records = agent(url, "fast-good")
+    assert [r["bridged"] for r in records[1:]] == ["local"] * (TURNS - 1)
+    assert [r["unchecked_steps"] for r in records[1:]] == list(range(1, TURNS))
+    record = httpx.get(f"{url}/sessions/fast-good").json()
+    assert record["check"] == {"ran": True, "at": "record", "steps": list(range(1, TURNS)), "found": None}
+    assert not record["breaks"] and [t["bridged"] for t in record["turns"][:-1]] == ["local"] * (TURNS - 1)
+
+
+def test_the_record_reports_a_break_the_check_finds_and_the_session_stays_as_it_was(gateways):
+    url = gateways["REDACTS_AFTER_ALERT"]
+    records = agent(url, "fast-alert", mark_at=MARKED)
+    assert all(not r["breaks"] for r in records)  # no turn's request renders the history
+    first = httpx.get(f"{url}/sessions/fast-alert").json()
+    found = first["check"]["found"]
+    assert first["check"]["ran"] and found is not None
+    # the step that appended the marked result, found late, with the per-turn check's label and owner
+    assert (found["step"], found["found_at"], found["causes"]) == (MARKED, "check", ["content-rewritten"])
+    assert found["message_role"] == "tool" and "[redacted]" in found["template_text"]
+    assert [b["step"] for b in first["breaks"]] == [MARKED]  # --on-break warn: recorded, the buffer kept
+    again = httpx.get(f"{url}/sessions/fast-alert").json()  # the session itself was not changed: same check again
+    assert again["check"] == first["check"] and again["buffer"] == first["buffer"]

@@ -1,0 +1,318 @@
+"""``bridge="auto"``: steps bridged from a short local render, and the full check that covers them later.
+
+A tool step whose shape the template's proof covers (:mod:`tito_audit.session.proof`) is bridged from the local
+render (:mod:`tito_audit.session.local_bridge`) without rendering the history: its cost does not grow with the
+conversation. The step is kept as *pending*, with where it sits in the buffer and in the text. The next render of the
+whole conversation covers every pending step at once: a step the proof does not cover (a user turn, a shape the grid
+did not show, a completion cut without its stop token, ...), every ``check_every``-th step when asked for, and
+:meth:`finish` (one render per rollout). That render is the per-turn check of its step, so a pending step whose
+divergence is still in the template's prompt there is found: the session then walks the pending steps again in order,
+each against the template's render of the conversation as it was at that step, exactly as the per-turn check would
+have met them, and reports the first that breaks, with the same labels and evidence, plus where it was found
+(:attr:`~tito_audit.session.breaks.SessionBreak.found_at`). A pending step whose appended bridge is not the template's
+bridge there is a break too (``history-dependent-suffix``, aspect ``suffix``): the buffer holds what the model saw.
+
+The policy is applied where the break is found: ``raise`` raises it (the session as it was before the call);
+``warn`` records it and keeps the buffer as sampled (it is append-only: the model saw it); ``rerender`` continues
+from the template's render of the conversation as it is when the break is found. Later steps are bridged as before:
+under ``warn`` the template's view of the buffer (what the per-turn check compares) and the buffer part where the
+break kept the sampled text, and a step's local bridge is appended to both; the positions a pending step keeps are
+those of the view's text and of the buffer's ids.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import NamedTuple
+
+from tito_audit.audit.join import join
+from tito_audit.conversations.conversation import TOOL, Message
+from tito_audit.session.breaks import SessionBreak, TitoBreak, TitoBreakWarning, diagnose, suffix_break
+from tito_audit.session.local_bridge import local_bridge, stand_in_prompt
+from tito_audit.session.logprobs import Logprobs
+from tito_audit.session.proof import BridgeProof, proof_for, shape_of
+from tito_audit.session.shared_list import as_list
+from tito_audit.session.steps import BufferSteps
+from tito_audit.session.turns import PendingTurn
+
+
+class PendingStep(NamedTuple):
+    """A step bridged from the local render and not yet covered by a render of the whole conversation."""
+
+    step: int
+    assistant: int
+    """Index of the step's assistant message."""
+    messages: int
+    """Messages of the conversation once the step is appended (the next prompt renders them)."""
+    text_start: int
+    """Where the completion starts in the text (the text before it is the prompt it was sampled after)."""
+    text_end: int
+    """Where the completion ends in the text (the bridge starts there)."""
+    completion_start: int
+    completion_end: int
+    bridge_end: int
+
+
+@dataclasses.dataclass(frozen=True)
+class FullCheck:
+    """The last render of the whole conversation that covered pending steps: where it ran and what it found."""
+
+    at: str
+    """``step N``, ``finish`` or ``check``."""
+    steps: tuple[int, ...]
+    """The pending steps it covered."""
+    broke: SessionBreak | None
+    """The first of them that breaks (None: none does)."""
+
+
+class DeferredChecks(BufferSteps):
+    """The ``bridge="auto"`` steps of a session (see the module docstring)."""
+
+    _pending: list[PendingStep]
+    _breaks: list[SessionBreak]
+    _stand_in_prompt: str | None
+    bridge: str
+    check_every: int
+    last_check: FullCheck | None
+
+    # -- the fast step --------------------------------------------------------------------------------------------
+    @property
+    def bridge_proof(self) -> BridgeProof:
+        """The proof of which steps this session may bridge without rendering the history (made on first use, once
+        per model, template setting and whether tools are declared; see :mod:`tito_audit.session.proof`)."""
+        machinery = self._machinery
+        with machinery.lock:
+            return proof_for(machinery, bool(self._tools))
+
+    def _local_step(
+        self, completion: list[int] | None, assistant: Message, appended: list[Message], logprobs: Logprobs | None
+    ) -> bool:
+        """Append the step with the local bridge when the proof covers it (see the module docstring); False when the
+        step must be rendered in full. Called under the machinery's lock and the session's clock."""
+        if self.bridge != "auto" or not completion:
+            return False
+        if self.check_every and len(self._pending) >= self.check_every:
+            return False
+        if any(m.get("role") != TOOL for m in appended):
+            return False
+        proof = proof_for(self._machinery, bool(self._tools))
+        if not proof.covers(shape_of(assistant, appended), completion[-1]):
+            return False
+        machinery = self._machinery
+        if self._stand_in_prompt is None:  # the same for every step of the session: its tools, clock and settings
+            self._stand_in_prompt = stand_in_prompt(machinery.renderer, self._tools) or ""
+        if not self._stand_in_prompt:
+            return False
+        piece = self._decode_in_context(completion)
+        made = local_bridge(
+            machinery.renderer,
+            machinery.codec,
+            self._tools,
+            assistant,
+            appended,
+            piece,
+            completion[-1],
+            self._stand_in_prompt,
+        )
+        if made is None:
+            return False
+        bridge, text = made
+        pending = PendingTurn(len(self._messages), completion, len(self._buffer), self.stop_ids, assistant, logprobs)
+        start, text_start = len(self._buffer), len(self._view_text)
+        end = start + len(completion)
+        # in place: the cost of a step is what it appends (fork() copies the lists a server tries a step on)
+        self._buffer += completion
+        self._buffer += bridge
+        self._mask += [1] * len(completion)
+        self._mask += [0] * len(bridge)
+        self._logprobs += pending.sampled_logprobs
+        self._logprobs += [None] * len(bridge)
+        self._view_ids += completion
+        self._view_ids += bridge
+        text_end = text_start + len(piece)
+        self._view_text += piece + text  # one copy of the text (a string is not grown in place)
+        self._messages.append(assistant)
+        self._messages += appended
+        self._sampled_spans.append(pending.span)
+        self._steps += 1
+        self._turns.append(pending.done((end, len(self._buffer)), bridged="local"))
+        self._pending.append(
+            PendingStep(
+                self._steps,
+                pending.message_index,
+                len(self._messages),
+                text_start,
+                text_end,
+                start,
+                end,
+                len(self._buffer),
+            )
+        )
+        return True
+
+    # -- a step rendered whole ------------------------------------------------------------------------------------
+    def _advance(
+        self, completion: list[int] | None, assistant: Message, appended: list[Message], logprobs: Logprobs | None
+    ) -> SessionBreak | None:
+        """One step of :meth:`extend`: append, render, join, and on a break apply the policy."""
+        step = self._steps + 1
+        messages = [*self._messages, assistant, *appended]
+        roles = [str(m.get("role")) for m in appended]
+        buffer, mask, view_ids, view_text = self._buffer, self._mask, self._view_ids, self._view_text
+        pending = PendingTurn(len(self._messages), completion, len(buffer), self.stop_ids, assistant, logprobs)
+        if completion is not None:
+            piece = self._decode_in_context(completion)
+            buffer, mask = buffer + completion, mask + [1] * len(completion)
+            view_ids, view_text = view_ids + completion, view_text + piece
+        prompt = self._render(messages, step=step, roles=roles)
+        joined = self._join(view_text, completion, prompt)
+        if joined.followed:
+            bridge = joined.bridge or []
+            self._steps = step
+            self._commit(messages, buffer + bridge, mask + [0] * len(bridge), list(prompt.ids), prompt.text, pending)
+            self._turns.append(pending.done((len(buffer), len(buffer) + len(bridge))))
+            self._covered(f"step {step}")
+            return None
+        # steps bridged from the local render since the last full render are walked first: the first that breaks is
+        # the break the per-turn check would have found
+        details = self._first_pending_break(f"step {step}") or diagnose(
+            self._machinery.setup,
+            messages,
+            self._tools,
+            step=step,
+            roles=roles,
+            joined=joined,
+            buffer=as_list(view_ids),
+            buffer_text=view_text,
+            last_prompt_text=self._view_text if completion is not None else None,
+        )
+        if self.on_break == "raise":
+            details.handled = f"raised at step {step}" if details.found_at else "raised"
+            raise TitoBreak(details)
+        self._steps = step
+        kept = self.on_break == "warn" and self._keep_buffer(details, messages, appended, buffer, mask, prompt, pending)
+        if not kept:
+            self._rerender(details, messages, buffer, mask, prompt, pending)
+        self._mark_late(details)
+        self._breaks.append(details)
+        return details
+
+    def check(self) -> SessionBreak | None:
+        """Render the whole conversation once now and check the steps bridged without it since the last such render
+        (``bridge="auto"``; what :meth:`finish` does first): returns the break found (the first step that breaks, as
+        the per-turn check would have reported it), after applying the policy; None when none breaks or nothing is
+        pending. Under ``raise`` the break is raised and the session left as it was."""
+        self._require_open()
+        return self._check_now("check")
+
+    @property
+    def unchecked_steps(self) -> list[int]:
+        """The steps bridged from the short local render that no render of the whole conversation has covered yet."""
+        return [pending.step for pending in self._pending]
+
+    def _check_now(self, at: str) -> SessionBreak | None:
+        if not self._pending:
+            return None
+        machinery = self._machinery
+        with machinery.lock, machinery.rendering(self.clock):
+            return self._check_pending(at)
+
+    # -- the full check of pending steps --------------------------------------------------------------------------
+    def _covered(self, at: str) -> None:
+        """A render of the whole conversation followed the buffer: the pending steps are covered."""
+        if self._pending:
+            self.last_check = FullCheck(at, tuple(p.step for p in self._pending), None)
+            self._pending = []
+
+    def _first_pending_break(self, at: str) -> SessionBreak | None:
+        """Walk the pending steps again in order, each against the template's render of the conversation at that step
+        (as the per-turn check would have); the first that breaks, found ``at``, or None."""
+        for pending in self._pending:
+            details = self._replayed(pending)
+            if details is not None:
+                details.found_at = at
+                details.notes.append(
+                    f"step {pending.step} was bridged without rendering the history (bridge='auto'); the render of "
+                    f"the whole conversation at {at} found it"
+                )
+                self.last_check = FullCheck(at, tuple(p.step for p in self._pending), details)
+                return details
+        return None
+
+    def _replayed(self, pending: PendingStep) -> SessionBreak | None:
+        """The per-turn check of one pending step, against the conversation as it was then."""
+        machinery = self._machinery
+        messages = self._messages[: pending.messages]
+        roles = [str(m.get("role")) for m in messages[pending.assistant + 1 :]]
+        prompt = self._render(messages, step=pending.step, roles=roles)
+        text = self._view_text[: pending.text_end]
+        joined = join(machinery.codec, text, prompt)
+        bridge = self._buffer[pending.completion_end : pending.bridge_end]
+        if joined.followed:
+            expected = joined.bridge or []
+            if expected == bridge:
+                return None
+            ours = self._buffer[: pending.bridge_end]
+            return suffix_break(
+                pending.step,
+                pending.messages,
+                roles,
+                (ours, pending.completion_end),
+                (list(prompt.ids), len(prompt.ids) - len(expected)),
+                machinery.setup.decode_one,
+            )
+        before = self._view_text[: pending.text_start]
+        completion = self._buffer[pending.completion_start : pending.completion_end]
+        return diagnose(
+            machinery.setup,
+            messages,
+            self._tools,
+            step=pending.step,
+            roles=roles,
+            joined=joined,
+            buffer=machinery.codec.encode(before) + completion,
+            buffer_text=text,
+            last_prompt_text=before,
+        )
+
+    def _check_pending(self, at: str) -> SessionBreak | None:
+        """Cover the pending steps with one render of the whole conversation as it is (the per-turn check of the last
+        of them); when it breaks, find the first that does and apply the policy (see the module docstring). Returns
+        the break found (None: none). Called under the machinery's lock and the session's clock."""
+        if not self._pending:
+            return None
+        last = self._pending[-1]
+        if self._replayed(last) is None:
+            self._covered(at)
+            return None
+        details = self._first_pending_break(at)
+        assert details is not None  # the last pending step breaks, at least
+        if self.on_break == "raise":
+            details.handled = f"raised at {at}"
+            raise TitoBreak(details)
+        if self.on_break == "warn":
+            details.handled = (
+                f"warned at {at}; buffer kept as sampled (steps {details.step} to {last.step} were bridged from the "
+                "short local render)"
+            )
+        else:
+            self._restart_from(self._render(self._messages, step=last.step, roles=[]))
+            details.handled = f"re-rendered from the template at {at}"
+        self._record_late(details)
+        return details
+
+    def _record_late(self, details: SessionBreak) -> None:
+        """Record a break found after its step (at ``finish`` or ``check``): in the breaks and on that step's turn."""
+        self._mark_late(details)
+        self._breaks.append(details)
+        if self.on_break == "warn":
+            warnings.warn(TitoBreakWarning(details.describe()), stacklevel=4)
+
+    def _mark_late(self, details: SessionBreak) -> None:
+        """The turn of a break found later gets it too (the n-th ``extend`` is step n and turn n - 1); the pending
+        steps are settled."""
+        index = details.step - 1
+        if details.found_at and 0 <= index < len(self._turns) and self._turns[index].bridged == "local":
+            self._turns[index] = dataclasses.replace(self._turns[index], broke=details)
+        self._pending = []
