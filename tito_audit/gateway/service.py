@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tito_audit.errors import BadInputError
-from tito_audit.gateway.branches import Rewrites, branch_records, snapshot
+from tito_audit.gateway.branches import Rewrites, snapshot
 from tito_audit.gateway.durable import DurableStore, open_store, settle_durably, store_identity
 from tito_audit.gateway.engines import ENGINE_APIS, EngineError, EngineRequest, make_engine, within_max_tokens
 from tito_audit.gateway.fake import FakeEngine
@@ -30,9 +30,10 @@ from tito_audit.gateway.memory import (
 from tito_audit.gateway.plain import TEXT_PARSER, TextParser
 from tito_audit.gateway.prompt_bounds import PromptBounds
 from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, read_request
+from tito_audit.gateway.records import CpuTime, SessionState
 from tito_audit.gateway.store import GatewaySession, SessionStore
 from tito_audit.gateway.tool_results import check_tool_results
-from tito_audit.gateway.turns import Step, break_record, finished_view, prepare, turn_record
+from tito_audit.gateway.turns import Step, prepare
 from tito_audit.model.context import context_of
 from tito_audit.model.render import RenderLimits
 from tito_audit.parse import sglang
@@ -94,20 +95,6 @@ class GatewayConfig:
     """A SQLite file that keeps the sessions across restarts (:mod:`.durable`); None: memory only."""
     engine_deadline: float = 1800.0
     """Seconds an engine's whole turn may take, streamed or not (504 past it; ``--engine-timeout`` bounds each wait)."""
-
-
-class CpuTime:
-    """The CPU time of a turn's work run in worker threads (:func:`time.thread_time` of each call, summed)."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-
-    def timed(self, work: Any, *args: Any) -> Any:
-        started = time.thread_time()
-        try:
-            return work(*args)
-        finally:
-            self.seconds += time.thread_time() - started
 
 
 class Gateway:
@@ -346,38 +333,21 @@ class Gateway:
         return self.record_builder(session_id)()
 
     def record_builder(self, session_id: str) -> Callable[[], dict[str, Any]]:
-        """What :meth:`record` answers, as a function to call in a worker thread (tens of MB for a long session with
-        many branches, and the check renders the whole conversation): the session's state is taken now, on the event
-        loop (a committed session is never changed again, a turn puts another in its place; the tree is copied as it
-        is: :func:`~.branches.snapshot`), the record is built from it when called, the check on a copy."""
+        """What :meth:`record` answers, as a function to call in a worker thread (:mod:`.records`): the session's
+        state is taken now, on the event loop (a 404 before anything is built), the record is built when called."""
         entry = self.store.get(session_id)
         if entry is None or entry.session is None:
             raise self.store.missing(session_id)
-        session, pending, requests = entry.session, entry.pending, entry.requests
+        header = {
+            "session": session_id,
+            "model": self.model_id,
+            "parser": self.parser_name,
+            "on_break": self.config.on_break,
+            "bridge": self.config.bridge,
+            "requests": entry.requests,
+        }
         tree = snapshot(entry.tree) if self.rewrites.branch and entry.tree is not None else None
-
-        def build() -> dict[str, Any]:
-            view, check = finished_view(session, pending)
-            record = {
-                "session": session_id,
-                "model": self.model_id,
-                "parser": self.parser_name,
-                "on_break": self.config.on_break,
-                "bridge": self.config.bridge,
-                "requests": requests,
-                "buffer": view.buffer,
-                "loss_mask": view.loss_mask,
-                "logprobs": view.logprobs,
-                "turns": [turn_record(t) for t in view.turns],
-                "breaks": [break_record(b) for b in view.breaks],
-                "check": check,
-                "messages": view.messages,
-            }
-            if tree is not None:  # --on-rewrite branch: the branch the last request went on, and every branch
-                record.update(on_rewrite="branch", branch=tree.active, branches=list(branch_records(tree)))
-            return record
-
-        return build
+        return SessionState(header, entry.session, entry.pending, tree).record
 
     def prove(self) -> str:
         """Make the proof of which steps the sessions may bridge without rendering the history now (it is otherwise
