@@ -158,6 +158,7 @@ def test_a_streamed_turn_the_store_cannot_keep_ends_with_the_reason(machinery, t
         first = chat(url, "w", HI)
         assert first.status_code == 200
         before = record(url, "w").json()
+        sent_before = served.store.get("w").sent  # what the next request's history is compared with
         served.durable._connection.close()  # nothing can be written any more
         follow = [*HI, first.json()["choices"][0]["message"], {"role": "user", "content": "more"}]
         if dialect == "chat":
@@ -191,6 +192,7 @@ def test_a_streamed_turn_the_store_cannot_keep_ends_with_the_reason(machinery, t
             kinds = [e["type"] for e in events_of(response)]
             assert kinds[-1] == "error" and "message_stop" not in kinds
         assert record(url, "w").json() == before
+        assert served.store.get("w").sent is sent_before  # all of the turn's commit put back
 
 
 # -- 11. previous_response_id of a session that ended ------------------------------------------------------------------

@@ -330,7 +330,7 @@ def open_store(
 
 def settle_durably(durable: DurableStore | None, entry: GatewaySession, step: Any, output: Any, parse: bool) -> Any:
     """:func:`~tito_audit.gateway.turns.settle`, then the turn kept (:func:`_kept`)."""
-    before = (entry.session, entry.history, entry.pending, entry.requests)
+    before = _state_of(entry)
     settled = settle(entry, step, output, parse)
     _kept(durable, entry, before)
     return settled
@@ -345,8 +345,14 @@ def _kept(durable: DurableStore | None, entry: GatewaySession, before: tuple) ->
         elif entry.ended is not None:
             raise ended_error(entry)
     except BaseException:
-        entry.session, entry.history, entry.pending, entry.requests = before
+        entry.session, entry.history, entry.pending, entry.requests, entry.sent = before
         raise
+
+
+def _state_of(entry: GatewaySession) -> tuple:
+    """What a turn's commit changes in ``entry`` (:func:`~tito_audit.gateway.turns.commit`), to put back when the turn
+    is not kept."""
+    return (entry.session, entry.history, entry.pending, entry.requests, entry.sent)
 
 
 def store_identity(machinery: Any, template_kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -366,7 +372,7 @@ def commit_durably(durable: DurableStore | None, entry: GatewaySession, step: An
     """A streamed turn's :func:`~tito_audit.gateway.turns.commit` (just after the answer's last piece went out),
     then kept (:func:`_kept`): a turn that cannot be kept raises its :class:`RequestError` (the stream then ends with
     the dialect's error event instead of its normal end), the session as it was, and is logged in one line."""
-    before = (entry.session, entry.history, entry.pending, entry.requests)
+    before = _state_of(entry)
     commit(entry, step, pending)
     try:
         _kept(durable, entry, before)

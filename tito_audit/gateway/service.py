@@ -373,7 +373,7 @@ class Gateway:
             if self.durable is not None:
                 self.durable.delete(entry)
             if not entry.busy:  # a request under way (deleted meanwhile) still reads it; once over, it is unreferenced
-                entry.session, entry.pending, entry.history = None, None, []
+                entry.session, entry.pending, entry.history, entry.sent = None, None, [], None
                 entry.tree, entry.dialect = None, {}
         with self._trim_lock:
             self._ended_bytes += released
