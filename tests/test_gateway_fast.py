@@ -43,6 +43,11 @@ def gateways(tiny_model_dir, tmp_path_factory):
 
 def agent(url: str, session: str, mark_at: int | None = None) -> list[dict]:
     """``TURNS`` tool turns (the tool result after turn ``mark_at`` holds the mark); the turns' ``tito`` records."""
+    return agent_turns(url, session, mark_at)[1]
+
+
+def agent_turns(url: str, session: str, mark_at: int | None = None) -> tuple[list[dict], list[dict]]:
+    """:func:`agent`'s turns: the conversation after them (the last tool results included) and the records."""
     messages: list[dict] = [{"role": "user", "content": "Check the cities."}]
     records = []
     for turn in range(1, TURNS + 1):
@@ -56,7 +61,7 @@ def agent(url: str, session: str, mark_at: int | None = None) -> list[dict]:
         messages += [message] + [
             {"role": "tool", "tool_call_id": call["id"], "content": content} for call in message["tool_calls"]
         ]
-    return records
+    return messages, records
 
 
 def test_tool_turns_are_bridged_locally_and_checked_when_the_record_is_read(gateways):
@@ -82,3 +87,33 @@ def test_the_record_reports_a_break_the_check_finds_and_the_session_stays_as_it_
     assert [b["step"] for b in first["breaks"]] == [MARKED]  # --on-break warn: recorded, the buffer kept
     again = httpx.get(f"{url}/sessions/fast-alert").json()  # the session itself was not changed: same check again
     assert again["check"] == first["check"] and again["buffer"] == first["buffer"]
+
+
+@pytest.mark.parametrize("bridge", ["template", "auto"])
+def test_serve_says_what_its_bridge_covers_in_one_line(tiny_model_dir, tmp_path, bridge):
+    """``serve`` prints, before the first request, one line for its bridge: what the proof covers under ``auto``,
+    that there is nothing to prove otherwise (before: ``bridge template: bridge template: ...``)."""
+    import queue
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    path = tmp_path / "good.jinja"
+    path.write_text(templates.GOOD, encoding="utf-8")
+    command = [sys.executable, "-m", "tito_audit", "serve", str(tiny_model_dir), "--template", str(path)]
+    command += ["--engine", "fake", "--parser", "template", "--port", "0", "--no-hub", "--bridge", bridge]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in server.stderr], daemon=True).start()
+    try:
+        said = ""
+        while not said.startswith("bridge "):
+            said = lines.get(timeout=60)
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=30)
+    if bridge == "template":
+        assert said == "bridge template: every step as that bridge makes it (nothing to prove)\n"
+    else:
+        assert said.startswith("bridge auto: tool steps proved history-free (with tools) over ")

@@ -351,9 +351,10 @@ class Gateway:
 
     def prove(self) -> str:
         """Make the proof of which steps the sessions may bridge without rendering the history now (it is otherwise
-        made at the first such step, on a request's time); one line saying what it covers."""
+        made at the first such step, on a request's time); one line saying what it covers (``serve`` prints it after
+        ``bridge BRIDGE:``)."""
         if self.config.bridge != "auto":
-            return f"bridge {self.config.bridge}: every step as that bridge makes it"
+            return "every step as that bridge makes it (nothing to prove)"
         machinery = self.machinery
         with machinery.lock:
             return proof_for(machinery, with_tools=True).describe()
