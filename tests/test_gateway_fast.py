@@ -4,6 +4,8 @@ never on a turn's request, and the record says whether it ran and what it found,
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests import templates
@@ -87,6 +89,22 @@ def test_the_record_reports_a_break_the_check_finds_and_the_session_stays_as_it_
     assert [b["step"] for b in first["breaks"]] == [MARKED]  # --on-break warn: recorded, the buffer kept
     again = httpx.get(f"{url}/sessions/fast-alert").json()  # the session itself was not changed: same check again
     assert again["check"] == first["check"] and again["buffer"] == first["buffer"]
+
+
+def test_a_streamed_turn_records_its_bridge_and_cpu_time(gateways):
+    """A streamed turn's ``tito`` record (the last chunk's) carries what an unstreamed one does: how its bridge was
+    made, how many steps wait for the check, and the CPU time of the gateway's own work."""
+    url = gateways["GOOD"]
+    messages, _ = agent_turns(url, "fast-streamed")
+    body = {"model": "m", "messages": messages, "tools": TOOLS, "stream": True}
+    streamed = httpx.post(
+        f"{url}/v1/chat/completions", json=body, headers={"X-Session-Id": "fast-streamed"}, timeout=60
+    )
+    assert streamed.status_code == 200, streamed.text
+    chunks = [json.loads(line[5:]) for line in streamed.text.splitlines() if line.startswith("data: {")]
+    tito = next(chunk["tito"] for chunk in reversed(chunks) if "tito" in chunk)
+    assert tito["bridged"] == "local" and tito["unchecked_steps"] == TURNS
+    assert tito["gateway_cpu_ms"] > 0
 
 
 @pytest.mark.parametrize("bridge", ["template", "auto"])

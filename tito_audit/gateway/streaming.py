@@ -32,6 +32,7 @@ from tito_audit.gateway.durable import commit_durably
 from tito_audit.gateway.engines import EngineError
 from tito_audit.gateway.memory import TOKEN_BYTES
 from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, session_headers, wire_message
+from tito_audit.gateway.records import CpuTime
 from tito_audit.gateway.turns import checked, pending_of, record_of, with_logprobs
 from tito_audit.session.streaming import CompletionStream, Delta
 
@@ -78,6 +79,8 @@ class TurnStream:
         self.closed = False
         self.started = time.perf_counter()
         self.engine_seconds = 0.0
+        self.cpu = CpuTime()
+        """The CPU time of the turn's own work (the record's ``gateway_cpu_ms``)."""
         self._exit = contextlib.AsyncExitStack()
 
     @classmethod
@@ -87,7 +90,7 @@ class TurnStream:
         gateway.check_request(request)
         try:
             turn.entry = entry = await turn._exit.enter_async_context(gateway.store.turn(turn.session_id))
-            step = await asyncio.to_thread(gateway.prepare, entry, request, sampling["max_tokens"])
+            step = await asyncio.to_thread(turn.cpu.timed, gateway.prepare, entry, request, sampling["max_tokens"])
             turn.step = step
             held = step.trial.held_bytes + step.other_bytes
             gateway.store.reserve(entry, held + TOKEN_BYTES * sampling["max_tokens"])
@@ -115,7 +118,7 @@ class TurnStream:
         try:
             piece = self.first
             while True:
-                for delta in await _fed(completion, piece.ids):
+                for delta in await _fed(completion, piece.ids, self.cpu):
                     yield delta
                 if piece.output is not None:
                     break
@@ -123,8 +126,9 @@ class TurnStream:
                 piece = await self.pieces.__anext__()
                 self.engine_seconds += time.perf_counter() - asked
             output = piece.output
-            ids, message = await asyncio.to_thread(checked, step, output, gateway.parser is not None)
-            rest, got = await asyncio.to_thread(completion.finish, wire_message(message))
+            parse = gateway.parser is not None
+            ids, message = await asyncio.to_thread(self.cpu.timed, checked, step, output, parse)
+            rest, got = await asyncio.to_thread(self.cpu.timed, completion.finish, wire_message(message))
             pending = with_logprobs(pending_of(ids, message, got, output.finish_reason), output)
         except (EngineError, RequestError) as exc:
             yield Failed(exc.status, exc.code, str(exc))
@@ -136,7 +140,7 @@ class TurnStream:
             yield delta
         record = record_of(self.entry, step, pending)
         record["stream"] = {**completion.info(), "diverged": completion.diverged}
-        gateway.finish_record(record, self.engine_seconds, time.perf_counter() - self.started)
+        gateway.finish_record(record, self.engine_seconds, time.perf_counter() - self.started, self.cpu.seconds)
         answer = Answer(
             model=self.request.model or gateway.model_id,
             message=pending.wire,
@@ -174,16 +178,16 @@ SMALL_PIECE = 8
 (it costs less than the hop to a worker thread); a larger one, or one that would wait for the lock, in a thread."""
 
 
-async def _fed(completion: CompletionStream, ids: list[int]) -> list[Delta]:
-    """The pieces of the answer ``ids`` add (:meth:`CompletionStream.feed`), never waiting on the event loop for the
-    model's lock (a render in another thread may hold it for seconds)."""
+async def _fed(completion: CompletionStream, ids: list[int], cpu: CpuTime) -> list[Delta]:
+    """The pieces of the answer ``ids`` add (:meth:`CompletionStream.feed`, its CPU time counted in ``cpu``), never
+    waiting on the event loop for the model's lock (a render in another thread may hold it for seconds)."""
     lock = completion.lock
     if len(ids) <= SMALL_PIECE and lock.acquire(blocking=False):
         try:
-            return completion.feed(ids)
+            return cpu.timed(completion.feed, ids)
         finally:
             lock.release()
-    return await asyncio.to_thread(completion.feed, ids)
+    return await asyncio.to_thread(cpu.timed, completion.feed, ids)
 
 
 async def open_response(
