@@ -91,6 +91,48 @@ def test_the_record_reports_a_break_the_check_finds_and_the_session_stays_as_it_
     assert again["check"] == first["check"] and again["buffer"] == first["buffer"]
 
 
+# -- the session's lock and reservation on the paths --bridge auto added (issue 42's guarantee, after the merge) -------
+@pytest.mark.parametrize(("stream", "on_rewrite"), [(False, "refuse"), (True, "refuse"), (False, "branch")])
+def test_a_break_found_late_leaves_no_lock_no_reservation_and_the_session_as_it_was(
+    tiny_model_dir, tmp_path, stream, on_rewrite
+):
+    """Under ``--on-break raise``, tool turns bridged from the local render go through; the user turn after them is
+    rendered whole, its check finds the break of an earlier turn (``found at step N``) and is refused (422), streamed
+    or not, on the session or on its tree (``--on-rewrite branch``, the step tried on a fork of the branch's tip):
+    the session's lock is free, its reservation given back, the session and the server's bytes as they were, and the
+    same request is answered the same way again."""
+    from tito_audit.gateway.server import running
+    from tito_audit.gateway.service import Gateway, GatewayConfig
+
+    path = tmp_path / "redacts.jinja"
+    path.write_text(REDACTS_AFTER_ALERT, encoding="utf-8")
+    settings = {"parser": "template", "on_break": "raise", "on_rewrite": on_rewrite, "seed": 3}
+    config = GatewayConfig(str(tiny_model_dir), template=str(path), allow_hub=False, **settings)
+    served = Gateway(config)
+    with running(served) as url:
+        messages, records = agent_turns(url, "late", mark_at=MARKED)
+        assert [r["bridged"] for r in records[1:]] == ["local"] * (TURNS - 1) and not any(r["breaks"] for r in records)
+        entry = served.store.get("late")
+        kept = httpx.get(f"{url}/sessions/late", timeout=60).json()
+        total = served.store.total_bytes
+        body = {"model": "m", "messages": [*messages, {"role": "user", "content": "Sum it up."}], "tools": TOOLS}
+        body["stream"] = stream
+        for _ in range(2):
+            refused = httpx.post(f"{url}/v1/chat/completions", json=body, headers={"X-Session-Id": "late"}, timeout=60)
+            assert refused.status_code == 422, refused.text
+            error = refused.json()["error"]
+            assert error["code"] == "tito_break" and f"at step {MARKED} " in error["message"]
+            assert f"found at step {TURNS}" in error["message"]  # the user turn's render found it
+            assert not entry.lock.locked() and entry.reserved == 0
+            assert served.store.get("late") is entry and served.store.total_bytes == total
+        again = httpx.get(f"{url}/sessions/late", timeout=60).json()
+        assert (again["buffer"], again["requests"], again["messages"]) == (
+            kept["buffer"],
+            kept["requests"],
+            kept["messages"],
+        )
+
+
 def test_a_streamed_turn_records_its_bridge_and_cpu_time(gateways):
     """A streamed turn's ``tito`` record (the last chunk's) carries what an unstreamed one does: how its bridge was
     made, how many steps wait for the check, and the CPU time of the gateway's own work."""

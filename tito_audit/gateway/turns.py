@@ -62,10 +62,10 @@ def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any, rewr
     (:class:`~tito_audit.gateway.branches.Rewrites`) says what counts as the same message and, under
     ``--on-rewrite branch``, prepares the step on the session's tree instead."""
     key = rewrites.key if rewrites is not None else comparable
-    sent, raw = compared(entry, request.messages, key)
     try:
-        if rewrites is not None and rewrites.branch:
+        if rewrites is not None and rewrites.branch:  # compares the messages with each branch its own way
             return rewrites.prepare(entry, request, make_session)
+        sent, raw = compared(entry, request.messages, key)
         if entry.session is None:
             if any(m["role"] == "assistant" for m in request.messages):
                 raise RequestError(
