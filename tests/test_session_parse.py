@@ -88,3 +88,42 @@ def test_parser_misuse_is_a_clear_error(models):
         session_for(models, "GOOD", bridge="sometimes")
     with pytest.raises(TypeError, match="parser must be"):
         session_for(models, "GOOD", parser=42)
+
+
+class SeededParser(ToyParser):
+    """:class:`ToyParser` naming each call after the step its hand-over is for (as an engine's parser draws new call
+    ids for every completion), and keeping what it was handed."""
+
+    def __init__(self) -> None:
+        super().__init__("seeded")
+        self.given: list = []
+
+    def parse(self, given):
+        self.given.append(given)
+        message = super().parse(given)
+        for call in message.get("tool_calls") or []:
+            call["id"] = "call_step_" + given.call_id_seed.rsplit(":", 1)[1]
+        return message
+
+
+def first_turn(models, parser):
+    """A session on GOOD with ``parser``, started, and the ids sampled for its first assistant turn."""
+    messages = tool_loop(2)
+    session, model = session_for(models, "GOOD", parser=parser)
+    first = next(j for j, m in enumerate(messages) if m["role"] == "assistant")
+    session.start(messages[:first])
+    return session, sampled(model, messages, first, session.stop_ids)
+
+
+def test_the_same_ids_sampled_at_a_later_step_are_parsed_anew(models):
+    """An agent that makes the same call again samples the same ids: the later turn is parsed for its own step (its
+    own call ids), not given the earlier turn's message (before: the parse was kept by the ids alone, and both turns
+    had the same call id)."""
+    parser = SeededParser()
+    session, completion = first_turn(models, parser)
+    first = session.parse(completion)
+    assert session.parse(completion) == first and len(parser.given) == 1  # the same turn asked twice: parsed once
+    session.extend(completion, [{"role": "tool", "tool_call_id": first["tool_calls"][0]["id"], "content": "Sunny"}])
+    again = session.parse(completion)
+    assert len(parser.given) == 2
+    assert (first["tool_calls"][0]["id"], again["tool_calls"][0]["id"]) == ("call_step_1", "call_step_2")

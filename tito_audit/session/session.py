@@ -103,8 +103,8 @@ class TitoSession(DeferredChecks):
         self._breaks: list[SessionBreak] = []
         self._steps = 0
         self._state = "new"
-        self._parsed: tuple[tuple[int, ...], Message] | None = None
-        """The last completion :meth:`parse` parsed, and its message."""
+        self._parsed: tuple[tuple[int, int, tuple[int, ...]], Message] | None = None
+        """The last completion :meth:`parse` parsed (with the buffer's length and the steps taken), and its message."""
         self._pending: list[PendingStep] = []
         """Steps bridged from the short local render that no render of the whole conversation has covered yet."""
         self.last_check: FullCheck | None = None
@@ -320,7 +320,7 @@ class TitoSession(DeferredChecks):
         completion = self._completion(completion_ids) or []
         if self._parser is None:
             raise RuntimeError("this session has no parser: create it with parser='sglang' (or another) to parse")
-        key = tuple(completion)
+        key = (len(self._buffer), self._steps, tuple(completion))  # the same ids at a later step parse anew
         if self._parsed is not None and self._parsed[0] == key:
             return clone_data(self._parsed[1])
         stop = self.codec.decode([completion[-1]]) if completion and completion[-1] in self.stop_ids else None
