@@ -127,3 +127,32 @@ def test_the_same_ids_sampled_at_a_later_step_are_parsed_anew(models):
     again = session.parse(completion)
     assert len(parser.given) == 2
     assert (first["tool_calls"][0]["id"], again["tool_calls"][0]["id"]) == ("call_step_1", "call_step_2")
+
+
+def test_a_completion_parsed_then_appended_is_decoded_once_and_its_prompt_handed_over_uncopied(models):
+    """A server parses a completion at one turn and appends it at the next, on a fork of the same state: the
+    completion is decoded in the buffer's context once (before: twice), and the parser is handed the prompt's ids
+    without a copy of them (the session's own list, read-only; before: a tuple copy of the whole prompt per parse)."""
+    from tito_audit.session.shared_list import AppendOnly
+
+    parser = SeededParser()
+    session, completion = first_turn(models, parser)
+    codec = session.codec
+    decoded: list[list[int]] = []
+    decode = codec.decode
+
+    def counting(ids):
+        decoded.append(list(ids))
+        return decode(ids)
+
+    codec.decode = counting
+    try:
+        message = session.parse(completion)
+        results = [{"role": "tool", "tool_call_id": message["tool_calls"][0]["id"], "content": "Sunny"}]
+        session.fork().extend(completion, results)
+    finally:
+        del codec.decode
+    assert sum(1 for ids in decoded if ids[-len(completion) :] == completion) == 1
+    handed = parser.given[0].prompt_ids
+    assert list(handed) == session.buffer
+    assert isinstance(handed, AppendOnly) and handed._base is session._view_ids

@@ -18,7 +18,7 @@ for the parsers that read them (``gpt-oss``, ``gemma4``); a request with tools k
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +45,8 @@ class Sampled:
     tools: list[dict] | None
     """The request's tools, in the OpenAI request shape."""
     prompt: str = ""
-    prompt_ids: tuple[int, ...] = ()
+    prompt_ids: Sequence[int] = ()
+    """The prompt's ids (see :attr:`~tito_audit.parse.parser.ParseInput.prompt_ids`)."""
     reasoning_open: bool = False
     earlier_calls: int = 0
     call_id_seed: str = ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -33,8 +34,9 @@ class ParseInput:
     ids: tuple[int, ...] = ()
     """The sampled ids ``text`` was decoded from, the stop token included (vLLM hands its parsers these too; the
     harmony parser reads only them); empty when the caller has only text."""
-    prompt_ids: tuple[int, ...] = ()
-    """The ids of the prompt the completion followed (vLLM's parsers read it to tell whether reasoning was open)."""
+    prompt_ids: Sequence[int] = ()
+    """The ids of the prompt the completion followed (vLLM's parsers read it to tell whether reasoning was open): a
+    tuple, or a session's buffer shared read-only (a parser that sends it makes its list; the others never copy it)."""
 
 
 class CompletionParser(Protocol):

@@ -22,6 +22,7 @@ from tito_audit.parse.choice import choose_parser
 from tito_audit.parse.handover import Sampled, hand_over
 from tito_audit.parse.parser import TEMPLATE, CompletionParser
 from tito_audit.session.machinery import Machinery
+from tito_audit.session.shared_list import INTS, AppendOnly
 
 ParserArgument = str | CompletionParser | None
 
@@ -75,7 +76,7 @@ class SessionParser:
             stop=stop,
             tools=self._tools,
             prompt=prompt[0],
-            prompt_ids=tuple(prompt[1]),
+            prompt_ids=AppendOnly.of(prompt[1], INTS),  # read-only, in constant time: most parsers never read it
             reasoning_open=self.reasoning_open,
             earlier_calls=self.calls,
             call_id_seed=f"{self._seed}:{step}",

@@ -87,7 +87,7 @@ def restore(session: TitoSession, state: dict[str, Any]) -> TitoSession:
     session._pending = [PendingStep(*values) for values in state.get("_pending", [])]
     session._steps = int(state.get("_steps", 0))
     session._state = str(state.get("_state", "new"))
-    session._parsed = None
+    session._parsed, session._decoded = None, ()
     if "clock" in state:
         session.clock = datetime.fromisoformat(state["clock"])
     return session

@@ -39,6 +39,9 @@ class BufferSteps:
     _state: str
     on_break: str
     clock: object
+    _decoded: tuple[tuple[tuple[int, int, tuple[int, ...]], str], ...] = ()
+    """The last two completions :meth:`_decode_in_context` decoded (a server's stream reads one without its stop
+    token, its parse with it), each keyed by the buffer's length, the steps taken and the ids."""
 
     def _history_free(
         self, completion: list[int] | None, assistant: Message, appended: list[Message], logprobs: Logprobs | None
@@ -74,7 +77,19 @@ class BufferSteps:
         return join(codec, view_text, prompt, canonical)
 
     def _decode_in_context(self, completion: list[int]) -> str:
-        """The completion's text as it reads after the buffer (see :data:`DECODE_CONTEXT`)."""
+        """The completion's text as it reads after the buffer (see :data:`DECODE_CONTEXT`), kept (:attr:`_decoded`): a
+        server parses a completion at one turn and appends it at the next (on a fork of the same state), and decodes
+        it once."""
+        key = (len(self._buffer), self._steps, tuple(completion))
+        for known, text in self._decoded:
+            if known == key:
+                return text
+        text = self._decode_after_buffer(completion)
+        self._decoded = ((key, text), *self._decoded[:1])
+        return text
+
+    def _decode_after_buffer(self, completion: list[int]) -> str:
+        """:meth:`_decode_in_context`, decoded now (nothing kept)."""
         codec = self._machinery.codec
         before = self._buffer[-DECODE_CONTEXT:]
         head = codec.decode(before)
