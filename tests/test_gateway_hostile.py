@@ -22,6 +22,7 @@ import pytest
 from tests import templates
 from tests.conftest import SHARED_TOKENIZERS, requires_shared
 from tests.hostile_engine import HostileEngine, Plan, prompt_text
+from tests.test_gateway_branches import TOOLS  # read_file
 
 pytest.importorskip("starlette", reason="the gateway extra is not installed (pip install -e '.[gateway]')")
 httpx = pytest.importorskip("httpx")
@@ -513,16 +514,6 @@ def test_a_streamed_completion_is_decoded_once_and_byte_exact(model):
 
 
 # -- 7. tool results that answer no call -------------------------------------------------------------------------------
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "read_file",
-            "description": "Read a file.",
-            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
-        },
-    }
-]
 
 
 def test_a_tool_result_that_answers_no_call_is_refused_naming_it(machinery, tiny_model_dir):
