@@ -19,9 +19,10 @@ from tests.conftest import SHARED_TOKENIZERS, requires_shared
 from tito_audit.errors import BadInputError
 from tito_audit.model.registry import _data, registry_parsers
 from tito_audit.parse import vllm
-from tito_audit.parse.choice import check_parser_value, choose_parser
+from tito_audit.parse.choice import check_parser_value, choose_parser, engine_choices, refused_prefix
+from tito_audit.parse.engines import engine_named
 from tito_audit.parse.handover import Sampled, hand_over
-from tito_audit.parse.parser import ParseInput, ParserUnavailable
+from tito_audit.parse.parser import ParseInput, ParserRefused, ParserUnavailable
 
 if not vllm.available() and os.environ.get("CI") == "true":
     raise RuntimeError(f"vLLM is not installed on CI, so its tests cannot run; install it with: {vllm.INSTALL}")
@@ -182,6 +183,18 @@ def test_a_folder_without_a_tokenizer_makes_the_parser_unavailable(tmp_path):
     (tmp_path / "chat_template.jinja").write_text("{{ messages }}", encoding="utf-8")
     with pytest.raises(ParserUnavailable, match="vLLM cannot load the model's tokenizer"):
         vllm.VLLMParser("hermes", None, tmp_path)
+
+
+def test_a_parser_that_refuses_the_models_tokenizer_leaves_that_engine_without_a_verdict_and_says_why():
+    # Llama 3.1's tokenizer has no <think> token, which vLLM's deepseek_r1 reasoning parser looks up when it is built
+    with pytest.raises(ParserRefused, match="could not locate think start/end tokens") as refused:
+        vllm.VLLMParser(None, "deepseek_r1", LLAMA)
+    assert "tito-audit-vllm-" not in str(refused.value)  # the worker's temporary folder is not named
+    plan = engine_choices("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", None, LLAMA)
+    assert all(choice.engine != "vllm" for choice in plan.choices)
+    (note,) = [note for note in plan.notes if note.startswith(refused_prefix(engine_named("vllm")))]
+    assert "vllm no tool parser+deepseek_r1) cannot be built for this model" in note
+    assert note.endswith("could not locate think start/end tokens in the tokenizer!")
 
 
 def test_without_vllm_the_parser_names_the_install(tmp_path):

@@ -25,7 +25,14 @@ from typing import Any
 from tito_audit.errors import BadInputError
 from tito_audit.parse import engines
 from tito_audit.parse.engines import Engine, engine_named, engine_names, installed
-from tito_audit.parse.parser import TEMPLATE, CompletionParser, ParserChoice, ParserUnavailable, engine_of
+from tito_audit.parse.parser import (
+    TEMPLATE,
+    CompletionParser,
+    ParserChoice,
+    ParserRefused,
+    ParserUnavailable,
+    engine_of,
+)
 from tito_audit.parse.transformers_template import TransformersParser
 
 AUTO = "auto"
@@ -76,12 +83,27 @@ def engine_choices(model_id: str, tokenizer: Any, model_dir: Path | None = None)
         why = f"default: the {engine.label} parsers documented for {model_id}"
         try:
             choices.append(_engine_choice(engine, pair.tool, pair.reasoning, why, pair.source, (tokenizer, model_dir)))
+        except ParserRefused as refused:
+            name = engine.parser_name(pair.tool, pair.reasoning)
+            notes.append(f"{refused_prefix(engine)}{name}) {refused_why(refused)}")
         except ParserUnavailable:
             notes.append(
                 f"{not_installed_prefix(engine)}{engine.parser_name(pair.tool, pair.reasoning)}) is not installed, so "
                 f"there is no verdict with it; install it with: {engine.install}"
             )
     return ParserPlan(tuple(choices), tuple(notes))
+
+
+def refused_prefix(engine: Engine) -> str:
+    """How the note begins that says an engine's parsers, installed and recorded for the model, cannot be built for
+    it (the matrix's ``<engine>_parser`` column reads it: ``refused by the parser``)."""
+    return f"{engine.label}'s parser refused ("
+
+
+def refused_why(refused: ParserRefused) -> str:
+    """The rest of that note: the engine's own reason, without the ``--parser NAME:`` it was raised with."""
+    reason = str(refused).partition(": ")[2] or str(refused)
+    return f"cannot be built for this model, so there is no verdict with it: {reason}"
 
 
 def not_installed_prefix(engine: Engine) -> str:

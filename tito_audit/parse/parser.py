@@ -62,6 +62,13 @@ class ParserUnavailable(BadInputError):
     """The named parser cannot run here (its extra is not installed, or the model ships nothing to parse with)."""
 
 
+class ParserRefused(ParserUnavailable):
+    """The engine is installed but its parser cannot be built for this model: it refuses the model's tokenizer (vLLM's
+    ``deepseek_r1`` reasoning parser finds no think tokens in it) or the model ships no tokenizer to give it. Under
+    ``--parser auto`` that engine then has no verdict for the model, with this reason, and the other engines keep
+    theirs."""
+
+
 @dataclass(frozen=True)
 class ParserChoice:
     """The parser an audit or session uses, and why that one."""

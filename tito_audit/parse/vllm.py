@@ -36,7 +36,7 @@ from typing import Any
 from tito_audit.conversations.conversation import ASSISTANT, Message
 from tito_audit.errors import BadInputError
 from tito_audit.parse.handover import Sampled, parse_input
-from tito_audit.parse.parser import ParseInput, ParserUnavailable
+from tito_audit.parse.parser import ParseInput, ParserRefused, ParserUnavailable
 from tito_audit.parse.vllm_process import (
     INSTALL,
     VERSION,
@@ -110,7 +110,7 @@ class VLLMParser:
         self.name = "vllm " + "+".join(part for part in (tool or "no tool parser", reasoning) if part)
         check_names(tool, reasoning)
         if model_dir is None:
-            raise ParserUnavailable(f"--parser {self.name}: vLLM's parsers need the model's folder (its tokenizer)")
+            raise ParserRefused(f"--parser {self.name}: vLLM's parsers need the model's folder (its tokenizer)")
         self.model_dir = Path(model_dir)
         self._files = model_files(self.model_dir)
         self._key = hashlib.sha256(json.dumps(self._files, sort_keys=True).encode()).hexdigest()
@@ -129,8 +129,10 @@ class VLLMParser:
                         | {"tool": self.tool, "reasoning": self.reasoning}
                     )
                 except WorkerError as exc:
-                    if exc.kind in ("tokenizer", "import"):
+                    if exc.kind == "import":
                         raise ParserUnavailable(f"--parser {self.name}: {exc}") from None
+                    if exc.kind in ("tokenizer", "parser"):
+                        raise ParserRefused(f"--parser {self.name}: {exc}") from None
                     raise BadInputError(f"--parser {self.name}: {exc}") from None
                 self.harmony = bool(opened.get("harmony"))
                 self._opened = generation

@@ -111,7 +111,9 @@ class Engine:
             try:
                 model.parsers[(tool, reasoning)] = self._parser_class(model, tool, reasoning)
             except Exception as exc:
-                return {"error": _one_line(exc), "kind": "parser"}
+                # vLLM names the tokenizer by its folder, a temporary one here: name it the same way in every run
+                reason = _one_line(exc).replace(model.config.model, "the model's tokenizer folder")
+                return {"error": reason, "kind": "parser"}
         return {"tokenizer": type(model.tokenizer).__name__, "harmony": model.harmony}
 
     def _load(self, files: dict[str, str]) -> SimpleNamespace:
