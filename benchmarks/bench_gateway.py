@@ -329,7 +329,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     options = {"dialect": args.dialect, "stream": args.stream, "rewrite_at": args.rewrite_at}
-    from tito_audit.model.loading import load_by_id
+    from tito_audit.model.load_by_id import load_by_id
 
     tokenizer = load_by_id(args.model, mirrors=[Path(m) for m in args.mirror], allow_hub=False).tokenizer
 

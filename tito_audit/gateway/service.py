@@ -31,7 +31,7 @@ from tito_audit.gateway.plain import TEXT_PARSER, TextParser
 from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, read_request
 from tito_audit.gateway.store import SessionStore
 from tito_audit.gateway.turns import Step, break_record, prepare, turn_record
-from tito_audit.model.context import context_of
+from tito_audit.model.context_window import context_of
 from tito_audit.model.render import RenderLimits
 from tito_audit.parse import sglang
 from tito_audit.parse.choice import choose_parser

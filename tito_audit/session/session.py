@@ -5,7 +5,7 @@ generation calls :meth:`TitoSession.extend` with the ids the engine returned, th
 them and the messages to append (tool results, a user turn). The session appends the sampled ids untouched,
 renders the next prompt ``R`` with the model's own template, and appends the bridge (``R`` after the buffer)
 only when the buffer's text is a prefix of ``R`` and its canonical tokens are a prefix of ``ids(R)``: the same
-decision the audit makes (:func:`tito_audit.audit.join.join`). When the template cannot be followed, the policy
+decision the audit makes (:func:`tito_audit.audit.core.join.join`). When the template cannot be followed, the policy
 chosen at creation decides (see :data:`POLICIES`).
 
 Example (a generic loop; ``engine`` and ``run_tools`` are yours; the session parses with the model's SGLang
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from tito_audit.conversations.conversation import Message, clone_data
-from tito_audit.model.loaded import LoadedModel
+from tito_audit.model.load_folder import LoadedModel
 from tito_audit.model.tokens import TokenCodec
 from tito_audit.session.breaks import SessionBreak, TitoBreak, TitoBreakWarning, diagnose
 from tito_audit.session.inputs import as_assistant_message, check_depth, check_text, message_copy
@@ -142,7 +142,7 @@ class TitoSession(BufferSteps):
         parser: ParserArgument = None,
         bridge: Bridge = "template",
     ) -> TitoSession:
-        """A session for a model already loaded (:func:`tito_audit.model.loaded.load_model`); not cached."""
+        """A session for a model already loaded (:func:`tito_audit.model.load_folder.load_model`); not cached."""
         machinery = build_machinery(loaded, template_kwargs, extra_stop_tokens=stop_tokens)
         return cls(machinery, tools=tools, on_break=on_break, clock=clock, parser=parser, bridge=bridge)
 
