@@ -23,7 +23,7 @@ from pathlib import Path
 
 from tito_audit.cli.matrix_corpus import CORPUS_COUNT, CORPUS_EXAMPLES_PER_GROUP, CORPUS_WAY_OUT_BUDGET
 from tito_audit.matrix.corpus_run import run_corpus
-from tito_audit.matrix.options import MatrixOptions
+from tito_audit.matrix.matrix_options import MatrixOptions
 
 
 def sample_corpus(corpus: Path, size: int, root: Path, offset: float = 0.0) -> tuple[Path, int]:

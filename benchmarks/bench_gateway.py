@@ -400,7 +400,7 @@ def main() -> int:
         "rewrite_at": args.rewrite_at,
         "long_output": args.long_output,
     }
-    from tito_audit.model.loading import load_by_id
+    from tito_audit.model.load_by_id import load_by_id
 
     tokenizer = load_by_id(args.model, mirrors=[Path(m) for m in args.mirror], allow_hub=False).tokenizer
 

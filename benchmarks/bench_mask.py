@@ -70,13 +70,13 @@ def mask_rates(loaded, count: int) -> str:
 def buffer_mask(loaded, count: int) -> BufferMask:
     """Part 2 (see the module docstring), default variant."""
     from tito_audit import TitoSession
-    from tito_audit.audit.checks.context import CheckSetup, RolloutContext
+    from tito_audit.audit.audit_options import conversation_source
+    from tito_audit.audit.checks.rollout_context import CheckSetup, RolloutContext
     from tito_audit.audit.checks.trace import trace_of
-    from tito_audit.audit.options import conversation_source
+    from tito_audit.audit.realization.stops import collect_stop_tokens, model_end_token
     from tito_audit.audit.service import AuditOptions, VariantAudit
-    from tito_audit.audit.stops import collect_stop_tokens, model_end_token
     from tito_audit.model.assistant_mask import assistant_mask
-    from tito_audit.model.loaded import codec_for
+    from tito_audit.model.load_folder import codec_for
     from tito_audit.model.render import frozen_clock
     from tito_audit.model.variants import template_inputs, variants_for
 
@@ -138,7 +138,7 @@ def models(args) -> list[tuple[str, object]]:
     """(label, loaded model) for every model with generation blocks."""
     from tito_audit.matrix.corpus import read_corpus, stage
     from tito_audit.model.assistant_mask import has_generation_blocks
-    from tito_audit.model.loading import load_by_id
+    from tito_audit.model.load_by_id import load_by_id
 
     mirrors = [Path(m) for m in args.mirror]
     found = [("HuggingFaceTB/SmolLM3-3B", load_by_id("HuggingFaceTB/SmolLM3-3B", mirrors=mirrors, allow_hub=False))]

@@ -129,7 +129,7 @@ def measure(model_id: str, mirrors: list[str], count: int, seed: int, repeat: in
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from tito_audit.audit.service import AuditOptions, audit
     from tito_audit.conversations.generate import generate
-    from tito_audit.model.loaded import JINJA, load_model
+    from tito_audit.model.load_folder import JINJA, load_model
     from tito_audit.model.resolve import resolve_model
     from tito_audit.model.variants import template_inputs, variants_for
 

@@ -90,7 +90,7 @@ def main() -> None:
     parser.add_argument("--mirror", action="append", default=[], help="a folder of <org>--<name>/ model folders")
     args = parser.parse_args()
 
-    from tito_audit.model.loading import load_by_id
+    from tito_audit.model.load_by_id import load_by_id
     from tito_audit.parse.handover import Sampled, hand_over
     from tito_audit.parse.sglang import SGLangParser
     from tito_audit.parse.vllm import VLLMParser

@@ -45,7 +45,7 @@ def main() -> None:
 
     from tito_audit.audit.service import AuditOptions, audit
     from tito_audit.errors import AuditError
-    from tito_audit.model.loading import load_by_id
+    from tito_audit.model.load_by_id import load_by_id
     from tito_audit.model.registry import registry_model_ids
     from tito_audit.parse.engines import recorded_engines
 

@@ -77,7 +77,7 @@ def main() -> None:
     )
 
     from tito_audit.conversations.generate import generate
-    from tito_audit.model.loading import load_by_id
+    from tito_audit.model.load_by_id import load_by_id
     from tito_audit.model.render import DEFAULT_CLOCK
     from tito_audit.model.render_guard import clock, deadline, guard
 

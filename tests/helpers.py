@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tito_audit.audit.results import AuditReport, VariantResult
 from tito_audit.audit.service import AuditOptions, audit
-from tito_audit.model.loaded import LoadedModel, load_model
+from tito_audit.model.load_folder import LoadedModel, load_model
 from tito_audit.model.resolve import resolve_model
 
 
@@ -20,7 +20,7 @@ def shared_model(model_id: str) -> LoadedModel:
     """A model of ../shared/tokenizers loaded as every entry point loads it, once per test process: loading a real
     tokenizer takes seconds (gemma-4's 33 MB ``tokenizer.json``: 4.5 s) and three test files load every model."""
     from tests.conftest import SHARED_TOKENIZERS
-    from tito_audit.model.loading import load_by_id
+    from tito_audit.model.load_by_id import load_by_id
 
     return load_by_id(model_id, mirrors=[SHARED_TOKENIZERS], allow_hub=False)
 

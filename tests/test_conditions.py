@@ -9,7 +9,7 @@ import pytest
 from tests import templates
 from tests.conftest import SHARED_TOKENIZERS, requires_shared
 from tests.helpers import default_variant, run_audit
-from tito_audit.audit.conditions import conditions_of, tally_steps
+from tito_audit.audit.conditions.verdict_conditions import conditions_of, tally_steps
 from tito_audit.audit.results import BROKEN, READY, READY_TOOL_ONLY
 from tito_audit.formatters.conditions_lines import conditions_line
 from tito_audit.parse import sglang
@@ -116,7 +116,7 @@ def test_gigachat31_breaks_with_its_parser_only_when_two_assistant_turns_run_bac
     """The template writes no generation prompt after an assistant message, so the model writes
     ``assistant<|role_sep|>`` itself and SGLang's detector keeps it as content; a plain tool loop holds."""
     from tito_audit.audit.service import AuditOptions, audit
-    from tito_audit.model.loading import load_by_id
+    from tito_audit.model.load_by_id import load_by_id
 
     model = load_by_id("ai-sage/GigaChat3.1-10B-A1.8B", mirrors=[SHARED_TEMPLATES], allow_hub=False)
     report = audit(model, AuditOptions(parser="sglang"))

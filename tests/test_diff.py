@@ -5,7 +5,13 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tito_audit.audit.diff import common_prefix_length, first_difference, is_prefix, mismatched_positions, token_window
+from tito_audit.audit.core.diff import (
+    common_prefix_length,
+    first_difference,
+    is_prefix,
+    mismatched_positions,
+    token_window,
+)
 
 token_lists = st.lists(st.integers(min_value=0, max_value=6), max_size=40)
 

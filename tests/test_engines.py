@@ -218,7 +218,7 @@ def test_two_real_parser_sets_give_two_verdicts_from_the_same_rollout():
 
 def test_the_results_key_names_the_engines_and_their_versions(two_engines, good, monkeypatch, tmp_path):
     """A stored matrix result made with other engines' parsers, or another version of them, is not reused."""
-    from tito_audit.matrix.options import MatrixOptions
+    from tito_audit.matrix.matrix_options import MatrixOptions
     from tito_audit.matrix.tasks import identify
     from tito_audit.parse import choice
 

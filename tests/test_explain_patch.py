@@ -114,7 +114,7 @@ def test_qwen3_patch_is_ready_where_it_can_be(tmp_path):
     )
     assert "no-change proof holds" in result.stdout
     from tito_audit.audit.service import AuditOptions, audit
-    from tito_audit.model.loaded import load_model
+    from tito_audit.model.load_folder import load_model
     from tito_audit.model.resolve import resolve_model
 
     model = load_model(resolve_model("Qwen/Qwen3-4B", mirrors=[SHARED_TOKENIZERS], allow_hub=False), template_file=out)

@@ -466,7 +466,7 @@ def test_a_streamed_completion_is_decoded_once_and_byte_exact(model):
     """Ids fed one at a time (characters split across byte tokens, control tokens in the text, the stop token last):
     the text handed to the parser is the whole completion's text byte for byte, and decoding it cost a bounded number
     of ids per id fed (on main every piece decoded the whole completion again: about n^2/2 ids)."""
-    from tito_audit.parse.streaming import Increment
+    from tito_audit.parse.incremental import Increment
     from tito_audit.session import TitoSession
     from tito_audit.session.machinery import ModelSourceSettings, machinery_for
     from tito_audit.session.streaming import CompletionStream

@@ -137,7 +137,7 @@ def test_a_refused_render_is_its_own_error_naming_an_option_serve_has(tiny_model
 
 def test_max_tokens_is_bounded_by_the_models_context(served, tiny_model_dir, template_path):
     from tito_audit.gateway.service import Gateway
-    from tito_audit.model.context import FALLBACK_CONTEXT
+    from tito_audit.model.context_window import FALLBACK_CONTEXT
 
     gateway, url = served
     message = error_of(post(url, {"messages": HI, "max_tokens": 10**12}, "mt"), 400, "invalid_request")

@@ -184,7 +184,7 @@ def test_a_client_that_goes_away_mid_stream_leaves_the_session_as_it_was():
 def test_completion_stream_holds_back_what_a_parser_may_still_change():
     """The pieces: arguments compact, trailing whitespace held until text follows, and what was sent that the whole
     parse reads otherwise named as diverged (the client keeps what it got)."""
-    from tito_audit.parse.streaming import CallPiece, Increment
+    from tito_audit.parse.incremental import CallPiece, Increment
     from tito_audit.session.streaming import CompletionStream
 
     class Pieces:

@@ -22,7 +22,7 @@ from tito_audit.conversations.conversation import Conversation
 from tito_audit.errors import TemplateTimeoutError
 from tito_audit.model import assistant_mask
 from tito_audit.model.assistant_mask import MaskedRender, generation_blocks
-from tito_audit.model.loaded import codec_for
+from tito_audit.model.load_folder import codec_for
 from tito_audit.model.render import Renderer, RenderError, RenderLimits
 
 COUNT = 16
@@ -204,7 +204,7 @@ def test_smollm3_trains_its_role_header():
     """SmolLM3's block opens before ``<|im_start|>assistant\\n`` (the generation prompt) and closes after the newline
     that follows ``<|im_end|>``: every judged turn trains tokens the model never sampled; the stop token is marked."""
     from tito_audit.audit.service import AuditOptions, audit
-    from tito_audit.model.loading import load_by_id
+    from tito_audit.model.load_by_id import load_by_id
 
     model = load_by_id("HuggingFaceTB/SmolLM3-3B", mirrors=[SHARED_TOKENIZERS], allow_hub=False)
     report = audit(model, AuditOptions(count=8, parser="template"))

@@ -13,7 +13,7 @@ from tito_audit.errors import BadInputError
 from tito_audit.matrix.corpus import MISSING, SHA_MISMATCH, read_corpus, stage
 from tito_audit.matrix.corpus_publish import lookup_data
 from tito_audit.matrix.corpus_run import run_corpus
-from tito_audit.matrix.options import MatrixOptions
+from tito_audit.matrix.matrix_options import MatrixOptions
 
 CHATML = (
     "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endfor %}"

@@ -10,14 +10,14 @@ from tests import templates
 from tests.conftest import SHARED_TOKENIZERS, requires_shared
 from tests.helpers import default_variant, load, run_audit
 from tests.test_parse_step import ToyParser
-from tito_audit.audit.checks.context import CheckSetup, RolloutContext
+from tito_audit.audit.checks.rollout_context import CheckSetup, RolloutContext
 from tito_audit.audit.checks.trace import trace_of
+from tito_audit.audit.realization.stops import collect_stop_tokens, model_end_token
 from tito_audit.audit.results import BROKEN, READY
 from tito_audit.audit.service import AuditOptions, audit
-from tito_audit.audit.stops import collect_stop_tokens, model_end_token
 from tito_audit.conversations.conversation import Conversation
 from tito_audit.conversations.tools import tool_schemas
-from tito_audit.model.loading import load_by_id
+from tito_audit.model.load_by_id import load_by_id
 from tito_audit.model.render import frozen_clock
 from tito_audit.parse import sglang
 from tito_audit.parse.fields import CALL_LOST
@@ -103,7 +103,7 @@ def test_a_separator_written_inside_a_turn_is_not_a_stop_token(tiny_model_dir, w
 
 def test_the_turn_ends_with_the_models_end_token_where_the_template_writes_a_separator(tiny_model_dir, write_template):
     from tito_audit.audit.service import VariantAudit
-    from tito_audit.model.loaded import codec_for
+    from tito_audit.model.load_folder import codec_for
     from tito_audit.model.variants import Variant
 
     model = load(tiny_model_dir, write_template("sep", templates.SEPARATOR_BEFORE_CALL))

@@ -261,8 +261,8 @@ def test_the_parsed_history_is_rendered_as_it_is_now(models):
     the renderer's direct path no longer checks itself against transformers."""
     from types import SimpleNamespace
 
-    from tito_audit.audit.parsed_turns import render_next as _render
-    from tito_audit.model.loaded import codec_for
+    from tito_audit.audit.parse_step.parsed_turns import render_next as _render
+    from tito_audit.model.load_folder import codec_for
     from tito_audit.model.render import Renderer
 
     model = models["GOOD"]

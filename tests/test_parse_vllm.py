@@ -98,7 +98,7 @@ def test_qwen3_reasoning_without_tags_follows_enable_thinking():
 
 # -- the hand-over: vLLM's detokenizer with the request's settings -------------------------------------------------
 def _sampled(tokenizer_dir, text: str, stop: str | None, tools=TOOLS) -> Sampled:
-    from tito_audit.model.loading import load_by_id
+    from tito_audit.model.load_by_id import load_by_id
 
     loaded = load_by_id(tokenizer_dir.name.replace("--", "/", 1), mirrors=[SHARED_TOKENIZERS], allow_hub=False)
     ids = loaded.tokenizer.encode(text, add_special_tokens=False)

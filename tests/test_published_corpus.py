@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import SHARED, requires_shared
 from tito_audit.matrix.corpus import MISSING, SHA_MISMATCH, read_corpus
 from tito_audit.matrix.corpus_run import run_corpus
-from tito_audit.matrix.options import MatrixOptions
+from tito_audit.matrix.matrix_options import MatrixOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLISHED = ROOT / "reports" / "corpus"

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tests import templates
 from tests.helpers import causes, default_variant, failed, run_audit, variant_audits
-from tito_audit.audit.realize import ALIGNED, GEN_PROMPT_MISMATCH, HISTORY_REWRITE, with_reasoning_form
+from tito_audit.audit.realization.realize import ALIGNED, GEN_PROMPT_MISMATCH, HISTORY_REWRITE, with_reasoning_form
 from tito_audit.audit.results import BROKEN, READY
 from tito_audit.conversations.conversation import ASSISTANT
 from tito_audit.conversations.generate import generate, generate_conversation

@@ -21,7 +21,7 @@ from tito_audit.conversations.conversation import ASSISTANT, TOOL
 from tito_audit.conversations.generate import CALL_IDS, LEAD, RESULT_NAMES, RESULT_ORDER, generate
 from tito_audit.conversations.profile import GenerationProfile
 from tito_audit.conversations.stress import CONTROL_LOOKALIKES, STRESS_TEXTS
-from tito_audit.model.loaded import codec_for
+from tito_audit.model.load_folder import codec_for
 from tito_audit.model.render import Renderer
 
 UNSAMPLED = ("</think>", "<|im_end|>", "<|im_start|>", "<tool_call>", "<|eot_id|>", "</s>", "<end_of_turn>")

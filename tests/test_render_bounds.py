@@ -12,7 +12,7 @@ from tests import templates
 from tests.helpers import load
 from tito_audit.audit.service import AuditOptions, audit
 from tito_audit.errors import TemplateTimeoutError
-from tito_audit.model.loaded import codec_for
+from tito_audit.model.load_folder import codec_for
 from tito_audit.model.render import Renderer, RenderError, RenderLimits
 
 HELLO = [{"role": "user", "content": "Hello"}]

@@ -15,7 +15,7 @@ from tito_audit import TitoSession
 from tito_audit.audit.service import AuditOptions, audit
 from tito_audit.errors import TemplateTimeoutError
 from tito_audit.model import render_guard
-from tito_audit.model.loaded import codec_for
+from tito_audit.model.load_folder import codec_for
 from tito_audit.model.render import Renderer, RenderError, RenderLimits, frozen_clock
 from tito_audit.session import machinery
 

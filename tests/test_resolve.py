@@ -14,7 +14,7 @@ import pytest
 
 from tito_audit.errors import ModelLoadError, ResolutionError, TemplateMissingError
 from tito_audit.model import resolve
-from tito_audit.model.loaded import load_model
+from tito_audit.model.load_folder import load_model
 from tito_audit.model.resolve import follow_symlink_stub, resolve_model, staged_folder, write_manifest
 
 

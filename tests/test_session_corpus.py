@@ -19,15 +19,15 @@ import pytest
 from tests.conftest import SHARED, SHARED_TOKENIZERS, requires_shared
 from tests.helpers import shared_model
 from tito_audit import TitoBreak, TitoSession
-from tito_audit.audit.checks.context import CheckSetup, RolloutContext
 from tito_audit.audit.checks.rollout import step_text_failure
+from tito_audit.audit.checks.rollout_context import CheckSetup, RolloutContext
 from tito_audit.audit.checks.trace import trace_of
+from tito_audit.audit.realization.stops import collect_stop_tokens
 from tito_audit.audit.service import AuditOptions, VariantAudit
-from tito_audit.audit.stops import collect_stop_tokens
 from tito_audit.conversations.conversation import TOOL
 from tito_audit.conversations.datasources import load_conversations
 from tito_audit.conversations.windows import window
-from tito_audit.model.loaded import codec_for
+from tito_audit.model.load_folder import codec_for
 from tito_audit.model.render import DEFAULT_CLOCK, frozen_clock
 from tito_audit.model.variants import template_inputs, variants_for
 

@@ -19,7 +19,7 @@ from tito_audit.audit.results import BROKEN, READY, AuditReport
 from tito_audit.audit.service import AuditOptions, audit
 from tito_audit.conversations.generate import generate_conversation
 from tito_audit.formatters.json_report import VOLATILE_KEYS, report_to_dict
-from tito_audit.model.loaded import JINJA
+from tito_audit.model.load_folder import JINJA
 from tito_audit.model.render import DEFAULT_CLOCK, Renderer, frozen_clock
 from tito_audit.model.resolve import resolve_model
 from tito_audit.model.tokens import TokenCodec

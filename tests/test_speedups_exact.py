@@ -95,7 +95,7 @@ def test_direct_rendering_equals_apply_chat_template(tiny_model_dir, write_templ
     ],
 )
 def test_real_tokenizers_segment_exactly(model_id):
-    from tito_audit.model.loaded import load_model
+    from tito_audit.model.load_folder import load_model
     from tito_audit.model.resolve import resolve_model
 
     if not (SHARED_TOKENIZERS / model_id.replace("/", "--")).is_dir():

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from tests.helpers import run_audit
-from tito_audit.model.loaded import codec_for, load_model
+from tito_audit.model.load_folder import codec_for, load_model
 from tito_audit.model.resolve import resolve_model
 from tito_audit.model.standin import special_tokens_of
 
@@ -105,7 +105,7 @@ def test_a_stop_token_replaced_by_a_separator_is_a_stop_token_swap():
     """Devstral 2's template joins consecutive assistant messages with a blank line: the end token the engine
     stopped on after the first one is gone from history, and the next message's call follows the separator. The
     call's arguments are untouched, so this is not ``tool-call-reformatted``."""
-    from tito_audit.audit.causes import TextContext, classify_text_divergence
+    from tito_audit.audit.core.causes import TextContext, classify_text_divergence
 
     messages = [
         {"role": "user", "content": "Push the box."},
@@ -128,8 +128,8 @@ def test_an_end_of_text_written_after_the_last_message_only_is_its_tail_not_a_sw
     part inside ``<|``, after the stop the engine stopped on. What differs is the tail after that stop."""
     import re
 
-    from tito_audit.audit.causes import TextContext, classify_text_divergence
-    from tito_audit.audit.diff import first_difference
+    from tito_audit.audit.core.causes import TextContext, classify_text_divergence
+    from tito_audit.audit.core.diff import first_difference
 
     messages = [
         {"role": "user", "content": "Push the box."},

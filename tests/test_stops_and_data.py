@@ -10,11 +10,11 @@ import pytest
 
 from tests import templates
 from tests.helpers import default_variant, load, run_audit
+from tito_audit.audit.realization.stops import template_terminators
 from tito_audit.audit.results import READY
-from tito_audit.audit.stops import template_terminators
 from tito_audit.conversations.conversation import Conversation
 from tito_audit.conversations.shapes import CALL_IDS, nine_character_id
-from tito_audit.model.loaded import codec_for
+from tito_audit.model.load_folder import codec_for
 from tito_audit.model.registry import registry_stop_tokens
 from tito_audit.model.render import Renderer
 
@@ -83,12 +83,12 @@ def test_glm_stops_come_from_the_registry_and_open_the_next_message():
     """GLM-4.5's template ends no assistant turn; its generation config stops on <|observation|> and <|user|>
     (registry). A turn followed by tool results is sampled with <|observation|>, the first token of the next
     message, and the bridge starts after it: every tool step is followed."""
-    from tito_audit.audit.checks.context import CheckSetup, RolloutContext
+    from tito_audit.audit.checks.rollout_context import CheckSetup, RolloutContext
     from tito_audit.audit.checks.trace import trace_of
+    from tito_audit.audit.realization.stops import collect_stop_tokens
     from tito_audit.audit.service import AuditOptions, VariantAudit
-    from tito_audit.audit.stops import collect_stop_tokens
     from tito_audit.conversations.generate import generate
-    from tito_audit.model.loading import load_by_id
+    from tito_audit.model.load_by_id import load_by_id
     from tito_audit.model.render import frozen_clock
     from tito_audit.model.variants import template_inputs, variants_for
 

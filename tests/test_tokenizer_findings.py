@@ -7,8 +7,8 @@ import random
 from tests import templates
 from tests.conftest import build_tiny_tokenizer
 from tests.helpers import causes, default_variant, failed, load, run_audit
-from tito_audit.audit.checks.context import CheckSetup, RolloutContext
 from tito_audit.audit.checks.outcome import Outcome
+from tito_audit.audit.checks.rollout_context import CheckSetup, RolloutContext
 from tito_audit.audit.checks.roundtrip import completion_roundtrip
 from tito_audit.audit.checks.trace import Completion
 from tito_audit.audit.results import READY

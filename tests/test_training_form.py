@@ -13,7 +13,7 @@ from tests import templates
 from tests.helpers import load
 from tito_audit.audit.service import AuditOptions, audit
 from tito_audit.formatters.fix_report import page_of, to_markdown
-from tito_audit.model.loaded import LoadedModel
+from tito_audit.model.load_folder import LoadedModel
 from tito_audit.repair.training_form import TrainingForm, training_form, verify
 from tito_audit.repair.training_wrap import WrapError, wrap
 from tito_audit.repair.way_out import FIX, SETTING, find_way_out

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import SHARED_TOKENIZERS, requires_shared
 from tito_audit.audit import vllm_reference
-from tito_audit.model.loading import load_by_id
+from tito_audit.model.load_by_id import load_by_id
 from tito_audit.parse import vllm
 
 if not vllm.available() and os.environ.get("CI") == "true":

@@ -23,8 +23,8 @@ _EXPORTS = {
     "SessionBreak": "tito_audit.session",
     "SessionTurn": "tito_audit.session",
     "AuditOptions": "tito_audit.audit.service",
-    "load_by_id": "tito_audit.model.loading",
-    "load_model": "tito_audit.model.loaded",
+    "load_by_id": "tito_audit.model.load_by_id",
+    "load_model": "tito_audit.model.load_folder",
     "resolve_model": "tito_audit.model.resolve",
 }
 __all__ = ["__version__", *_EXPORTS]

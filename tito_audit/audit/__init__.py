@@ -1,7 +1,15 @@
 """The audit: a loaded model and its conversations in; an :class:`~tito_audit.audit.results.AuditReport` out.
 
-Per variant (:mod:`.variant`): accept each conversation, realize its turns, simulate the rollout and run the
-checks (:mod:`.checks`), then the findings (:mod:`.findings`), the verdict and the recommended setting.
+The modules and packages here are the audit's own steps. :mod:`.service` audits each variant of the template's
+settings (:mod:`.audit_options`: the settings and each variant's conversations; :mod:`.settings_together`: the
+pairs read together; :mod:`.generation`: what a model behind the variant writes). Per variant (:mod:`.variant`):
+accept each conversation and realize its turns (:mod:`.realization`), simulate the rollout and run the checks
+(:mod:`.checks`), the rollout again with each engine's parser (:mod:`.parse_step`), the findings
+(:mod:`.findings`), then the check tables (:mod:`.aggregate`), the verdict (:mod:`.verdict`) with when it breaks
+(:mod:`.conditions`), the recommended setting (:mod:`.recommend`) and which verdict decides (:mod:`.deciding`).
+Below every step, :mod:`.core` decides a buffer against the next prompt and labels where they part (the session
+reads it too); :mod:`.results` and :mod:`.engine_result` are the report's dataclasses, :mod:`.serialization`
+reads them back from JSON.
 """
 
 from importlib import import_module

@@ -7,10 +7,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tito_audit.audit.acceptance import Refusal
 from tito_audit.audit.checks import CHECK_NAMES
 from tito_audit.audit.checks.outcome import FAILED, REFUSED, Outcome, count_into
-from tito_audit.audit.realize import UnrealizedTurn
+from tito_audit.audit.realization.acceptance import Refusal
+from tito_audit.audit.realization.realize import UnrealizedTurn
 from tito_audit.audit.results import (
     CheckResult,
     DriftSummary,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tito_audit.audit.result_conditions import Conditions
+from tito_audit.audit.conditions.result_conditions import Conditions
 
 
 @dataclass
@@ -37,4 +37,5 @@ class EngineVerdict:
     the parser returns."""
     conditions: Conditions | None = None
     """When this verdict breaks: the plain loop's verdict with these parsers and the forms, shapes and settings
-    whose steps fail (:func:`tito_audit.audit.conditions.report_conditions` over this engine's parse results)."""
+    whose steps fail (:func:`tito_audit.audit.conditions.verdict_conditions.report_conditions` over this engine's parse
+    results)."""

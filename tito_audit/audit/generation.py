@@ -1,7 +1,7 @@
 """What a model behind the audited template writes, read from the template and its engine's parser: the
 :class:`~tito_audit.conversations.profile.GenerationProfile` each variant's generated conversations follow.
 
-- **Reasoning**: the forms the variant's generation prompt admits (:mod:`tito_audit.audit.reasoning_block`).
+- **Reasoning**: the forms the variant's generation prompt admits (:mod:`tito_audit.audit.realization.reasoning_block`).
 - **Call ids**: where the template writes a call's id into the model's own turn, the model wrote it, in the form its
   engine's parser reads back (:func:`call_ids`).
 - **Text a model never samples**: the template's reasoning closer (a sampled ``</think>`` ends the reasoning) and the
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tito_audit.audit.reasoning_block import VariantReasoning
+from tito_audit.audit.realization.reasoning_block import VariantReasoning
 from tito_audit.audit.results import Settings
 from tito_audit.conversations.call_ids import KIMI, NINE, OPENAI, CallIdForm
 from tito_audit.conversations.conversation import ASSISTANT, USER, Message

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tito_audit.audit.conditions.result_conditions import CallTurns, Conditions, FormSteps, RefusedSetting, ShapeSteps
 from tito_audit.audit.engine_result import EngineVerdict
-from tito_audit.audit.result_conditions import CallTurns, Conditions, FormSteps, RefusedSetting, ShapeSteps
 
 READY = "ready"
 READY_TOOL_ONLY = "ready-tool-only"
@@ -196,8 +196,8 @@ class WrittenLayout:
 @dataclass
 class WrittenValue:
     """Argument values of one JSON type written in the template's own literal or in the JSON literal, through the
-    parser into the next prompt (SPEC "Written values"; :mod:`tito_audit.audit.written_values`). Beside the verdict,
-    never in it."""
+    parser into the next prompt (SPEC "Written values"; :mod:`tito_audit.audit.parse_step.written_values`). Beside the
+    verdict, never in it."""
 
     value_type: str
     """``boolean``, ``null``, ``integer``, ``number``, ``array`` or ``object``."""
@@ -396,8 +396,9 @@ class AuditReport:
     parsers: list[EngineVerdict] = field(default_factory=list)
     """The verdict with each engine's parser (none: ``--parser template``); ``verdict``: the perfect inverse's."""
     conditions: Conditions | None = None
-    """When ``verdict`` (the perfect inverse's) breaks (:func:`tito_audit.audit.conditions.report_conditions`);
-    each engine's parser verdict carries its own (``parsers``)."""
+    """When ``verdict`` (the perfect inverse's) breaks
+    (:func:`tito_audit.audit.conditions.verdict_conditions.report_conditions`); each engine's parser verdict carries its
+    own (``parsers``)."""
     refused_settings: list[RefusedSetting] = field(default_factory=list)
     """Settings of the sweep the template cannot take (not audited)."""
     generated_at: str = ""

@@ -49,7 +49,7 @@ def _from_version_1(data: dict[str, Any]) -> AuditReport:
     """A version 1 report: ``parser``, ``parser_verdict`` and ``parser_way_out`` become the one entry of ``parsers``
     (its verdict, reason, causes and fields summed again from the variants), each variant's ``parse`` the one entry
     of its ``parses``, ``settings.parser`` the one name of ``settings.parsers``."""
-    from tito_audit.audit.engine_verdicts import engine_verdicts
+    from tito_audit.audit.parse_step.engine_verdicts import engine_verdicts
     from tito_audit.audit.service import SCHEMA_VERSION
     from tito_audit.parse.parser import TEMPLATE, ParserChoice
 

@@ -1,7 +1,7 @@
 """The audit service: one loaded model in, one :class:`~tito_audit.audit.results.AuditReport` out.
 
 The path of data: the template's keyword arguments become variants (:mod:`tito_audit.model.variants`); each variant
-gets its conversations (:mod:`tito_audit.audit.options`) and is audited on its own
+gets its conversations (:mod:`tito_audit.audit.audit_options`) and is audited on its own
 (:mod:`tito_audit.audit.variant`); the report gathers the variants, the model's facts and the settings.
 """
 
@@ -12,15 +12,15 @@ import time
 from datetime import datetime, timezone
 
 from tito_audit import __version__
-from tito_audit.audit.conditions import report_conditions
-from tito_audit.audit.engine_verdicts import engine_verdicts
-from tito_audit.audit.options import (
+from tito_audit.audit.audit_options import (
     DEFAULT_COUNT,
     AuditOptions,
     ConversationSource,
     ProgressCallback,
     conversation_source,
 )
+from tito_audit.audit.conditions.verdict_conditions import report_conditions
+from tito_audit.audit.parse_step.engine_verdicts import engine_verdicts
 from tito_audit.audit.recommend import recommend
 from tito_audit.audit.results import AuditReport, ModelInfo, Settings, worst_verdict
 from tito_audit.audit.settings_together import refused_settings, settings_read_together, without_refused
@@ -29,7 +29,7 @@ from tito_audit.conversations.tools import BUILT_IN
 from tito_audit.conversations.validate import check_stop_tokens
 from tito_audit.conversations.windows import window_note
 from tito_audit.errors import BadInputError
-from tito_audit.model.loaded import LoadedModel, codec_for
+from tito_audit.model.load_folder import LoadedModel, codec_for
 from tito_audit.model.render import frozen_clock
 from tito_audit.model.variants import template_inputs, variants_for
 from tito_audit.parse.choice import choose_parsers

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from tito_audit.audit.result_conditions import RefusedSetting
+from tito_audit.audit.conditions.result_conditions import RefusedSetting
 from tito_audit.conversations.conversation import ASSISTANT, SYSTEM, TOOL, USER, Message
 from tito_audit.conversations.tools import tool_schemas
-from tito_audit.model.loaded import LoadedModel
+from tito_audit.model.load_folder import LoadedModel
 from tito_audit.model.render import Renderer, RenderError, RenderLimits
 from tito_audit.model.tokens import TokenCodec
 from tito_audit.model.variants import MAX_COMBINATIONS, TemplateInput, Variant, format_value

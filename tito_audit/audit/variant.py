@@ -1,9 +1,9 @@
 """One variant's audit: accept (or reshape) each conversation, realize its turns, run the checks, aggregate,
 then the findings and the verdict.
 
-The path of one conversation: :class:`~tito_audit.audit.acceptance.Acceptor` (renders or a refusal) →
-:func:`~tito_audit.audit.realize.realize` (each assistant turn in a form a model could produce) →
-:class:`~tito_audit.audit.checks.context.RolloutContext` → :func:`~tito_audit.audit.checks.run_checks` →
+The path of one conversation: :class:`~tito_audit.audit.realization.acceptance.Acceptor` (renders or a refusal) →
+:func:`~tito_audit.audit.realization.realize.realize` (each assistant turn in a form a model could produce) →
+:class:`~tito_audit.audit.checks.rollout_context.RolloutContext` → :func:`~tito_audit.audit.checks.run_checks` →
 :class:`~tito_audit.audit.aggregate.VariantTotals`.
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tito_audit.audit.acceptance import Acceptor, Renders
 from tito_audit.audit.aggregate import (
     VariantTotals,
     group_refusals,
@@ -20,27 +19,28 @@ from tito_audit.audit.aggregate import (
     steps_by_form,
     steps_by_shape,
 )
+from tito_audit.audit.audit_options import AuditOptions, ConversationSource, ProgressCallback
 from tito_audit.audit.checks import run_checks
-from tito_audit.audit.checks.context import CheckSetup, RolloutContext
 from tito_audit.audit.checks.mask import variant_notes as mask_notes
-from tito_audit.audit.conditions import conditions_of, tally_steps
+from tito_audit.audit.checks.rollout_context import CheckSetup, RolloutContext
+from tito_audit.audit.conditions.verdict_conditions import conditions_of, tally_steps
 from tito_audit.audit.findings import FindingContext, run_findings
 from tito_audit.audit.generation import generation_profile
-from tito_audit.audit.options import AuditOptions, ConversationSource, ProgressCallback
-from tito_audit.audit.parsed_rollout import parsed_rollout
-from tito_audit.audit.parsed_totals import ParsedTotals
-from tito_audit.audit.realize import RealizedConversation, realize
-from tito_audit.audit.reasoning_block import VariantReasoning, variant_reasoning
+from tito_audit.audit.parse_step.parsed_rollout import parsed_rollout
+from tito_audit.audit.parse_step.parsed_totals import ParsedTotals
+from tito_audit.audit.parse_step.written_values import LiteralCache, ValueTotals, written_values
+from tito_audit.audit.realization.acceptance import Acceptor, Renders
+from tito_audit.audit.realization.realize import RealizedConversation, realize
+from tito_audit.audit.realization.reasoning_block import VariantReasoning, variant_reasoning
+from tito_audit.audit.realization.stops import collect_stop_tokens, model_end_token
 from tito_audit.audit.results import StopToken, VariantResult
-from tito_audit.audit.stops import collect_stop_tokens, model_end_token
 from tito_audit.audit.verdict import verdict_for
-from tito_audit.audit.written_values import LiteralCache, ValueTotals, written_values
 from tito_audit.conversations.conversation import USER, Conversation
 from tito_audit.conversations.profile import GenerationProfile
 from tito_audit.conversations.reasoning_forms import CLOSED, OPEN
 from tito_audit.conversations.shapes import NOT_NATIVE_TOOLS
 from tito_audit.conversations.tools import tool_schemas
-from tito_audit.model.loaded import LoadedModel
+from tito_audit.model.load_folder import LoadedModel
 from tito_audit.model.registry import TEXT_BEFORE_CALLS, registry_habit
 from tito_audit.model.render import Renderer, RenderError, frozen_clock
 from tito_audit.model.threads import cached_property
@@ -74,7 +74,7 @@ class VariantAudit:
         self.acceptor = Acceptor(self.renderer)
 
     def accept(self, conversation: Conversation):
-        """See :meth:`tito_audit.audit.acceptance.Acceptor.accept`."""
+        """See :meth:`tito_audit.audit.realization.acceptance.Acceptor.accept`."""
         return self.acceptor.accept(conversation)
 
     @cached_property

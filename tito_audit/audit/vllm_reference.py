@@ -34,12 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tito_audit.audit.parsed_turns import openai_tools
+from tito_audit.audit.parse_step.parsed_turns import openai_tools
 from tito_audit.conversations.conversation import ASSISTANT, Message
 from tito_audit.conversations.generate import generate
 from tito_audit.errors import AuditError
-from tito_audit.model.loaded import LoadedModel, codec_for
-from tito_audit.model.loading import load_by_id
+from tito_audit.model.load_by_id import load_by_id
+from tito_audit.model.load_folder import LoadedModel, codec_for
 from tito_audit.model.registry import registry_parsers
 from tito_audit.model.render import Renderer, RenderError
 from tito_audit.parse import vllm

@@ -41,7 +41,7 @@ def explain_command(
     ready-tool-only, 1 when it is worse, 2 when it could not run (docs/errors.md)."""
     from tito_audit.cli.wiring import audit_options, audit_with_progress, load
     from tito_audit.formatters import explain as explain_format
-    from tito_audit.model.loaded import codec_for
+    from tito_audit.model.load_folder import codec_for
     from tito_audit.repair.explain import explain_report
 
     loaded = load(model, source)

@@ -24,7 +24,7 @@ from tito_audit.cli.options import (
 from tito_audit.cli.outcomes import err
 from tito_audit.cli.progress import ProgressLines, folder_state, what_changed
 from tito_audit.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_ROWS_FAILED, BadInputError, OutputError
-from tito_audit.matrix.options import BACKENDS, DEFAULT_AUDIT_SECONDS, LOCAL
+from tito_audit.matrix.matrix_options import BACKENDS, DEFAULT_AUDIT_SECONDS, LOCAL
 from tito_audit.outputs import WriteFailed
 
 if TYPE_CHECKING:

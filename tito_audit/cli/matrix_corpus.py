@@ -15,7 +15,7 @@ from tito_audit.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_ROWS_FAILED, Outpu
 from tito_audit.outputs import WriteFailed
 
 if TYPE_CHECKING:
-    from tito_audit.matrix.options import MatrixOptions
+    from tito_audit.matrix.matrix_options import MatrixOptions
 
 CORPUS_COUNT = 32
 """Generated conversations per variant for a corpus run unless ``--count`` says otherwise: the count that keeps a

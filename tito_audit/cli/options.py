@@ -20,7 +20,7 @@ from typing import Annotated, Any, TypeVar, Union, get_args, get_origin, get_typ
 import typer
 from typer.models import ParameterInfo
 
-from tito_audit.audit.options import DEFAULT_COUNT
+from tito_audit.audit.audit_options import DEFAULT_COUNT
 from tito_audit.conversations.generate import DEFAULT_MAX_TURNS, MAX_TURNS_LIMIT
 from tito_audit.conversations.scenarios import scenario_names
 from tito_audit.conversations.windows import DEFAULT_MAX_MESSAGES

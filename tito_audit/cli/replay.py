@@ -41,7 +41,7 @@ def replay_command(
 ) -> None:
     """Verify saved rollouts token by token: were the trained tokens the sampled ones? (exit 1 if not)"""
     from tito_audit.cli.wiring import load
-    from tito_audit.formatters import replay as replay_format
+    from tito_audit.formatters import replay_report as replay_format
     from tito_audit.model.render import DEFAULT_CLOCK
     from tito_audit.session import TitoSession
     from tito_audit.session.replay import read_records, replay

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tito_audit.audit.options import DEFAULT_COUNT, AuditOptions
+from tito_audit.audit.audit_options import DEFAULT_COUNT, AuditOptions
 from tito_audit.audit.results import AuditReport
 from tito_audit.cli.options import ConversationInputs, ModelSource, Sampling, TemplateSettings
 from tito_audit.cli.outcomes import err
@@ -20,7 +20,7 @@ from tito_audit.errors import AuditError, BadInputError
 
 if TYPE_CHECKING:
     from tito_audit.conversations.datasources import DataSet
-    from tito_audit.model.loaded import LoadedModel
+    from tito_audit.model.load_folder import LoadedModel
 
 # The machinery (the audit, the model loader, the data sources) is imported where a command uses it, so that
 # ``tito-audit --help`` and commands that need none of it start at once.
@@ -35,7 +35,7 @@ PROGRESS_EVERY = 10.0
 
 def load(model: str, source: ModelSource) -> LoadedModel:
     """Resolve and load ``model`` the way every command does (registry special tokens included)."""
-    from tito_audit.model.loading import load_by_id
+    from tito_audit.model.load_by_id import load_by_id
 
     return load_by_id(
         model,

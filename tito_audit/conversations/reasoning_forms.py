@@ -1,6 +1,6 @@
 """The reasoning forms of an assistant message (absent, empty, present), and which forms a generation prompt
 admits in each state it can leave the reasoning block in (SPEC "Realizable turns"; the states are read from the
-template by :mod:`tito_audit.audit.reasoning_block`).
+template by :mod:`tito_audit.audit.realization.reasoning_block`).
 
 >>> reasoning_form({"role": "assistant", "content": "Hi", "reasoning_content": ""})
 'reasoning empty'

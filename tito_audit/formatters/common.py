@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tito_audit.audit.diff import WINDOW_CHARS
+from tito_audit.audit.core.diff import WINDOW_CHARS
 from tito_audit.audit.results import AuditReport, Failure, TokenWindow, UnrealizableTurns, VariantResult
 
 CHECK_ORDER = ("rollout", "append", "bridge", "roundtrip", "mask")
@@ -36,7 +36,7 @@ def location(failure: Failure) -> str:
 def texts_at_difference(failure: Failure, before: int = 0, after: int = 100) -> tuple[str, str] | None:
     """Both text windows of ``failure`` from ``before`` characters before their first differing character to
     ``after`` characters past it (None when the failure has no text windows). The records keep
-    :data:`~tito_audit.audit.diff.WINDOW_CHARS` characters either side of ``char_index``; every format cuts its
+    :data:`~tito_audit.audit.core.diff.WINDOW_CHARS` characters either side of ``char_index``; every format cuts its
     example here, so that both sides always show where they part."""
     if failure.char_index is None or not (failure.expected_text or failure.actual_text):
         return None

@@ -2,7 +2,7 @@
 the forms, shapes and settings the failures come with (failing of drawn steps, each count saying what it counts),
 what was drawn, the refused settings, and the rare form of a family's habit with the parser.
 
->>> from tito_audit.audit.result_conditions import Condition, Conditions
+>>> from tito_audit.audit.conditions.result_conditions import Condition, Conditions
 >>> found = Conditions("broken", "ready", "tool", 40, 0, [Condition("shape", "when two runs", 10, 10)])
 >>> conditions_line(found)
 'plain loop ready; breaks when two runs (10 of 10 tool steps)'
@@ -10,9 +10,9 @@ what was drawn, the refused settings, and the rare form of a family's habit with
 
 from __future__ import annotations
 
-from tito_audit.audit.result_conditions import Condition, Conditions
+from tito_audit.audit.conditions.result_conditions import Condition, Conditions
+from tito_audit.audit.conditions.step_conditions import RARE_FORM
 from tito_audit.audit.results import READY, UNSUPPORTED, AuditReport, ParseResult, VariantResult
-from tito_audit.audit.step_conditions import RARE_FORM
 from tito_audit.parse.engines import engine_words
 
 

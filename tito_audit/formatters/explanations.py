@@ -12,7 +12,7 @@ from dataclasses import asdict
 
 from tito_audit.audit.results import AuditReport, Failure
 from tito_audit.formatters.common import first_example_per_cause
-from tito_audit.model.loaded import LoadedModel, codec_for
+from tito_audit.model.load_folder import LoadedModel, codec_for
 
 
 def shown_cases(report: AuditReport) -> list[tuple[int, str, Failure]]:

@@ -1,5 +1,5 @@
 """A prompt the model can serve: the prompt and the ``max_tokens`` asked together within the model's context
-(:func:`~tito_audit.model.context.context_of`), as vLLM's server checks, or the request is refused (400
+(:func:`~tito_audit.model.context_window.context_of`), as vLLM's server checks, or the request is refused (400
 ``context_length_exceeded``) before the session holds anything of it.
 
 Two checks, the cheap one first:
@@ -23,7 +23,7 @@ import threading
 from typing import Any
 
 from tito_audit.gateway.protocol import ChatRequest, RequestError
-from tito_audit.model.context import Context
+from tito_audit.model.context_window import Context
 
 TOKEN_BYTES_MARGIN = 4
 """Added to the longest token's decoded bytes: a decoder that drops a word's leading space when a token stands

@@ -34,7 +34,7 @@ from tito_audit.gateway.records import CpuTime, SessionState
 from tito_audit.gateway.store import GatewaySession, SessionStore
 from tito_audit.gateway.tool_results import check_tool_results
 from tito_audit.gateway.turns import Step, prepare
-from tito_audit.model.context import context_of
+from tito_audit.model.context_window import context_of
 from tito_audit.model.render import RenderLimits
 from tito_audit.parse import sglang
 from tito_audit.parse.choice import choose_parser

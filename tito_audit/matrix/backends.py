@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from tito_audit.errors import BadInputError
-from tito_audit.matrix.options import LOCAL, RAY, MatrixOptions
+from tito_audit.matrix.matrix_options import LOCAL, RAY, MatrixOptions
 from tito_audit.matrix.row import AUDIT_ERROR, base_row
 from tito_audit.matrix.tasks import Identity, PairOutcome, ProgressEvent, audit_pair, identify_many
 from tito_audit.matrix.worker_pool import WorkerPool

@@ -17,7 +17,7 @@ from typing import Any
 from tito_audit.matrix.corpus import Corpus, read_corpus, stage, stage_root
 from tito_audit.matrix.corpus_publish import compact_page, corpus_row, not_staged_row, write_corpus
 from tito_audit.matrix.corpus_site import corpus_front_page
-from tito_audit.matrix.options import MatrixOptions
+from tito_audit.matrix.matrix_options import MatrixOptions
 from tito_audit.matrix.run import audit_models
 from tito_audit.matrix.store import StoreCounts
 from tito_audit.matrix.tasks import ProgressEvent

@@ -2,8 +2,8 @@
 
 For every model of the matrix whose documented parsers of two or more engines are installed, the page gives: how
 many of the audit's drawn completions the engines' parsers turned into different messages (and what differed), a
-table of the layouts (:mod:`tito_audit.audit.call_layouts`) per variant saying where they agree, and for each case
-where they disagree the text the model wrote, each engine's message side by side with what it changed and what it
+table of the layouts (:mod:`tito_audit.audit.parse_step.call_layouts`) per variant saying where they agree, and for each
+case where they disagree the text the model wrote, each engine's message side by side with what it changed and what it
 does to the next prompt (whether the buffer stays a prefix, with the place where they part), and the same for the
 message the model meant. It is the table to read before choosing an engine for a model.
 """
@@ -14,7 +14,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tito_audit.audit.disagreement import DRAWN, EngineCase, EngineComparison, ParsedSide
+from tito_audit.audit.parse_step.disagreement import DRAWN, EngineCase, EngineComparison, ParsedSide
 from tito_audit.formatters.site.html import document, esc
 from tito_audit.parse.engines import engine_label
 from tito_audit.parse.parser import TEMPLATE

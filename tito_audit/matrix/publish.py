@@ -24,7 +24,7 @@ from tito_audit.formatters.markdown import to_markdown
 from tito_audit.formatters.site import PageLinks, model_page
 from tito_audit.matrix.disagreement_page import ModelComparison, disagreement_page
 from tito_audit.matrix.front_page import PARSERS_PAGE
-from tito_audit.matrix.options import MatrixOptions
+from tito_audit.matrix.matrix_options import MatrixOptions
 from tito_audit.matrix.row import VOLATILE_COLUMNS, add_combined, base_row, row_from_report
 from tito_audit.matrix.tasks import Identity, PairResult
 from tito_audit.model.registry import family_of

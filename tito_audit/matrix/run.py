@@ -21,7 +21,7 @@ from typing import Any
 
 from tito_audit.audit.serialization import DecodeError
 from tito_audit.matrix.backends import backend_for
-from tito_audit.matrix.options import MATRIX_EXAMPLES_PER_GROUP, MatrixOptions
+from tito_audit.matrix.matrix_options import MATRIX_EXAMPLES_PER_GROUP, MatrixOptions
 from tito_audit.matrix.publish import Outcome, publish, report_stem
 from tito_audit.matrix.store import ResultsStore, StoreCounts
 from tito_audit.matrix.tasks import Identity, PairOutcome, ProgressEvent, pair_result

@@ -20,13 +20,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tito_audit.audit.disagreement import EngineComparison
-from tito_audit.audit.options import AuditOptions
+from tito_audit.audit.audit_options import AuditOptions
+from tito_audit.audit.parse_step.disagreement import EngineComparison
 from tito_audit.audit.results import UNSUPPORTED, AuditReport, worst_verdict
 from tito_audit.audit.serialization import DecodeError, from_dict
 from tito_audit.errors import AuditError, ResolutionError
 from tito_audit.formatters.fix_report import FixPage
-from tito_audit.matrix.options import MatrixOptions
+from tito_audit.matrix.matrix_options import MatrixOptions
 from tito_audit.matrix.row import AUDIT_ERROR, FAILED_TO_LOAD, NOT_REACHABLE, base_row
 from tito_audit.matrix.store import PairKey, pair_key
 from tito_audit.model.registry import family_of
@@ -201,7 +201,7 @@ def audit_pair(model_id: str, options: MatrixOptions, events: Any = None) -> Pai
     """Resolve, load and audit ``model_id``; its way out and real-data verdict when the matrix asks for them."""
     from tito_audit.audit.service import audit
     from tito_audit.formatters.fix_report import page_of
-    from tito_audit.model.loading import load_resolved
+    from tito_audit.model.load_by_id import load_resolved
     from tito_audit.model.resolve import resolve_model
     from tito_audit.repair.way_out import find_way_out, needs_way_out
 
@@ -267,9 +267,9 @@ def audit_pair(model_id: str, options: MatrixOptions, events: Any = None) -> Pai
 
 def compare(loaded: Any, settings: AuditOptions, emit: Any) -> EngineComparison | None:
     """The engines' parsers side by side on the model's completions, when its documented parsers of two or more
-    engines are installed (:mod:`tito_audit.audit.disagreement`)."""
-    from tito_audit.audit.disagreement import compare_engines
-    from tito_audit.model.loaded import codec_for
+    engines are installed (:mod:`tito_audit.audit.parse_step.disagreement`)."""
+    from tito_audit.audit.parse_step.disagreement import compare_engines
+    from tito_audit.model.load_folder import codec_for
     from tito_audit.parse.choice import choose_parsers
 
     plan = choose_parsers(settings.parser, loaded.resolved.model_id, codec_for(loaded).tokenizer, loaded.resolved.path)

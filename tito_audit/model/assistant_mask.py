@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tito_audit.errors import TemplateTimeoutError
-from tito_audit.model.loaded import JINJA
+from tito_audit.model.load_folder import JINJA
 from tito_audit.model.render import Renderer, RenderError, RenderTimeout, RenderTooLong, deadline, guarded_template
 from tito_audit.model.template_errors import one_line
 

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from tito_audit.errors import TemplateTimeoutError
-from tito_audit.model.loaded import JINJA, LoadedModel
+from tito_audit.model.load_folder import JINJA, LoadedModel
 from tito_audit.model.render_guard import (  # noqa: F401  (the clocks and limits are read from here too)
     ALTERNATE_CLOCK,
     DEFAULT_CLOCK,

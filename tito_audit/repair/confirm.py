@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from tito_audit.audit.causes import EMPTY_THINK
-from tito_audit.audit.diff import first_difference, is_prefix
+from tito_audit.audit.core.causes import EMPTY_THINK
+from tito_audit.audit.core.diff import first_difference, is_prefix
 from tito_audit.audit.results import Failure
 from tito_audit.conversations.conversation import ASSISTANT, Conversation
 from tito_audit.model.render import ALTERNATE_CLOCK, Renderer, frozen_clock

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tito_audit.audit.diff import first_difference
+from tito_audit.audit.core.diff import first_difference
 from tito_audit.audit.generation import generation_profile, tools_of
-from tito_audit.audit.realize import RealizedConversation, realize, turn_keys
-from tito_audit.audit.reasoning_block import variant_reasoning
+from tito_audit.audit.realization.realize import RealizedConversation, realize, turn_keys
+from tito_audit.audit.realization.reasoning_block import variant_reasoning
 from tito_audit.audit.results import AuditReport, Failure
 from tito_audit.conversations.conversation import ASSISTANT, Conversation
 from tito_audit.conversations.generate import generate_conversation
@@ -22,7 +22,7 @@ from tito_audit.conversations.shapes import SHAPE_CHANGES, apply_changes
 from tito_audit.conversations.tools import tool_schemas
 from tito_audit.errors import BadInputError
 from tito_audit.model.attribution import AttributedRender, SourceLine, TemplateAttributor
-from tito_audit.model.loaded import JINJA, LoadedModel
+from tito_audit.model.load_folder import JINJA, LoadedModel
 from tito_audit.model.render import Renderer, RenderError, frozen_clock
 from tito_audit.model.tokens import TokenCodec
 from tito_audit.repair.confirm import Confirmation, confirm

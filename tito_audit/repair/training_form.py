@@ -23,13 +23,13 @@ from dataclasses import dataclass, replace
 
 from jinja2 import TemplateError
 
+from tito_audit.audit.audit_options import AuditOptions
 from tito_audit.audit.mask_summary import mask_totals
-from tito_audit.audit.options import AuditOptions
 from tito_audit.audit.results import AuditReport
 from tito_audit.conversations.conversation import ASSISTANT
 from tito_audit.conversations.generate import generate
 from tito_audit.conversations.profile import GenerationProfile
-from tito_audit.model.loaded import LoadedModel, codec_for
+from tito_audit.model.load_folder import LoadedModel, codec_for
 from tito_audit.model.render import Renderer, frozen_clock
 from tito_audit.repair.training_wrap import WrapError, wrap
 

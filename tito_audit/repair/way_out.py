@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from tito_audit.audit.options import AuditOptions
+from tito_audit.audit.audit_options import AuditOptions
 from tito_audit.audit.results import BROKEN, READY_TOOL_ONLY, AuditReport, Recommendation
-from tito_audit.model.loaded import LoadedModel
+from tito_audit.model.load_folder import LoadedModel
 from tito_audit.repair.fixes.search import AuditRunner, FixOutcome, patched_model, search_fix
 from tito_audit.repair.training_form import TrainingForm, training_form
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tito_audit.audit.causes import token_boundary
-from tito_audit.audit.checks.context import CheckSetup, RolloutContext
 from tito_audit.audit.checks.rollout import seam_break, text_break
-from tito_audit.audit.diff import common_prefix_length, text_window, token_window
-from tito_audit.audit.join import Join
+from tito_audit.audit.checks.rollout_context import CheckSetup, RolloutContext
+from tito_audit.audit.core.causes import token_boundary
+from tito_audit.audit.core.diff import common_prefix_length, text_window, token_window
+from tito_audit.audit.core.join import Join
 from tito_audit.audit.results import Failure, TokenWindow
 from tito_audit.conversations.conversation import Conversation, Message, step_kind
 from tito_audit.model.render import RenderError, RenderTimeout, RenderTooLong

@@ -26,7 +26,7 @@ import dataclasses
 import warnings
 from typing import NamedTuple
 
-from tito_audit.audit.join import join
+from tito_audit.audit.core.join import join
 from tito_audit.conversations.conversation import TOOL, Message
 from tito_audit.session.breaks import SessionBreak, TitoBreak, TitoBreakWarning, diagnose, suffix_break
 from tito_audit.session.local_bridge import local_bridge, stand_in_prompt

@@ -18,13 +18,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tito_audit.audit.checks.context import CheckSetup
+from tito_audit.audit.checks.rollout_context import CheckSetup
+from tito_audit.audit.realization.stops import collect_stop_tokens
 from tito_audit.audit.results import StopToken
-from tito_audit.audit.stops import collect_stop_tokens
 from tito_audit.conversations.validate import check_stop_tokens
 from tito_audit.errors import BadInputError
-from tito_audit.model.loaded import LoadedModel, codec_for
-from tito_audit.model.loading import load_by_id
+from tito_audit.model.load_by_id import load_by_id
+from tito_audit.model.load_folder import LoadedModel, codec_for
 from tito_audit.model.render import DEFAULT_CLOCK, Renderer, RenderLimits, frozen_clock
 from tito_audit.model.tokens import TokenCodec
 from tito_audit.model.variants import template_inputs

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from tito_audit.audit.reasoning_block import variant_reasoning
+from tito_audit.audit.realization.reasoning_block import variant_reasoning
 from tito_audit.conversations.conversation import Message
 from tito_audit.conversations.reasoning_forms import OPEN
 from tito_audit.model.render import DEFAULT_CLOCK

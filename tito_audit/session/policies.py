@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Literal
 
 from tito_audit.audit.checks.bridge import stand_in_bridge
-from tito_audit.audit.diff import common_prefix_length
+from tito_audit.audit.core.diff import common_prefix_length
 from tito_audit.conversations.conversation import Message
 from tito_audit.model.render import RenderError
 from tito_audit.session.breaks import SessionBreak, render_refused

@@ -31,9 +31,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tito_audit.audit.checks.context import RolloutContext
+from tito_audit.audit.audit_options import AuditOptions, conversation_source
+from tito_audit.audit.checks.rollout_context import RolloutContext
 from tito_audit.audit.checks.trace import trace_of
-from tito_audit.audit.options import AuditOptions, conversation_source
 from tito_audit.audit.variant import VariantAudit
 from tito_audit.conversations.conversation import TOOL, Conversation, Message
 from tito_audit.conversations.generate import generate_conversation

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tito_audit.audit.diff import common_prefix_length, first_difference, mismatched_positions, token_window
+from tito_audit.audit.core.diff import common_prefix_length, first_difference, mismatched_positions, token_window
 from tito_audit.audit.results import TokenWindow
 from tito_audit.conversations.conversation import ASSISTANT
 from tito_audit.conversations.datasources import SkipRecord, adapt_messages, parse_jsonl, read_text

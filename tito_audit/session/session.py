@@ -5,7 +5,7 @@ generation calls :meth:`TitoSession.extend` with the ids the engine returned, th
 them and the messages to append (tool results, a user turn). The session appends the sampled ids untouched,
 renders the next prompt ``R`` with the model's own template, and appends the bridge (``R`` after the buffer)
 only when the buffer's text is a prefix of ``R`` and its canonical tokens are a prefix of ``ids(R)``: the same
-decision the audit makes (:func:`tito_audit.audit.join.join`). When the template cannot be followed, the policy
+decision the audit makes (:func:`tito_audit.audit.core.join.join`). When the template cannot be followed, the policy
 chosen at creation decides (see :data:`POLICIES`).
 
 Example (a generic loop; ``engine`` and ``run_tools`` are yours; the session parses with the model's SGLang
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from tito_audit.conversations.conversation import Message, clone_data
-from tito_audit.model.loaded import LoadedModel
+from tito_audit.model.load_folder import LoadedModel
 from tito_audit.model.tokens import TokenCodec
 from tito_audit.session.breaks import SessionBreak, TitoBreakWarning
 from tito_audit.session.deferred import DeferredChecks, FullCheck, PendingStep
@@ -167,7 +167,7 @@ class TitoSession(DeferredChecks):
         bridge: Bridge = "auto",
         check_every: int = 0,
     ) -> TitoSession:
-        """A session for a model already loaded (:func:`tito_audit.model.loaded.load_model`); not cached."""
+        """A session for a model already loaded (:func:`tito_audit.model.load_folder.load_model`); not cached."""
         machinery = build_machinery(loaded, template_kwargs, extra_stop_tokens=stop_tokens)
         options = {"on_break": on_break, "clock": clock, "parser": parser, "bridge": bridge, "check_every": check_every}
         return cls(machinery, tools=tools, **options)

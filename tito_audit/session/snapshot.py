@@ -14,7 +14,7 @@ from dataclasses import asdict, fields
 from datetime import datetime
 from typing import Any
 
-from tito_audit.audit.diff import common_prefix_length
+from tito_audit.audit.core.diff import common_prefix_length
 from tito_audit.audit.results import TokenWindow
 from tito_audit.session.breaks import SessionBreak
 from tito_audit.session.deferred import PendingStep

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tito_audit.audit.join import Join, join
+from tito_audit.audit.core.join import Join, join
 from tito_audit.conversations.conversation import Message
 from tito_audit.model.render import RenderedPrefix, RenderError
 from tito_audit.model.token_ids import token_ids

@@ -4,7 +4,7 @@ session's own parse at the end.
 :class:`CompletionStream` decodes the ids as they read in the session's buffer (the stop token left out, a character
 whose bytes are not all there yet held back; incrementally, :class:`_Decoded`: each piece costs what its own ids
 cost, not what the whole completion does), hands each new piece of text to an incremental parser
-(:mod:`tito_audit.parse.streaming`) and turns what it reads into :class:`Delta` objects. The message a session
+(:mod:`tito_audit.parse.incremental`) and turns what it reads into :class:`Delta` objects. The message a session
 appends is always the parse of the whole completion (:meth:`~tito_audit.session.TitoSession.parse`), as for a
 turn that was not streamed; so that the pieces add up to that message, some text waits:
 
@@ -27,8 +27,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from tito_audit.parse.incremental import Increment, IncrementalParser, incremental
 from tito_audit.parse.parser import ParseInput
-from tito_audit.parse.streaming import Increment, IncrementalParser, incremental
 from tito_audit.session.steps import DECODE_CONTEXT
 
 TEXT_FIELDS = ("reasoning_content", "content")

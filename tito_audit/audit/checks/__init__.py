@@ -1,7 +1,7 @@
 """The SPEC's checks, one module each, run in order on one rollout context per conversation.
 
 Each check is a module with a ``NAME`` and a ``check(context, outcome)`` function that reads the
-:class:`~tito_audit.audit.checks.context.RolloutContext` (renders, alignments, the simulated rollout) and adds
+:class:`~tito_audit.audit.checks.rollout_context.RolloutContext` (renders, alignments, the simulated rollout) and adds
 tallies and located failures to the :class:`~tito_audit.audit.checks.outcome.Outcome`. Failures carry a key
 ``(phase, index, part, sub-part)`` so reports list them in rollout order: append failures by message
 ``(0, k, ...)``; for each assistant turn ``j`` the step before it ``(1, j, 0, ...)``, its bridge
@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tito_audit.audit.checks import append, bridge, mask, rollout, roundtrip
-from tito_audit.audit.checks.context import RolloutContext
 from tito_audit.audit.checks.outcome import Outcome
+from tito_audit.audit.checks.rollout_context import RolloutContext
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,12 @@ anything follows fails ``tool after tool``::
 
 from __future__ import annotations
 
-from tito_audit.audit.causes import classify_text_divergence
-from tito_audit.audit.checks.context import RolloutContext
 from tito_audit.audit.checks.outcome import FAILED, PASSED, REFUSED, Outcome
 from tito_audit.audit.checks.records import text_failure
-from tito_audit.audit.diff import common_prefix_length, first_difference
-from tito_audit.audit.realize import owner_of
+from tito_audit.audit.checks.rollout_context import RolloutContext
+from tito_audit.audit.core.causes import classify_text_divergence
+from tito_audit.audit.core.diff import common_prefix_length, first_difference
+from tito_audit.audit.realization.realize import owner_of
 
 NAME = "append"
 

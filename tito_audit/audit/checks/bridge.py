@@ -14,11 +14,11 @@ real conversation needs ``#7``::
 
 from __future__ import annotations
 
-from tito_audit.audit.checks.context import CheckSetup, RolloutContext
 from tito_audit.audit.checks.outcome import FAILED, PASSED, REFUSED, Outcome
 from tito_audit.audit.checks.records import token_failure
+from tito_audit.audit.checks.rollout_context import CheckSetup, RolloutContext
 from tito_audit.audit.checks.trace import trace_of
-from tito_audit.audit.diff import common_prefix_length, first_difference
+from tito_audit.audit.core.diff import common_prefix_length, first_difference
 from tito_audit.conversations.conversation import ASSISTANT, TOOL, USER, Conversation, Message
 from tito_audit.model.render import RenderError
 

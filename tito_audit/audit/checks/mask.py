@@ -26,7 +26,6 @@ the verdict, never in it; ``n/a`` for templates without generation blocks (a not
 
 from __future__ import annotations
 
-from tito_audit.audit.checks.context import RolloutContext
 from tito_audit.audit.checks.mask_compare import (
     INJECTED_TRAINED,
     LABELS,
@@ -37,15 +36,16 @@ from tito_audit.audit.checks.mask_compare import (
 )
 from tito_audit.audit.checks.mask_evidence import NAME, failure
 from tito_audit.audit.checks.outcome import FAILED, PASSED, REFUSED, Outcome
+from tito_audit.audit.checks.rollout_context import RolloutContext
 from tito_audit.audit.checks.trace import Completion, trace_of
-from tito_audit.audit.realize import ALIGNED, HISTORY_REWRITE
+from tito_audit.audit.realization.realize import ALIGNED, HISTORY_REWRITE
 from tito_audit.model.assistant_mask import (
     assistant_mask,
     generation_blocks,
     has_generation_blocks,
     lines_phrase,
 )
-from tito_audit.model.loaded import JINJA, LoadedModel
+from tito_audit.model.load_folder import JINJA, LoadedModel
 from tito_audit.model.render import RenderError
 
 ANSWER, TOOL_CALL = "answer", "tool call"

@@ -12,10 +12,10 @@ generation prompt); token 428 of render(M[:2]); generation block at lines 76–8
 
 from __future__ import annotations
 
-from tito_audit.audit.checks.context import RolloutContext
 from tito_audit.audit.checks.mask_compare import SAMPLED_UNTRAINED, STOP_TOKEN_UNTRAINED, TurnMask, TurnSpan, first_run
+from tito_audit.audit.checks.rollout_context import RolloutContext
 from tito_audit.audit.checks.trace import Completion
-from tito_audit.audit.diff import WINDOW_TOKENS
+from tito_audit.audit.core.diff import WINDOW_TOKENS
 from tito_audit.audit.results import Failure, TokenWindow
 from tito_audit.model.assistant_mask import MaskedRender, generation_blocks, lines_phrase
 

@@ -53,7 +53,8 @@ class Outcome:
     completions: int = 0
     completions_without_stop: int = 0
     turn_status: dict[int, str] = field(default_factory=dict)
-    """How each assistant turn was aligned with its generation prompt (see :mod:`tito_audit.audit.realize`)."""
+    """How each assistant turn was aligned with its generation prompt (see
+    :mod:`tito_audit.audit.realization.realize`)."""
     final_steps: int = 0
     """Appended steps after the last assistant turn (a conversation cut after tool results or a user message)."""
     forms: dict[tuple[str, str], list[int]] = field(default_factory=dict)
@@ -63,7 +64,8 @@ class Outcome:
     """(step kind, the conditions the step was drawn under) -> [steps, steps the buffer could not follow]."""
 
     def count_conditions(self, kind: str, tags: tuple[str, ...], followed: bool) -> None:
-        """One rollout step, by the conditions it was drawn under (:mod:`tito_audit.audit.step_conditions`)."""
+        """One rollout step, by the conditions it was drawn under
+        (:mod:`tito_audit.audit.conditions.step_conditions`)."""
         tally = self.conditions.setdefault((kind, tags), [0, 0])
         tally[0] += 1
         tally[1] += not followed

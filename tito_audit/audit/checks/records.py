@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tito_audit.audit.diff import text_window, token_window
-from tito_audit.audit.realize import MessageRef
+from tito_audit.audit.core.causes import MessageRef
+from tito_audit.audit.core.diff import text_window, token_window
 from tito_audit.audit.results import Failure
 from tito_audit.conversations.conversation import Conversation
 from tito_audit.model.render import RenderedPrefix

@@ -22,16 +22,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tito_audit.audit.causes import classify_text_divergence
-from tito_audit.audit.checks.context import RolloutContext
 from tito_audit.audit.checks.outcome import FAILED, PASSED, Outcome
 from tito_audit.audit.checks.records import text_failure, token_failure
+from tito_audit.audit.checks.rollout_context import RolloutContext
 from tito_audit.audit.checks.trace import Segment, StepTrace, trace_of
-from tito_audit.audit.diff import first_difference, mismatched_positions
-from tito_audit.audit.join import Join
-from tito_audit.audit.realize import MessageRef, owner_of, was_last_in_rollout
+from tito_audit.audit.conditions.step_conditions import step_tags
+from tito_audit.audit.core.causes import MessageRef, classify_text_divergence
+from tito_audit.audit.core.diff import first_difference, mismatched_positions
+from tito_audit.audit.core.join import Join
+from tito_audit.audit.realization.realize import owner_of, was_last_in_rollout
 from tito_audit.audit.results import Failure
-from tito_audit.audit.step_conditions import step_tags
 from tito_audit.conversations.conversation import ASSISTANT
 from tito_audit.model.render import RenderedPrefix
 from tito_audit.model.tokens import REPLACEMENT_CHAR

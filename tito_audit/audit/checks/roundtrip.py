@@ -13,11 +13,11 @@ Example: a completion cut inside a multi-byte character decodes to U+FFFD and ca
 
 from __future__ import annotations
 
-from tito_audit.audit.checks.context import RolloutContext
 from tito_audit.audit.checks.outcome import FAILED, PASSED, Outcome
 from tito_audit.audit.checks.records import token_failure
+from tito_audit.audit.checks.rollout_context import RolloutContext
 from tito_audit.audit.checks.trace import Completion, trace_of
-from tito_audit.audit.diff import first_difference, text_window, token_window
+from tito_audit.audit.core.diff import first_difference, text_window, token_window
 from tito_audit.audit.results import Failure
 from tito_audit.conversations.conversation import ASSISTANT, TOOL, USER
 from tito_audit.model.tokens import REPLACEMENT_CHAR

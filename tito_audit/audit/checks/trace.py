@@ -1,8 +1,8 @@
 """The simulated rollout of one conversation (SPEC, "The simulated rollout"): one token buffer that only grows.
 
 For every assistant turn ``j`` the model's text is ``F`` after its generation prompt (where
-:mod:`tito_audit.audit.realize` found it), and the sampled completion is its canonical encoding cut right after the
-first stop token. The buffer starts at ``ids(M[:j1], gp=True)``; before each later turn it is compared with
+:mod:`tito_audit.audit.realization.realize` found it), and the sampled completion is its canonical encoding cut right
+after the first stop token. The buffer starts at ``ids(M[:j1], gp=True)``; before each later turn it is compared with
 the template's next prompt ``R``: when the text holds (compared after the tokenizer's normalizer) and the
 canonical tokens hold at the join, the bridge ``R`` after the buffer is appended; otherwise the buffer cannot
 follow and starts again from ``R``. The checks read the trace; they do not walk the rollout themselves.
@@ -13,10 +13,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 
-from tito_audit.audit.causes import token_boundary
-from tito_audit.audit.checks.context import RolloutContext
-from tito_audit.audit.join import Join, join, join_text_only
-from tito_audit.audit.realize import EMPTY_BLOCK_DROPPED, GEN_PROMPT_MISMATCH
+from tito_audit.audit.checks.rollout_context import RolloutContext
+from tito_audit.audit.core.causes import token_boundary
+from tito_audit.audit.core.join import Join, join, join_text_only
+from tito_audit.audit.realization.realize import EMPTY_BLOCK_DROPPED, GEN_PROMPT_MISMATCH
 from tito_audit.conversations.conversation import steps_of
 from tito_audit.model.render import RenderedPrefix
 
@@ -63,7 +63,7 @@ class StepTrace:
     previous: Completion
     segments: list[Segment]
     join: Join
-    """Text and seam stability of the buffer against ``R`` (:func:`tito_audit.audit.join.join`)."""
+    """Text and seam stability of the buffer against ``R`` (:func:`tito_audit.audit.core.join.join`)."""
 
     @property
     def text_index(self) -> int | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tito_audit.audit.findings import bos_duplication, gen_prompt_mismatch, nondeterminism, written_literals
-from tito_audit.audit.findings.context import FindingContext, FindingRule
+from tito_audit.audit.findings.finding_context import FindingContext, FindingRule
 from tito_audit.audit.results import Finding
 
 __all__ = ["REGISTRY", "FindingContext", "FindingRule", "run_findings"]

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tito_audit.audit.results import Finding
-from tito_audit.model.loaded import JINJA
+from tito_audit.model.load_folder import JINJA
 
 if TYPE_CHECKING:
-    from tito_audit.audit.findings.context import FindingContext
+    from tito_audit.audit.findings.finding_context import FindingContext
 
 NAME = "bos-duplication"
 

@@ -1,5 +1,5 @@
 """``gen-prompt-mismatch`` (as a count): assistant turns whose generation prompt is not a prefix of the turn
-as the template renders it, in any form a model could produce (see :mod:`tito_audit.audit.realize`).
+as the template renders it, in any form a model could produce (see :mod:`tito_audit.audit.realization.realize`).
 
 The step failures carry the label where the buffer breaks; this finding says how many turns are affected,
 e.g. "98 of 290 assistant turns".
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from tito_audit.audit.results import Finding
 
 if TYPE_CHECKING:
-    from tito_audit.audit.findings.context import FindingContext
+    from tito_audit.audit.findings.finding_context import FindingContext
 
 NAME = "gen-prompt-mismatch"
 

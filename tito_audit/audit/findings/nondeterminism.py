@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tito_audit.audit.diff import first_difference, text_window
+from tito_audit.audit.core.diff import first_difference, text_window
 from tito_audit.audit.results import Finding
 from tito_audit.model.render import ALTERNATE_CLOCK, RenderError, frozen_clock
 
 if TYPE_CHECKING:
-    from tito_audit.audit.findings.context import FindingContext
+    from tito_audit.audit.findings.finding_context import FindingContext
 
 NAME = "nondeterministic-template"
 SAMPLE = 6

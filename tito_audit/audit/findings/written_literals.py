@@ -1,11 +1,11 @@
 """``value-rewritten`` (a finding): the template writes tool-call argument values in literals that are not JSON.
 
 A call whose arguments hold ``False`` and ``None`` is rendered, and each value's literal located
-(:func:`tito_audit.audit.value_literals.locate_literal`); a literal that is no JSON spelling of its value (Python's
-``False`` and ``None`` where a template writes ``value | string``) is reported with the template line that writes it.
-A model writing the JSON literal (``false``) then gets its value re-rendered in the template's (the rates are in the
-variant's written values), and a parser may read the template's literal back as another value (``None`` as the string
-``"None"``).
+(:func:`tito_audit.audit.parse_step.value_literals.locate_literal`); a literal that is no JSON spelling of its value
+(Python's ``False`` and ``None`` where a template writes ``value | string``) is reported with the template line that
+writes it. A model writing the JSON literal (``false``) then gets its value re-rendered in the template's (the rates are
+in the variant's written values), and a parser may read the template's literal back as another value (``None`` as the
+string ``"None"``).
 
 Example (Qwen3.5)::
 
@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tito_audit.audit.parse_step.value_literals import MARKER, json_literals, locate_literal, value_type, with_value
 from tito_audit.audit.results import Finding
-from tito_audit.audit.value_literals import MARKER, json_literals, locate_literal, value_type, with_value
 from tito_audit.conversations.conversation import ASSISTANT, USER, Message
-from tito_audit.model.loaded import JINJA
+from tito_audit.model.load_folder import JINJA
 from tito_audit.model.render import RenderError
 
 if TYPE_CHECKING:
-    from tito_audit.audit.findings.context import FindingContext
+    from tito_audit.audit.findings.finding_context import FindingContext
 
 NAME = "value-rewritten"
 PROBE_VALUES: dict[str, Any] = {"flag": False, "nothing": None, "ratio": 1.5, "count": 3}

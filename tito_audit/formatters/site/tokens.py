@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 
-from tito_audit.audit.diff import WINDOW_CHARS
+from tito_audit.audit.core.diff import WINDOW_CHARS
 from tito_audit.audit.results import Failure, TokenWindow
 from tito_audit.formatters.common import texts_at_difference
 from tito_audit.formatters.site.html import esc

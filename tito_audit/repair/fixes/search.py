@@ -15,13 +15,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from tito_audit.audit.diff import common_prefix_length
-from tito_audit.audit.options import AuditOptions
+from tito_audit.audit.audit_options import AuditOptions
+from tito_audit.audit.core.diff import common_prefix_length
 from tito_audit.audit.results import BROKEN, READY, READY_TOOL_ONLY, VERDICT_ORDER, AuditReport
 from tito_audit.conversations.conversation import TOOL, USER
 from tito_audit.conversations.generate import generate
 from tito_audit.conversations.profile import GenerationProfile
-from tito_audit.model.loaded import LoadedModel, codec_for
+from tito_audit.model.load_folder import LoadedModel, codec_for
 from tito_audit.model.render import Renderer, RenderError, frozen_clock
 from tito_audit.repair.fixes import REGISTRY, FixContext, FixRule
 from tito_audit.repair.fixes.fold import fold

@@ -1,7 +1,7 @@
 """The rollout context: what every check of one conversation reads, built once per conversation.
 
 It holds the variant's machinery (renderer, codec, stop tokens), the accepted conversation with its renders
-and the alignment of each assistant turn (:mod:`tito_audit.audit.realize`), and, computed on first use, the
+and the alignment of each assistant turn (:mod:`tito_audit.audit.realization.realize`), and, computed on first use, the
 simulated rollout itself (:class:`~tito_audit.audit.checks.trace.RolloutTrace`): the buffer, the sampled
 completions and each appended step. Checks read it; none of them renders or simulates on its own.
 """
@@ -12,8 +12,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tito_audit.audit.causes import TextContext
-from tito_audit.audit.realize import TurnAlignment
+from tito_audit.audit.core.causes import TextContext
+from tito_audit.audit.realization.realize import TurnAlignment
 from tito_audit.conversations.conversation import Conversation
 from tito_audit.model.render import RenderedPrefix, Renderer, RenderError
 from tito_audit.model.threads import cached_property
@@ -34,10 +34,11 @@ class CheckSetup:
     """The tokenizer is a stand-in (no vocabulary): only text-level results are made."""
     end_id: int | None = None
     """The stop token the model samples to end a turn whose rendering holds none (its end-of-sequence token, from
-    the generation config, the tokenizer or the registry; see :func:`tito_audit.audit.stops.model_end_token`)."""
+    the generation config, the tokenizer or the registry; see
+    :func:`tito_audit.audit.realization.stops.model_end_token`)."""
     rare_form: str | None = None
     """Where the family's model writes text before each call by habit: the words of the rare form, a call turn
-    without any (tagged on the steps after such turns: :mod:`tito_audit.audit.step_conditions`)."""
+    without any (tagged on the steps after such turns: :mod:`tito_audit.audit.conditions.step_conditions`)."""
     stop_texts: tuple[str, ...] = field(init=False)
     _texts: dict[int, str] = field(init=False, default_factory=dict, repr=False)
     """Each token's text, decoded once (failure windows decode the same few hundred tokens again and again);

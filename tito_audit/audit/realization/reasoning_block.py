@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tito_audit.audit.diff import common_prefix_length
+from tito_audit.audit.core.diff import common_prefix_length
 from tito_audit.conversations.conversation import ASSISTANT, TOOL, USER, Message
 from tito_audit.conversations.reasoning_forms import (
     CLOSED,

@@ -1,5 +1,5 @@
 """When a verdict breaks (SPEC, Verdicts: "Conditions"), from the steps as they were walked and tagged
-(:mod:`tito_audit.audit.step_conditions`).
+(:mod:`tito_audit.audit.conditions.step_conditions`).
 
 A verdict is the worst step over every drawn form, shape and setting. Beside it:
 
@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from tito_audit.audit.result_conditions import Condition, Conditions, StepTally
+from tito_audit.audit.conditions.result_conditions import Condition, Conditions, StepTally
+from tito_audit.audit.conditions.step_conditions import SETTING, is_plain, kind_of, words
 from tito_audit.audit.results import (
     BROKEN,
     READY_TOOL_ONLY,
@@ -30,7 +31,6 @@ from tito_audit.audit.results import (
     VariantResult,
     worst_verdict,
 )
-from tito_audit.audit.step_conditions import SETTING, is_plain, kind_of, words
 from tito_audit.audit.verdict import verdict_for
 from tito_audit.conversations.conversation import STEP_KINDS, TOOL
 
@@ -159,9 +159,9 @@ def report_conditions(
     variants: Sequence[VariantResult], pick: Callable[[VariantResult], Result | None]
 ) -> Conditions | None:
     """A model's conditions over its variants: ``pick`` chooses each variant's result (the variant itself for the
-    perfect inverse; one engine's parse result, once per engine: :mod:`tito_audit.audit.engine_verdicts`). The plain
-    loop runs under the first variant (the default settings, or the pinned ones); the settings whose verdict is worse
-    than that one's are conditions of their own; the first variant's forms and shapes are the model's where its
+    perfect inverse; one engine's parse result, once per engine: :mod:`tito_audit.audit.parse_step.engine_verdicts`).
+    The plain loop runs under the first variant (the default settings, or the pinned ones); the settings whose verdict
+    is worse than that one's are conditions of their own; the first variant's forms and shapes are the model's where its
     verdict is the model's."""
     chosen = [
         (variant, result)

@@ -1,15 +1,15 @@
 """One completion through the engine's parser, as a loop does it: what the engine hands the parser, the parsed
 message, the tool results answering the parser's call ids, and the next prompt rendered from that history.
 
-Shared by the rollout with a parser (:mod:`tito_audit.audit.parsed_rollout`) and the written-values draw
-(:mod:`tito_audit.audit.written_values`).
+Shared by the rollout with a parser (:mod:`tito_audit.audit.parse_step.parsed_rollout`) and the written-values draw
+(:mod:`tito_audit.audit.parse_step.written_values`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tito_audit.audit.checks.context import RolloutContext
+from tito_audit.audit.checks.rollout_context import RolloutContext
 from tito_audit.audit.checks.trace import Completion
 from tito_audit.conversations.conversation import ASSISTANT, TOOL, Message
 from tito_audit.conversations.reasoning_forms import OPEN
@@ -48,7 +48,7 @@ def handed_input(
 ) -> ParseInput:
     """:func:`parser_input` for a turn written as ``written`` (its text and sampled ids) that ended on ``stop``
     (None: cut at the token limit): also for texts no rollout sampled (the layouts of
-    :mod:`tito_audit.audit.call_layouts`)."""
+    :mod:`tito_audit.audit.parse_step.call_layouts`)."""
     prompt_text, prompt_ids = (prompt.text, prompt.ids) if isinstance(prompt, RenderedPrefix) else prompt
     text, ids = written
     setup = context.setup

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from tito_audit.model.loaded import LoadedModel
+from tito_audit.model.load_folder import LoadedModel
 
 MAX_SANE_CONTEXT = 1 << 24
 """16,777,216 tokens: a context claimed past this is a placeholder, not a model's."""

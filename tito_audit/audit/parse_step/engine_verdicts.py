@@ -3,8 +3,8 @@
 The variants' :class:`~tito_audit.audit.results.ParseResult` of one engine (the i-th of each variant's ``parses``)
 sum into that engine's :class:`~tito_audit.audit.results.EngineVerdict`: its worst variant's verdict and reason, the
 causes and the fields the parse changed, when that verdict breaks (its conditions:
-:func:`~tito_audit.audit.conditions.report_conditions` over that engine's parse results), and the way out when the
-parser makes things worse.
+:func:`~tito_audit.audit.conditions.verdict_conditions.report_conditions` over that engine's parse results), and the way
+out when the parser makes things worse.
 
 Which of these verdicts decides a command's result: :mod:`tito_audit.audit.deciding`.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tito_audit.audit.conditions import report_conditions
+from tito_audit.audit.conditions.verdict_conditions import report_conditions
 from tito_audit.audit.recommend import parser_way_out
 from tito_audit.audit.results import EngineVerdict, ParseResult, VariantResult, worst_verdict
 from tito_audit.parse.parser import ParserChoice

@@ -6,8 +6,8 @@ For an assistant message at index ``j``: ``P = render(M[:j], gp=True)`` and ``F 
 ``render(M[:j], gp=False)`` and ``P`` part ways.
 
 Which reasoning forms are realizable is decided from the generation prompt alone
-(:mod:`tito_audit.audit.reasoning_block`): a prompt that closed the block admits no reasoning, one that ends inside
-an open block admits reasoning and empty reasoning, one without a block admits every form. A message whose form
+(:mod:`tito_audit.audit.realization.reasoning_block`): a prompt that closed the block admits no reasoning, one that ends
+inside an open block admits reasoning and empty reasoning, one without a block admits every form. A message whose form
 is not realizable is audited in the nearest realizable form instead and reported as *not realizable under this
 variant*; a realizable form is never swapped for another, whether or not the template renders it back.
 
@@ -36,8 +36,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from tito_audit.audit.diff import common_prefix_length
-from tito_audit.audit.reasoning_block import MARKER, ReasoningBlock, closed_at_once, prompt_state
+from tito_audit.audit.core.causes import MessageRef
+from tito_audit.audit.core.diff import common_prefix_length
+from tito_audit.audit.realization.reasoning_block import MARKER, ReasoningBlock, closed_at_once, prompt_state
 from tito_audit.conversations.conversation import ASSISTANT, Conversation, Message
 from tito_audit.conversations.reasoning_forms import (
     NEAREST,
@@ -84,17 +85,6 @@ Key = tuple[int, bool]
 
 
 @dataclass(frozen=True)
-class MessageRef:
-    """The message whose rendering changed: its index, role, and whether it was last when first rendered."""
-
-    index: int
-    role: str
-    was_last: bool
-    content_end: int | None = None
-    """Where its own text (content) ends in the compared text, when it could be located."""
-
-
-@dataclass(frozen=True)
 class TurnAlignment:
     turn: int
     status: str
@@ -111,7 +101,7 @@ class TurnAlignment:
     audited_form: str = REASONING_ABSENT
     """The reasoning form the turn is audited in."""
     prompt_state: str = UNKNOWN
-    """What the generation prompt leaves open (see :mod:`tito_audit.audit.reasoning_block`)."""
+    """What the generation prompt leaves open (see :mod:`tito_audit.audit.realization.reasoning_block`)."""
     model_text: str | None = None
     """The model's text when ``F`` does not hold it (an empty block the template drops)."""
 
@@ -128,7 +118,7 @@ class UnrealizedTurn:
     """The generation prompt's text (evidence)."""
     shape: str
     state: str = UNKNOWN
-    """What the generation prompt leaves open (see :mod:`tito_audit.audit.reasoning_block`)."""
+    """What the generation prompt leaves open (see :mod:`tito_audit.audit.realization.reasoning_block`)."""
 
 
 @dataclass

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tito_audit.audit.diff import common_prefix_length
+from tito_audit.audit.core.diff import common_prefix_length
 from tito_audit.conversations.conversation import Message
 
 VALUE_TYPES = ("boolean", "null", "integer", "number", "array", "object")

@@ -23,8 +23,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tito_audit.audit.diff import common_prefix_length
-from tito_audit.audit.reasoning_block import MARKER
+from tito_audit.audit.core.diff import common_prefix_length
+from tito_audit.audit.realization.reasoning_block import MARKER
 from tito_audit.audit.results import StopToken
 from tito_audit.conversations.conversation import ASSISTANT, USER, Message
 from tito_audit.model.registry import registry_stop_tokens

@@ -27,13 +27,12 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from tito_audit.audit.checks.context import RolloutContext
 from tito_audit.audit.checks.records import text_failure
+from tito_audit.audit.checks.rollout_context import RolloutContext
 from tito_audit.audit.checks.trace import Completion, trace_of
-from tito_audit.audit.diff import common_prefix_length, first_difference
-from tito_audit.audit.parsed_turns import answer_with_ids, parse_with, parser_input, render_next
-from tito_audit.audit.results import Failure, WrittenValue
-from tito_audit.audit.value_literals import (
+from tito_audit.audit.core.diff import common_prefix_length, first_difference
+from tito_audit.audit.parse_step.parsed_turns import answer_with_ids, parse_with, parser_input, render_next
+from tito_audit.audit.parse_step.value_literals import (
     VALUE_TYPES,
     arguments_of,
     json_literals,
@@ -42,6 +41,7 @@ from tito_audit.audit.value_literals import (
     same_value,
     value_type,
 )
+from tito_audit.audit.results import Failure, WrittenValue
 from tito_audit.conversations.conversation import TOOL, Message, steps_of
 from tito_audit.model.render import RenderedPrefix, RenderError
 from tito_audit.parse.output_layouts import OutputLayout

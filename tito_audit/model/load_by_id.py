@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tito_audit.errors import BadInputError
-from tito_audit.model.loaded import LoadedModel, load_model
+from tito_audit.model.load_folder import LoadedModel, load_model
 from tito_audit.model.registry import family_of, registry_stop_tokens
 from tito_audit.model.resolve import ResolvedModel, resolve_model
 

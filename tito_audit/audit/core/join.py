@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tito_audit.audit.diff import first_difference
+from tito_audit.audit.core.diff import first_difference
 from tito_audit.model.render import RenderedPrefix
 from tito_audit.model.tokens import TokenCodec
 

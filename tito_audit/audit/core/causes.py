@@ -13,7 +13,6 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from tito_audit.audit.realize import MessageRef
 from tito_audit.conversations.conversation import ASSISTANT, Message
 
 EMPTY_THINK = re.compile(
@@ -26,6 +25,17 @@ _MAX_CONTROL = 64
 _NEARBY = 48
 """How far after a divergence a message's text may begin (past the markup that opens it, gpt-oss's
 ``<|channel|>analysis<|message|>``) and still be the text the divergence is about."""
+
+
+@dataclass(frozen=True)
+class MessageRef:
+    """The message whose rendering changed: its index, role, and whether it was last when first rendered."""
+
+    index: int
+    role: str
+    was_last: bool
+    content_end: int | None = None
+    """Where its own text (content) ends in the compared text, when it could be located."""
 
 
 @dataclass(frozen=True)
@@ -135,8 +145,8 @@ def classify_text_divergence(
 
     ``known`` are labels the caller established (``gen-prompt-mismatch``); they come first and the
     content/tool-call fallback is only used when no rule explains the divergence. ``owner`` is the message
-    whose rendering changed (see :func:`tito_audit.audit.realize.owner_of`): a tool, user or system message is
-    either rewritten in its text or closed differently once something follows it.
+    whose rendering changed (see :func:`tito_audit.audit.realization.realize.owner_of`): a tool, user or system message
+    is either rewritten in its text or closed differently once something follows it.
     """
     labels: list[str] = list(known)
     controls = list(context.controls)

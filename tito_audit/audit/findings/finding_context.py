@@ -8,7 +8,7 @@ from datetime import datetime
 
 from tito_audit.audit.results import Finding
 from tito_audit.conversations.conversation import Conversation
-from tito_audit.model.loaded import LoadedModel
+from tito_audit.model.load_folder import LoadedModel
 from tito_audit.model.render import Renderer
 from tito_audit.model.tokens import TokenCodec
 

@@ -8,7 +8,7 @@ the template's rendering of one drawn turn with content and a call. Two parsed m
 render reads (content, reasoning, each call's name and argument values; call ids differ by design and a null content
 renders as an empty one). Where they differ, each message goes into the history in place of the turn, the tool
 results answer its calls, and the next prompt is joined with the buffer as the rollout does
-(:func:`tito_audit.audit.join.join`): does the buffer, holding what the model wrote, stay a prefix?
+(:func:`tito_audit.audit.core.join.join`): does the buffer, holding what the model wrote, stay a prefix?
 """
 
 from __future__ import annotations
@@ -19,17 +19,17 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tito_audit.audit.call_layouts import LAYOUTS, CallTurn, WrittenTurn
-from tito_audit.audit.checks.context import RolloutContext
+from tito_audit.audit.audit_options import AuditOptions, conversation_source
+from tito_audit.audit.checks.rollout_context import RolloutContext
 from tito_audit.audit.checks.trace import trace_of
-from tito_audit.audit.join import Join, join, join_text_only
-from tito_audit.audit.options import AuditOptions, conversation_source
-from tito_audit.audit.parsed_rollout import as_the_model_writes, quoted_arguments
-from tito_audit.audit.parsed_turns import answer_with_ids, handed_input, parse_with
+from tito_audit.audit.core.join import Join, join, join_text_only
+from tito_audit.audit.parse_step.call_layouts import LAYOUTS, CallTurn, WrittenTurn
+from tito_audit.audit.parse_step.parsed_rollout import as_the_model_writes, quoted_arguments
+from tito_audit.audit.parse_step.parsed_turns import answer_with_ids, handed_input, parse_with
 from tito_audit.audit.variant import VariantAudit
 from tito_audit.conversations.conversation import ASSISTANT, TOOL, USER, Message
 from tito_audit.errors import BadInputError
-from tito_audit.model.loaded import LoadedModel, codec_for
+from tito_audit.model.load_folder import LoadedModel, codec_for
 from tito_audit.model.render import RenderedPrefix, RenderError, frozen_clock
 from tito_audit.model.variants import template_inputs, variants_for
 from tito_audit.parse.fields import CALL_LOST, changed_fields

@@ -4,11 +4,11 @@ made of each completion, not from the message the template rendered.
 The sampled completions are the rollout's own (:mod:`tito_audit.audit.checks.trace`): the model wrote the
 template's rendering of its turn, cut at the stop token — or, where the registry records that the family's model
 writes another layout than its template's history (gpt-oss's harmony, :mod:`tito_audit.parse.output_layouts`), that
-layout. The engine hands the parser that text as it would (:mod:`tito_audit.audit.parsed_turns`: stop token trimmed
-or kept, special tokens skipped without tools); the parsed message replaces the turn in history, and the tool results
-that answer its calls carry the parser's call ids (a loop sends them back under the ids it was given). Before each
-later turn the buffer is joined with ``R' = render(parsed history, gp=True)`` (:func:`tito_audit.audit.join.join`, as
-the rollout does with ``R``).
+layout. The engine hands the parser that text as it would (:mod:`tito_audit.audit.parse_step.parsed_turns`: stop token
+trimmed or kept, special tokens skipped without tools); the parsed message replaces the turn in history, and the tool
+results that answer its calls carry the parser's call ids (a loop sends them back under the ids it was given). Before
+each later turn the buffer is joined with ``R' = render(parsed history, gp=True)``
+(:func:`tito_audit.audit.core.join.join`, as the rollout does with ``R``).
 
 The control is the same step in the rollout without a parser: a step that fails with ``R'`` while the control holds
 is caused by the parse (``parse-lossy``, with the fields the parse changed), or by the model's own layout re-rendered
@@ -23,7 +23,7 @@ request declares tools, so no loop behind one produces it (it is counted).
 Beside the verdict, tool-call turns are also written in another layout (:mod:`tito_audit.parse.written`), one layout
 drawn per turn: does the prompt rendered from the parsed rewritten turn still continue the rewritten buffer? And
 turns with reasoning are also written with their calls inside the reasoning
-(:mod:`tito_audit.audit.reasoning_calls`): does the parser still find them?
+(:mod:`tito_audit.audit.parse_step.reasoning_calls`): does the parser still find them?
 
 Example (a parser that strips content; the template writes it as sampled)::
 
@@ -37,17 +37,17 @@ import json
 import random
 from dataclasses import dataclass, field, replace
 
-from tito_audit.audit.checks.context import RolloutContext
 from tito_audit.audit.checks.outcome import FAILED, PASSED, Tally
 from tito_audit.audit.checks.records import text_failure, token_failure
+from tito_audit.audit.checks.rollout_context import RolloutContext
 from tito_audit.audit.checks.trace import Completion, StepTrace, trace_of
-from tito_audit.audit.diff import first_difference
-from tito_audit.audit.join import Join, join, join_text_only
-from tito_audit.audit.parsed_turns import answer_with_ids, parse_with, parser_input, render_next
-from tito_audit.audit.realize import MessageRef
-from tito_audit.audit.reasoning_calls import calls_in_reasoning
+from tito_audit.audit.conditions.step_conditions import rare_call, step_tags
+from tito_audit.audit.core.causes import MessageRef
+from tito_audit.audit.core.diff import first_difference
+from tito_audit.audit.core.join import Join, join, join_text_only
+from tito_audit.audit.parse_step.parsed_turns import answer_with_ids, parse_with, parser_input, render_next
+from tito_audit.audit.parse_step.reasoning_calls import calls_in_reasoning
 from tito_audit.audit.results import Failure
-from tito_audit.audit.step_conditions import rare_call, step_tags
 from tito_audit.conversations.conversation import ASSISTANT, TOOL, Message, steps_of
 from tito_audit.model.render import RenderedPrefix, RenderError
 from tito_audit.parse.fields import (

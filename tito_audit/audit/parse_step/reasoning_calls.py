@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tito_audit.audit.checks.context import RolloutContext
+from tito_audit.audit.checks.rollout_context import RolloutContext
 from tito_audit.audit.checks.trace import Completion
-from tito_audit.audit.diff import common_prefix_length
-from tito_audit.audit.parsed_turns import parse_with, parser_input
+from tito_audit.audit.core.diff import common_prefix_length
+from tito_audit.audit.parse_step.parsed_turns import parse_with, parser_input
 from tito_audit.conversations.conversation import Message
 from tito_audit.model.render import RenderError
 from tito_audit.parse.parser import CompletionParser

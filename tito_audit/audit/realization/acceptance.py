@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from tito_audit.audit.realize import turn_keys
+from tito_audit.audit.realization.realize import turn_keys
 from tito_audit.conversations.conversation import Conversation
 from tito_audit.conversations.shapes import (
     apply_changes,

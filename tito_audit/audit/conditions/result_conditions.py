@@ -37,8 +37,8 @@ class ShapeSteps:
 
 @dataclass
 class StepTally:
-    """Rollout steps of one kind drawn under one set of conditions (:mod:`tito_audit.audit.step_conditions`), and
-    how many of them the buffer could not follow."""
+    """Rollout steps of one kind drawn under one set of conditions (:mod:`tito_audit.audit.conditions.step_conditions`),
+    and how many of them the buffer could not follow."""
 
     kind: str
     conditions: list[str]
@@ -66,7 +66,7 @@ class Conditions:
     """When a verdict breaks (SPEC, Verdicts: "Conditions"): the verdict of the plain loop (the model writes as it
     does by habit, calls as the template supports them, no unusual harness shape, the first setting), and the
     conditions the failures come with. The verdict itself stays the worst case. Computed by
-    :mod:`tito_audit.audit.conditions` from the step tallies."""
+    :mod:`tito_audit.audit.conditions.verdict_conditions` from the step tallies."""
 
     verdict: str
     plain_verdict: str

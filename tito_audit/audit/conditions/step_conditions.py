@@ -1,6 +1,7 @@
 """What each rollout step was drawn under (SPEC, Verdicts: "Conditions"): tags recorded where the steps are walked,
 in the simulated rollout (:mod:`tito_audit.audit.checks.rollout`) and in the rollout with the engine's parser
-(:mod:`tito_audit.audit.parsed_rollout`); :mod:`tito_audit.audit.conditions` sums them into when a verdict breaks.
+(:mod:`tito_audit.audit.parse_step.parsed_rollout`); :mod:`tito_audit.audit.conditions.verdict_conditions` sums them
+into when a verdict breaks.
 
 A step carries the form the model wrote the turn before it in, and the shapes its conversation was sent in:
 
@@ -33,7 +34,7 @@ from tito_audit.conversations.reasoning_forms import (
 )
 
 FORM, RARE_FORM, SHAPE, SETTING = "form", "rare form", "shape", "setting"
-"""Kinds of condition; only the forms belong to the plain loop (a setting is a variant, :mod:`.conditions`)."""
+"""Kinds of condition; only the forms belong to the plain loop (a setting is a variant, :mod:`.verdict_conditions`)."""
 
 REASONING_WORDS = {
     REASONING_ABSENT: "after turns without reasoning",
