@@ -52,9 +52,9 @@ def text_of(chars: int, rng: random.Random) -> str:
 def memory(mirrors: list[str]) -> None:
     import httpx
 
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.gateway.memory import return_free_memory
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway, GatewayConfig
 
     print("memory held against what the sessions are charged (Qwen2.5, fake engine):")
     for sessions, chars in ((200, 4_000), (8, 250_000)):

@@ -128,8 +128,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds a turn may take")
     args = parser.parse_args()
 
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway, GatewayConfig
     from tito_audit.parse import sglang
 
     if not sglang.available():

@@ -192,8 +192,8 @@ def test_a_breaks_counts_name_what_they_count():
     ``answer_message_index``) is where the answer sits in the conversation (docs/gateway.md)."""
     httpx = pytest.importorskip("httpx")
     pytest.importorskip("starlette", reason="the gateway extra is not installed")
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway, GatewayConfig
     from tito_audit.session import TitoBreakWarning
 
     config = GatewayConfig("Qwen/Qwen3-4B", parser="template", mirrors=[SHARED_TOKENIZERS], allow_hub=False)
@@ -216,7 +216,7 @@ def test_a_breaks_counts_name_what_they_count():
 
 
 def test_json_of_a_break_keeps_its_old_field():
-    from tito_audit.gateway.turns import break_record
+    from tito_audit.gateway.turn_steps import break_record
     from tito_audit.session.breaks import SessionBreak
 
     record = break_record(SessionBreak(step=1, turn=4, aspect="text", causes=["x"], roles=["tool"]))

@@ -60,8 +60,8 @@ def machinery():
 
 @pytest.fixture(scope="module")
 def served(machinery):
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway, GatewayConfig
 
     config = GatewayConfig(MODEL, parser="template", seed=7, max_request_bytes=64 * 1024)
     gateway = Gateway(config, machinery=machinery)
@@ -86,8 +86,8 @@ def echo(message) -> dict:
 
 
 def test_three_tool_turns_keep_the_buffer_a_session_keeps(served, machinery):
-    from tito_audit.gateway.engines import EngineRequest
     from tito_audit.gateway.fake import FakeEngine
+    from tito_audit.gateway.sampling_engines import EngineRequest
     from tito_audit.session import TitoSession
 
     gateway, url = served
@@ -232,8 +232,8 @@ def test_sessions_endpoints_and_bad_requests(served):
 
 
 def test_bearer_token_and_session_bound(machinery):
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway, GatewayConfig
 
     gateway = Gateway(GatewayConfig(MODEL, parser="template", api_key="s3cret", max_sessions=2), machinery=machinery)
     with running(gateway) as url:
@@ -254,8 +254,8 @@ def test_bearer_token_and_session_bound(machinery):
 
 
 def test_idle_sessions_expire(machinery):
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway, GatewayConfig
 
     gateway = Gateway(GatewayConfig(MODEL, parser="template", session_idle=0.3), machinery=machinery)
     with running(gateway) as url:
@@ -280,7 +280,7 @@ def test_serve_refuses_to_start_in_one_line():
 
 def test_the_engines_parser_reads_the_sampled_ids(machinery):
     """With SGLang's parsers installed, the gateway parses the ids itself (no help from the fake engine's message)."""
-    from tito_audit.gateway.service import Gateway, GatewayConfig
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.parse import sglang
 
     if not sglang.available():
@@ -293,8 +293,8 @@ def test_the_engines_parser_reads_the_sampled_ids(machinery):
 def parsed_turns_give_the_engines_calls(gateway, machinery) -> list:
     """Three turns through ``gateway`` (its parser on the fake engine's sampled ids): each answer's calls are the ones
     the fake engine rendered its turn from. Returns the answers' messages."""
-    from tito_audit.gateway.engines import EngineRequest
     from tito_audit.gateway.fake import FakeEngine
+    from tito_audit.gateway.sampling_engines import EngineRequest
     from tito_audit.gateway.server import running
 
     fake = FakeEngine(machinery, seed=3, clock=gateway.engine.clock)
@@ -348,8 +348,8 @@ def test_a_fork_changes_nothing_in_the_session_it_came_from(machinery):
 def test_a_template_break_follows_on_break_and_is_reported(policy):
     """Qwen3-4B rewrites an earlier turn once a user speaks again: it drops its reasoning (reasoning-pruned) or the
     empty block a model that closed it at once wrote (empty-think-dropped)."""
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway, GatewayConfig
     from tito_audit.session import TitoBreakWarning
 
     config = GatewayConfig(

@@ -41,8 +41,8 @@ def machinery():
 
 
 def served(machinery, **settings):
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway, GatewayConfig
 
     settings.setdefault("on_rewrite", "branch")
     return running(Gateway(GatewayConfig(MODEL, parser="template", seed=4, **settings), machinery=machinery))
@@ -171,7 +171,7 @@ def test_the_matcher_says_what_counts_as_the_same_message(machinery, match, rena
 
 def test_unknown_rewrite_settings_are_refused_in_one_line(machinery):
     from tito_audit.errors import BadInputError
-    from tito_audit.gateway.service import Gateway, GatewayConfig
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
 
     with pytest.raises(BadInputError, match=r"^--on-rewrite must be one of refuse, branch, not 'fork'$"):
         Gateway(GatewayConfig(MODEL, parser="template", on_rewrite="fork"), machinery=machinery)

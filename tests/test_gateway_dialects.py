@@ -49,8 +49,8 @@ def parser():
 
 
 def served(machinery, parser, **settings):
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway, GatewayConfig
 
     return running(Gateway(GatewayConfig(MODEL, parser=parser, seed=21, **settings), machinery=machinery))
 

@@ -46,7 +46,7 @@ def machinery():
 
 
 def gateway_on(store: Path, machinery=None, **options):
-    from tito_audit.gateway.service import Gateway, GatewayConfig
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
 
     options.setdefault("parser", "template")
     return Gateway(GatewayConfig(options.pop("model", MODEL), seed=5, store=store, **options), machinery=machinery)

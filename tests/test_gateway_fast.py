@@ -23,8 +23,8 @@ MARKED = 3
 @pytest.fixture(scope="module")
 def gateways(tiny_model_dir, tmp_path_factory):
     """A gateway per template (``GOOD`` and ``REDACTS_AFTER_ALERT``), on the tiny tokenizer, the fake engine."""
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway, GatewayConfig
 
     folder = tmp_path_factory.mktemp("gateway-fast")
     urls = {}
@@ -101,8 +101,8 @@ def test_a_break_found_late_leaves_no_lock_no_reservation_and_the_session_as_it_
     or not, on the session or on its tree (``--on-rewrite branch``, the step tried on a fork of the branch's tip):
     the session's lock is free, its reservation given back, the session and the server's bytes as they were, and the
     same request is answered the same way again."""
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway, GatewayConfig
 
     path = tmp_path / "redacts.jinja"
     path.write_text(REDACTS_AFTER_ALERT, encoding="utf-8")

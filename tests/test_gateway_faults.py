@@ -40,8 +40,8 @@ def machinery():
 
 @pytest.fixture(scope="module", params=["vllm", "sglang"])
 def setup(request, machinery):
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway, GatewayConfig
 
     codec = machinery.codec
     stub = StubEngine(codec.encode("It is sunny.<|im_end|>"))
@@ -98,8 +98,8 @@ def test_engine_faults_leave_the_session_as_it_was(setup):
 
 
 def test_a_failed_first_turn_opens_no_session_and_an_engine_that_is_down(setup, machinery):
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.gateway.server import free_port, running
-    from tito_audit.gateway.service import Gateway, GatewayConfig
 
     stub, url, api = setup
     stub.mode = "5xx"
@@ -117,7 +117,7 @@ def test_a_failed_first_turn_opens_no_session_and_an_engine_that_is_down(setup, 
 
 def test_a_real_engine_without_a_parser_refuses_to_start(machinery):
     from tito_audit.errors import BadInputError
-    from tito_audit.gateway.service import Gateway, GatewayConfig
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.parse import sglang
 
     if sglang.available():
@@ -178,8 +178,8 @@ def send(url: str, dialect: str, messages: list[dict], session: str, stream: boo
 def test_each_dialect_streamed_or_not_through_the_faults(setup, machinery):
     """Every dialect, whole and streamed, through the faults: vLLM's shapes with --on-rewrite refuse, SGLang's (its
     streamed ids cumulative, and only the new ones for the Messages API) with --on-rewrite branch."""
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway, GatewayConfig
 
     stub, _, api = setup
     on_rewrite = "branch" if api == "sglang" else "refuse"

@@ -49,7 +49,7 @@ def machinery(tiny_model_dir, template_path):
 
 
 def gateway(machinery, tiny_model_dir, **settings):
-    from tito_audit.gateway.service import Gateway, GatewayConfig
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
 
     settings.setdefault("parser", "template" if settings.get("engine", "fake") == "fake" else "text")
     return Gateway(GatewayConfig(str(tiny_model_dir), allow_hub=False, **settings), machinery=machinery)
@@ -300,7 +300,7 @@ def test_the_engine_gets_as_many_requests_at_once_as_the_server_has_sessions(mac
 def test_a_request_that_finds_no_free_connection_is_not_blamed_on_the_engine(machinery):
     """A pool of one connection held by a slow answer (each byte within the time-out): the second request was never
     sent, so it is 503 ``engine_busy``, not the engine's 504."""
-    from tito_audit.gateway.engines import EngineError, EngineRequest, HttpEngine
+    from tito_audit.gateway.sampling_engines import EngineError, EngineRequest, HttpEngine
 
     engine = HostileEngine(lambda body: Plan(answer_ids(machinery, "ok"), trickle=True, gap=0.01))
 
@@ -466,10 +466,10 @@ def test_a_streamed_completion_is_decoded_once_and_byte_exact(model):
     """Ids fed one at a time (characters split across byte tokens, control tokens in the text, the stop token last):
     the text handed to the parser is the whole completion's text byte for byte, and decoding it cost a bounded number
     of ids per id fed (on main every piece decoded the whole completion again: about n^2/2 ids)."""
+    from tito_audit.gateway.completion_stream import CompletionStream
     from tito_audit.parse.incremental import Increment
     from tito_audit.session import TitoSession
     from tito_audit.session.machinery import ModelSourceSettings, machinery_for
-    from tito_audit.session.streaming import CompletionStream
 
     source = ModelSourceSettings.of([SHARED_TOKENIZERS], None, None, False, False, None, None)
     loaded = machinery_for(model, source, None, ())

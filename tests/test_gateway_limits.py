@@ -36,7 +36,7 @@ def template_path(tmp_path_factory):
 
 
 def config(tiny_model_dir, template_path, **settings):
-    from tito_audit.gateway.service import GatewayConfig
+    from tito_audit.gateway.gateway import GatewayConfig
 
     settings.setdefault("parser", "template")
     return GatewayConfig(str(tiny_model_dir), template=str(template_path), allow_hub=False, **settings)
@@ -44,8 +44,8 @@ def config(tiny_model_dir, template_path, **settings):
 
 @pytest.fixture(scope="module")
 def served(tiny_model_dir, template_path):
+    from tito_audit.gateway.gateway import Gateway
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway
 
     gateway = Gateway(config(tiny_model_dir, template_path, on_break="warn", max_sessions=3))
     with running(gateway) as url:
@@ -114,8 +114,8 @@ def test_the_library_refuses_data_nested_too_deeply_as_bad_input(tiny_model_dir,
 @pytest.mark.parametrize("on_break", ["warn", "raise"])
 def test_a_refused_render_is_its_own_error_naming_an_option_serve_has(tiny_model_dir, template_path, on_break):
     from tito_audit.cli.serve import serve_command
+    from tito_audit.gateway.gateway import Gateway
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway
 
     gateway = Gateway(config(tiny_model_dir, template_path, on_break=on_break, max_render_chars=20_000))
     gateway_slow = Gateway(config(tiny_model_dir, template_path, on_break=on_break, max_render_seconds=0.5))
@@ -136,7 +136,7 @@ def test_a_refused_render_is_its_own_error_naming_an_option_serve_has(tiny_model
 
 
 def test_max_tokens_is_bounded_by_the_models_context(served, tiny_model_dir, template_path):
-    from tito_audit.gateway.service import Gateway
+    from tito_audit.gateway.gateway import Gateway
     from tito_audit.model.context_window import FALLBACK_CONTEXT
 
     gateway, url = served
@@ -149,8 +149,8 @@ def test_max_tokens_is_bounded_by_the_models_context(served, tiny_model_dir, tem
 
 
 def test_a_session_past_its_byte_budget_is_413_and_all_sessions_past_theirs_507(tiny_model_dir, template_path):
+    from tito_audit.gateway.gateway import Gateway
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway
 
     mib = 1 << 20
     gateway = Gateway(config(tiny_model_dir, template_path, max_session_bytes=mib, max_total_bytes=2 * mib))
@@ -194,8 +194,8 @@ def test_a_404_says_why_a_session_is_gone(served):
 def test_an_expired_session_says_so(tiny_model_dir, template_path):
     import time
 
+    from tito_audit.gateway.gateway import Gateway
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway
 
     with running(Gateway(config(tiny_model_dir, template_path, session_idle=0.3))) as url:
         assert post(url, {"messages": HI}, "idle").status_code == 200
@@ -209,7 +209,7 @@ GIVE_BACK = textwrap.dedent(
     import gc, json, sys
     import httpx
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway, GatewayConfig
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
 
     def rss():
         with open("/proc/self/status") as status:

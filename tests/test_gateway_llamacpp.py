@@ -50,8 +50,8 @@ def machinery():
 
 @pytest.fixture(scope="module")
 def served(model_path, machinery):
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway, GatewayConfig
 
     config = GatewayConfig(MODEL, engine=f"llamacpp:{model_path}", parser="text", seed=1, max_tokens=MAX_TOKENS)
     gateway = Gateway(config, machinery=machinery)

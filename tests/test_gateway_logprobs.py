@@ -44,8 +44,8 @@ def machinery():
 
 @pytest.fixture(scope="module")
 def served(machinery):
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway, GatewayConfig
 
     gateway = Gateway(GatewayConfig(MODEL, parser="template", seed=11), machinery=machinery)
     with running(gateway) as url:
@@ -64,8 +64,8 @@ def follow_up(message) -> list[dict]:
 
 
 def test_logprobs_are_kept_beside_the_buffer_and_answered_in_openai_shape(served, machinery):
-    from tito_audit.gateway.engines import EngineRequest
     from tito_audit.gateway.fake import FakeEngine
+    from tito_audit.gateway.sampling_engines import EngineRequest
 
     gateway, url = served
     api = client(url)
@@ -163,8 +163,8 @@ class PlainParser:
 
 @pytest.mark.parametrize("api", ["vllm", "sglang"])
 def test_engine_logprobs_are_read_aligned_and_checked(machinery, api):
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway, GatewayConfig
 
     ids = machinery.codec.encode("It is sunny.<|im_end|>")
     values = [-0.25 - n / 100 for n in range(len(ids))]
@@ -219,8 +219,8 @@ def test_engine_logprobs_are_read_aligned_and_checked(machinery, api):
 
 
 def test_an_engine_without_logprobs_is_refused_when_they_are_asked(machinery):
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway, GatewayConfig
 
     stub = StubEngine(machinery.codec.encode("Fine.<|im_end|>"))  # answers no log-probabilities at all
     config = GatewayConfig(MODEL, engine=stub.url, engine_api="vllm", parser=PlainParser())

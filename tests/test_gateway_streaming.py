@@ -94,8 +94,8 @@ def without_ids(message: dict) -> dict:
 def test_streamed_turns_keep_the_buffer_and_answers_of_turns_not_streamed(model):
     """Two gateways with the same seed (the fake engine samples by session and turn): one streams every turn, the other
     answers whole. Every streamed answer reassembles to the other's answer, and the buffers are identical."""
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway, GatewayConfig
 
     sglang_or_skip()
     machinery = machinery_of(model)
@@ -132,8 +132,8 @@ def test_streamed_turns_keep_the_buffer_and_answers_of_turns_not_streamed(model)
 
 
 def test_a_parser_that_cannot_stream_says_so_in_the_first_chunk_and_answers_once_the_engine_ends():
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway, GatewayConfig
 
     model = "Qwen/Qwen2.5-7B-Instruct"
     gateway = Gateway(GatewayConfig(model, parser="template", seed=2), machinery=machinery_of(model))
@@ -148,8 +148,8 @@ def test_a_parser_that_cannot_stream_says_so_in_the_first_chunk_and_answers_once
 
 
 def test_a_client_that_goes_away_mid_stream_leaves_the_session_as_it_was():
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.gateway.server import running
-    from tito_audit.gateway.service import Gateway, GatewayConfig
 
     sglang_or_skip()
     model = "Qwen/Qwen2.5-7B-Instruct"
@@ -184,8 +184,8 @@ def test_a_client_that_goes_away_mid_stream_leaves_the_session_as_it_was():
 def test_completion_stream_holds_back_what_a_parser_may_still_change():
     """The pieces: arguments compact, trailing whitespace held until text follows, and what was sent that the whole
     parse reads otherwise named as diverged (the client keeps what it got)."""
+    from tito_audit.gateway.completion_stream import CompletionStream
     from tito_audit.parse.incremental import CallPiece, Increment
-    from tito_audit.session.streaming import CompletionStream
 
     class Pieces:
         def __init__(self, increments):
@@ -198,14 +198,12 @@ def test_completion_stream_holds_back_what_a_parser_may_still_change():
             return Increment()
 
     class FakeSession:
+        import threading
+
         stop_ids = frozenset({0})
-        _parser = None
-        _buffer = ()
-
-        class _machinery:
-            import threading
-
-            lock = threading.Lock()
+        reasoning_open = False
+        prompt_text = ""
+        lock = threading.Lock()
 
         class codec:
             @staticmethod
@@ -213,7 +211,11 @@ def test_completion_stream_holds_back_what_a_parser_may_still_change():
                 return "x" * len(ids)
 
         @staticmethod
-        def _decode_in_context(ids):
+        def buffer_tail(count):
+            return []
+
+        @staticmethod
+        def decode_completion(ids):
             return "x" * len(ids)
 
     stream = CompletionStream(FakeSession(), None, None)

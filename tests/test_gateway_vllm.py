@@ -23,7 +23,7 @@ pytestmark = [
 
 
 def test_the_gateway_parses_the_sampled_ids_with_vllms_parser(machinery):  # noqa: F811
-    from tito_audit.gateway.service import Gateway, GatewayConfig
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
 
     gateway = Gateway(GatewayConfig(MODEL, parser="vllm", seed=3), machinery=machinery)
     assert gateway.parser_name == "vllm hermes"

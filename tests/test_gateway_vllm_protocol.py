@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from tito_audit.gateway import engine_stream
-from tito_audit.gateway.engines import EngineRequest, read_vllm, vllm_body, with_matched_stop
+from tito_audit.gateway.sampling_engines import EngineRequest, read_vllm, vllm_body, with_matched_stop
 from tito_audit.parse import vllm
 
 if not vllm.available() and os.environ.get("CI") == "true":

@@ -44,7 +44,7 @@ def replay_command(
     from tito_audit.formatters import replay_report as replay_format
     from tito_audit.model.render import DEFAULT_CLOCK
     from tito_audit.session import TitoSession
-    from tito_audit.session.replay import read_records, replay
+    from tito_audit.session.rollout_replay import read_records, replay
 
     records = read_records(rollouts)
     loaded = load(model, source)

@@ -248,8 +248,8 @@ def serve_command(
         import uvicorn  # noqa: F401
     except ImportError as exc:
         raise AuditError(f"serve needs the gateway extra ({exc.name} is missing): {INSTALL}") from None
+    from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.gateway.server import serve
-    from tito_audit.gateway.service import Gateway, GatewayConfig
     from tito_audit.session import TitoBreakWarning
 
     # a break is answered in the response and logged in one line by the gateway; not a multi-line warning per step

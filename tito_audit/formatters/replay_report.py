@@ -12,7 +12,7 @@ from rich.text import Text
 
 from tito_audit.formatters.common import visible, window_tokens
 from tito_audit.outputs import write_atomically
-from tito_audit.session.replay import ReplayReport, TurnIssue
+from tito_audit.session.rollout_replay import ReplayReport, TurnIssue
 
 
 def _summary(report: ReplayReport) -> list[str]:

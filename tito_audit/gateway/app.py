@@ -1,6 +1,6 @@
 """The gateway's HTTP layer (Starlette): routes, the bearer token, the request size limit, errors as OpenAI-style
 JSON with one line of message (Anthropic's shape on ``/v1/messages``), and streamed turns as server-sent events
-(:mod:`.streaming`, each dialect's events in :mod:`.dialects`)."""
+(:mod:`.turn_stream`, each dialect's events in :mod:`.dialects`)."""
 
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ from tito_audit.gateway.dialects import chat as chat_dialect
 from tito_audit.gateway.dialects import messages as messages_dialect
 from tito_audit.gateway.dialects.responses import Responses
 from tito_audit.gateway.encoding import json_stream
-from tito_audit.gateway.engines import EngineError
+from tito_audit.gateway.gateway import Gateway
 from tito_audit.gateway.protocol import RequestError, error_body, read_request, requested_session, session_headers
-from tito_audit.gateway.service import Gateway
-from tito_audit.gateway.streaming import open_response
+from tito_audit.gateway.sampling_engines import EngineError
+from tito_audit.gateway.turn_stream import open_response
 from tito_audit.session.inputs import MAX_DEPTH, too_deep
 
 log = logging.getLogger("tito_audit.gateway")

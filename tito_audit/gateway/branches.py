@@ -29,7 +29,7 @@ from typing import Any
 from tito_audit.gateway.matchers import MATCHERS, Matcher, matcher
 from tito_audit.gateway.protocol import ChatRequest, RequestError
 from tito_audit.gateway.store import GatewaySession, Pending
-from tito_audit.gateway.turns import Step, finished_view, prepare, turn_record
+from tito_audit.gateway.turn_steps import Step, finished_view, prepare, turn_record
 from tito_audit.session import TitoSession
 
 ON_REWRITE = ("refuse", "branch")

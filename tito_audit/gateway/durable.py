@@ -42,7 +42,7 @@ from typing import Any
 from tito_audit.errors import BadInputError
 from tito_audit.gateway.protocol import RequestError
 from tito_audit.gateway.store import GatewaySession, Pending, ended_error
-from tito_audit.gateway.turns import commit, settle
+from tito_audit.gateway.turn_steps import commit, settle
 from tito_audit.session import TitoSession
 from tito_audit.session.snapshot import change, fold, restore
 
@@ -329,7 +329,7 @@ def open_store(
 
 
 def settle_durably(durable: DurableStore | None, entry: GatewaySession, step: Any, output: Any, parse: bool) -> Any:
-    """:func:`~tito_audit.gateway.turns.settle`, then the turn kept (:func:`_kept`)."""
+    """:func:`~tito_audit.gateway.turn_steps.settle`, then the turn kept (:func:`_kept`)."""
     before = _state_of(entry)
     settled = settle(entry, step, output, parse)
     _kept(durable, entry, before)
@@ -350,8 +350,8 @@ def _kept(durable: DurableStore | None, entry: GatewaySession, before: tuple) ->
 
 
 def _state_of(entry: GatewaySession) -> tuple:
-    """What a turn's commit changes in ``entry`` (:func:`~tito_audit.gateway.turns.commit`), to put back when the turn
-    is not kept."""
+    """What a turn's commit changes in ``entry`` (:func:`~tito_audit.gateway.turn_steps.commit`), to put back when
+    the turn is not kept."""
     return (entry.session, entry.history, entry.pending, entry.requests, entry.sent)
 
 
@@ -369,7 +369,7 @@ def store_identity(machinery: Any, template_kwargs: dict[str, Any]) -> dict[str,
 
 
 def commit_durably(durable: DurableStore | None, entry: GatewaySession, step: Any, pending: Pending) -> None:
-    """A streamed turn's :func:`~tito_audit.gateway.turns.commit` (just after the answer's last piece went out),
+    """A streamed turn's :func:`~tito_audit.gateway.turn_steps.commit` (just after the answer's last piece went out),
     then kept (:func:`_kept`): a turn that cannot be kept raises its :class:`RequestError` (the stream then ends with
     the dialect's error event instead of its normal end), the session as it was, and is logged in one line."""
     before = _state_of(entry)

@@ -10,9 +10,9 @@
 - the fake engine streams its turn in pieces of a few ids (:meth:`~tito_audit.gateway.fake.FakeEngine.stream`);
 - any other engine answers whole, in one piece.
 
-An engine that fails raises :class:`~tito_audit.gateway.engines.EngineError` as :meth:`generate` does: ``--engine-
-timeout`` bounds the wait for each event, an ``error`` event is ``engine_error``, an event that is not JSON or has
-no ids where the engine puts them is ``engine_bad_response``. Every engine's stream is cut at ``max_tokens`` ids
+An engine that fails raises :class:`~tito_audit.gateway.sampling_engines.EngineError` as :meth:`generate` does:
+``--engine-timeout`` bounds the wait for each event, an ``error`` event is ``engine_error``, an event that is not JSON
+or has no ids where the engine puts them is ``engine_bad_response``. Every engine's stream is cut at ``max_tokens`` ids
 (finish ``length``; the engine's stream is closed there) and ends at its deadline (``--engine-deadline``: 504
 ``engine_timeout``), however the engine paces its events.
 """
@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from tito_audit.gateway.engines import (
+from tito_audit.gateway.sampling_engines import (
     EngineError,
     EngineOutput,
     EngineRequest,

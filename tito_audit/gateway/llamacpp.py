@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tito_audit.errors import BadInputError
-from tito_audit.gateway.engines import EngineError, EngineOutput, EngineRequest
+from tito_audit.gateway.sampling_engines import EngineError, EngineOutput, EngineRequest
 from tito_audit.model.tokens import TokenCodec
 
 PREFIX = "llamacpp:"

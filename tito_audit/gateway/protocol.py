@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tito_audit.gateway.engines import PASSED_THROUGH, dumps
+from tito_audit.gateway.sampling_engines import PASSED_THROUGH, dumps
 from tito_audit.session.inputs import MAX_DEPTH, too_deep
 
 ROLES = ("system", "developer", "user", "assistant", "tool")

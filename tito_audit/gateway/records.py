@@ -2,10 +2,10 @@
 session's record (``GET /sessions/{id}``) built from its state as it was when the request came.
 
 A session's record can be tens of MB (a long session with many branches) and its check renders the whole
-conversation (``--bridge auto``: :func:`~tito_audit.gateway.turns.finished_view`), so it is built in a worker thread
-from a :class:`SessionState` taken on the event loop: a committed session is never changed again (a turn puts another
-in its place) and the tree is copied as it is (:func:`~tito_audit.gateway.branches.snapshot`); the check runs on a
-copy, without the session's lock.
+conversation (``--bridge auto``: :func:`~tito_audit.gateway.turn_steps.finished_view`), so it is built in a worker
+thread from a :class:`RecordSource` taken on the event loop: a committed session is never changed again (a turn puts
+another in its place) and the tree is copied as it is (:func:`~tito_audit.gateway.branches.snapshot`); the check runs
+on a copy, without the session's lock.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from tito_audit.gateway.branches import Tree, branch_records
 from tito_audit.gateway.store import Pending
-from tito_audit.gateway.turns import break_record, finished_view, turn_record
+from tito_audit.gateway.turn_steps import break_record, finished_view, turn_record
 from tito_audit.session import TitoSession
 
 
@@ -36,7 +36,7 @@ class CpuTime:
 
 
 @dataclass(frozen=True)
-class SessionState:
+class RecordSource:
     """A session as a record reads it, taken on the event loop."""
 
     header: dict[str, Any]

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 
 from tito_audit.gateway.app import create_app
-from tito_audit.gateway.service import Gateway
+from tito_audit.gateway.gateway import Gateway
 
 STARTUP_SECONDS = 30.0
 

@@ -64,7 +64,7 @@ class GatewaySession:
         """The messages the client sent last time (as compared: see :func:`~tito_audit.gateway.protocol.comparable`)."""
         self.sent: tuple[list[dict], list[dict]] | None = None
         """(:attr:`history` as committed, the same messages as the client sent them): a request's messages equal to
-        these take their compared form from :attr:`history` (:func:`~tito_audit.gateway.turns.compared`)."""
+        these take their compared form from :attr:`history` (:func:`~tito_audit.gateway.turn_steps.compared`)."""
         self.pending: Pending | None = None
         self.tools: list[dict] | None = None
         self.lock = asyncio.Lock()

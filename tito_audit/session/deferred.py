@@ -24,34 +24,17 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import NamedTuple
 
 from tito_audit.audit.core.join import join
 from tito_audit.conversations.conversation import TOOL, Message
 from tito_audit.session.breaks import SessionBreak, TitoBreak, TitoBreakWarning, diagnose, suffix_break
+from tito_audit.session.buffer_logprobs import Logprobs
 from tito_audit.session.local_bridge import local_bridge, stand_in_prompt
-from tito_audit.session.logprobs import Logprobs
 from tito_audit.session.proof import BridgeProof, proof_for, shape_of
 from tito_audit.session.shared_list import as_list
+from tito_audit.session.state import PendingStep
 from tito_audit.session.steps import BufferSteps
-from tito_audit.session.turns import PendingTurn
-
-
-class PendingStep(NamedTuple):
-    """A step bridged from the local render and not yet covered by a render of the whole conversation."""
-
-    step: int
-    assistant: int
-    """Index of the step's assistant message."""
-    messages: int
-    """Messages of the conversation once the step is appended (the next prompt renders them)."""
-    text_start: int
-    """Where the completion starts in the text (the text before it is the prompt it was sampled after)."""
-    text_end: int
-    """Where the completion ends in the text (the bridge starts there)."""
-    completion_start: int
-    completion_end: int
-    bridge_end: int
+from tito_audit.session.turn_records import PendingTurn
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,8 +52,6 @@ class FullCheck:
 class DeferredChecks(BufferSteps):
     """The ``bridge="auto"`` steps of a session (see the module docstring)."""
 
-    _pending: list[PendingStep]
-    _breaks: list[SessionBreak]
     _stand_in_prompt: str | None
     bridge: str
     check_every: int
@@ -90,9 +71,10 @@ class DeferredChecks(BufferSteps):
     ) -> bool:
         """Append the step with the local bridge when the proof covers it (see the module docstring); False when the
         step must be rendered in full. Called under the machinery's lock and the session's clock."""
+        state = self._state
         if self.bridge != "auto" or not completion:
             return False
-        if self.check_every and len(self._pending) >= self.check_every:
+        if self.check_every and len(state.pending) >= self.check_every:
             return False
         if any(m.get("role") != TOOL for m in appended):
             return False
@@ -118,35 +100,35 @@ class DeferredChecks(BufferSteps):
         if made is None:
             return False
         bridge, text = made
-        pending = PendingTurn(len(self._messages), completion, len(self._buffer), self.stop_ids, assistant, logprobs)
-        start, text_start = len(self._buffer), len(self._view_text)
+        pending = PendingTurn(len(state.messages), completion, len(state.buffer), self.stop_ids, assistant, logprobs)
+        start, text_start = len(state.buffer), len(state.view_text)
         end = start + len(completion)
         # in place: the cost of a step is what it appends (fork() copies the lists a server tries a step on)
-        self._buffer += completion
-        self._buffer += bridge
-        self._mask += [1] * len(completion)
-        self._mask += [0] * len(bridge)
-        self._logprobs += pending.sampled_logprobs
-        self._logprobs += [None] * len(bridge)
-        self._view_ids += completion
-        self._view_ids += bridge
+        state.buffer += completion
+        state.buffer += bridge
+        state.mask += [1] * len(completion)
+        state.mask += [0] * len(bridge)
+        state.logprobs += pending.sampled_logprobs
+        state.logprobs += [None] * len(bridge)
+        state.view_ids += completion
+        state.view_ids += bridge
         text_end = text_start + len(piece)
-        self._view_text += piece + text  # one copy of the text (a string is not grown in place)
-        self._messages.append(assistant)
-        self._messages += appended
-        self._sampled_spans.append(pending.span)
-        self._steps += 1
-        self._turns.append(pending.done((end, len(self._buffer)), bridged="local"))
-        self._pending.append(
+        state.view_text += piece + text  # one copy of the text (a string is not grown in place)
+        state.messages.append(assistant)
+        state.messages += appended
+        state.sampled_spans.append(pending.span)
+        state.steps += 1
+        state.turns.append(pending.done((end, len(state.buffer)), bridged="local"))
+        state.pending.append(
             PendingStep(
-                self._steps,
+                state.steps,
                 pending.message_index,
-                len(self._messages),
+                len(state.messages),
                 text_start,
                 text_end,
                 start,
                 end,
-                len(self._buffer),
+                len(state.buffer),
             )
         )
         return True
@@ -156,11 +138,12 @@ class DeferredChecks(BufferSteps):
         self, completion: list[int] | None, assistant: Message, appended: list[Message], logprobs: Logprobs | None
     ) -> SessionBreak | None:
         """One step of :meth:`extend`: append, render, join, and on a break apply the policy."""
-        step = self._steps + 1
-        messages = [*self._messages, assistant, *appended]
+        state = self._state
+        step = state.steps + 1
+        messages = [*state.messages, assistant, *appended]
         roles = [str(m.get("role")) for m in appended]
-        buffer, mask, view_ids, view_text = self._buffer, self._mask, self._view_ids, self._view_text
-        pending = PendingTurn(len(self._messages), completion, len(buffer), self.stop_ids, assistant, logprobs)
+        buffer, mask, view_ids, view_text = state.buffer, state.mask, state.view_ids, state.view_text
+        pending = PendingTurn(len(state.messages), completion, len(buffer), self.stop_ids, assistant, logprobs)
         if completion is not None:
             piece = self._decode_in_context(completion)
             buffer, mask = buffer + completion, mask + [1] * len(completion)
@@ -169,9 +152,9 @@ class DeferredChecks(BufferSteps):
         joined = self._join(view_text, completion, prompt)
         if joined.followed:
             bridge = joined.bridge or []
-            self._steps = step
+            state.steps = step
             self._commit(messages, buffer + bridge, mask + [0] * len(bridge), list(prompt.ids), prompt.text, pending)
-            self._turns.append(pending.done((len(buffer), len(buffer) + len(bridge))))
+            state.turns.append(pending.done((len(buffer), len(buffer) + len(bridge))))
             self._covered(f"step {step}")
             return None
         # steps bridged from the local render since the last full render are walked first: the first that breaks is
@@ -185,17 +168,17 @@ class DeferredChecks(BufferSteps):
             joined=joined,
             buffer=as_list(view_ids),
             buffer_text=view_text,
-            last_prompt_text=self._view_text if completion is not None else None,
+            last_prompt_text=state.view_text if completion is not None else None,
         )
         if self.on_break == "raise":
             details.handled = f"raised at step {step}" if details.found_at else "raised"
             raise TitoBreak(details)
-        self._steps = step
+        state.steps = step
         kept = self.on_break == "warn" and self._keep_buffer(details, messages, appended, buffer, mask, prompt, pending)
         if not kept:
             self._rerender(details, messages, buffer, mask, prompt, pending)
         self._mark_late(details)
-        self._breaks.append(details)
+        state.breaks.append(details)
         return details
 
     def check(self) -> SessionBreak | None:
@@ -209,10 +192,10 @@ class DeferredChecks(BufferSteps):
     @property
     def unchecked_steps(self) -> list[int]:
         """The steps bridged from the short local render that no render of the whole conversation has covered yet."""
-        return [pending.step for pending in self._pending]
+        return [pending.step for pending in self._state.pending]
 
     def _check_now(self, at: str) -> SessionBreak | None:
-        if not self._pending:
+        if not self._state.pending:
             return None
         machinery = self._machinery
         with machinery.lock, machinery.rendering(self.clock):
@@ -221,14 +204,15 @@ class DeferredChecks(BufferSteps):
     # -- the full check of pending steps --------------------------------------------------------------------------
     def _covered(self, at: str) -> None:
         """A render of the whole conversation followed the buffer: the pending steps are covered."""
-        if self._pending:
-            self.last_check = FullCheck(at, tuple(p.step for p in self._pending), None)
-            self._pending = []
+        state = self._state
+        if state.pending:
+            self.last_check = FullCheck(at, tuple(p.step for p in state.pending), None)
+            state.pending = []
 
     def _first_pending_break(self, at: str) -> SessionBreak | None:
         """Walk the pending steps again in order, each against the template's render of the conversation at that step
         (as the per-turn check would have); the first that breaks, found ``at``, or None."""
-        for pending in self._pending:
+        for pending in self._state.pending:
             details = self._replayed(pending)
             if details is not None:
                 details.found_at = at
@@ -236,24 +220,25 @@ class DeferredChecks(BufferSteps):
                     f"step {pending.step} was bridged without rendering the history (bridge='auto'); the render of "
                     f"the whole conversation at {at} found it"
                 )
-                self.last_check = FullCheck(at, tuple(p.step for p in self._pending), details)
+                self.last_check = FullCheck(at, tuple(p.step for p in self._state.pending), details)
                 return details
         return None
 
     def _replayed(self, pending: PendingStep) -> SessionBreak | None:
         """The per-turn check of one pending step, against the conversation as it was then."""
+        state = self._state
         machinery = self._machinery
-        messages = self._messages[: pending.messages]
+        messages = state.messages[: pending.messages]
         roles = [str(m.get("role")) for m in messages[pending.assistant + 1 :]]
         prompt = self._render(messages, step=pending.step, roles=roles)
-        text = self._view_text[: pending.text_end]
+        text = state.view_text[: pending.text_end]
         joined = join(machinery.codec, text, prompt)
-        bridge = self._buffer[pending.completion_end : pending.bridge_end]
+        bridge = state.buffer[pending.completion_end : pending.bridge_end]
         if joined.followed:
             expected = joined.bridge or []
             if expected == bridge:
                 return None
-            ours = self._buffer[: pending.bridge_end]
+            ours = state.buffer[: pending.bridge_end]
             return suffix_break(
                 pending.step,
                 pending.messages,
@@ -262,8 +247,8 @@ class DeferredChecks(BufferSteps):
                 (list(prompt.ids), len(prompt.ids) - len(expected)),
                 machinery.setup.decode_one,
             )
-        before = self._view_text[: pending.text_start]
-        completion = self._buffer[pending.completion_start : pending.completion_end]
+        before = state.view_text[: pending.text_start]
+        completion = state.buffer[pending.completion_start : pending.completion_end]
         return diagnose(
             machinery.setup,
             messages,
@@ -280,9 +265,10 @@ class DeferredChecks(BufferSteps):
         """Cover the pending steps with one render of the whole conversation as it is (the per-turn check of the last
         of them); when it breaks, find the first that does and apply the policy (see the module docstring). Returns
         the break found (None: none). Called under the machinery's lock and the session's clock."""
-        if not self._pending:
+        state = self._state
+        if not state.pending:
             return None
-        last = self._pending[-1]
+        last = state.pending[-1]
         if self._replayed(last) is None:
             self._covered(at)
             return None
@@ -297,7 +283,7 @@ class DeferredChecks(BufferSteps):
                 "short local render)"
             )
         else:
-            self._restart_from(self._render(self._messages, step=last.step, roles=[]))
+            self._restart_from(self._render(state.messages, step=last.step, roles=[]))
             details.handled = f"re-rendered from the template at {at}"
         self._record_late(details)
         return details
@@ -305,14 +291,15 @@ class DeferredChecks(BufferSteps):
     def _record_late(self, details: SessionBreak) -> None:
         """Record a break found after its step (at ``finish`` or ``check``): in the breaks and on that step's turn."""
         self._mark_late(details)
-        self._breaks.append(details)
+        self._state.breaks.append(details)
         if self.on_break == "warn":
             warnings.warn(TitoBreakWarning(details.describe()), stacklevel=4)
 
     def _mark_late(self, details: SessionBreak) -> None:
         """The turn of a break found later gets it too (the n-th ``extend`` is step n and turn n - 1); the pending
         steps are settled."""
+        state = self._state
         index = details.step - 1
-        if details.found_at and 0 <= index < len(self._turns) and self._turns[index].bridged == "local":
-            self._turns[index] = dataclasses.replace(self._turns[index], broke=details)
-        self._pending = []
+        if details.found_at and 0 <= index < len(state.turns) and state.turns[index].bridged == "local":
+            state.turns[index] = dataclasses.replace(state.turns[index], broke=details)
+        state.pending = []

@@ -10,9 +10,9 @@ from tito_audit.audit.core.diff import common_prefix_length
 from tito_audit.conversations.conversation import Message
 from tito_audit.model.render import RenderError
 from tito_audit.session.breaks import SessionBreak, render_refused
-from tito_audit.session.logprobs import carried
+from tito_audit.session.buffer_logprobs import carried
 from tito_audit.session.machinery import Machinery
-from tito_audit.session.turns import PendingTurn
+from tito_audit.session.turn_records import PendingTurn
 
 OnBreak = Literal["raise", "warn", "rerender"]
 Bridge = Literal["auto", "template", "history-free"]

@@ -42,18 +42,15 @@ from tito_audit.conversations.conversation import Message, clone_data
 from tito_audit.model.load_folder import LoadedModel
 from tito_audit.model.tokens import TokenCodec
 from tito_audit.session.breaks import SessionBreak, TitoBreakWarning
-from tito_audit.session.deferred import DeferredChecks, FullCheck, PendingStep
+from tito_audit.session.buffer_logprobs import Logprobs, sampled_logprobs
+from tito_audit.session.deferred import DeferredChecks, FullCheck
 from tito_audit.session.inputs import as_assistant_message, check_depth, check_text, message_copy
-from tito_audit.session.logprobs import Logprobs, sampled_logprobs
 from tito_audit.session.machinery import Machinery, ModelSourceSettings, build_machinery, machinery_for
 from tito_audit.session.parsing import ParserArgument, SessionParser, resolve_parser, split_extend_arguments
 from tito_audit.session.policies import BRIDGES, POLICIES, Bridge, OnBreak
-from tito_audit.session.shared_list import INTS, OPTIONAL_FLOATS, AppendOnly, as_list
-from tito_audit.session.turns import PendingTurn, SessionTurn
-
-PER_TOKEN = {"_buffer": INTS, "_mask": INTS, "_logprobs": OPTIONAL_FLOATS, "_view_ids": INTS}
-"""The session's lists with one entry per token, and what their items are: a fork shares them
-(:mod:`tito_audit.session.shared_list`)."""
+from tito_audit.session.shared_list import INTS, AppendOnly, as_list
+from tito_audit.session.state import NEW, SessionState
+from tito_audit.session.turn_records import SessionTurn
 
 
 class TitoSession(DeferredChecks):
@@ -89,24 +86,7 @@ class TitoSession(DeferredChecks):
         self.on_break: OnBreak = on_break
         self.clock = clock or datetime.now().replace(microsecond=0)
         """The date the template sees through ``strftime_now``, frozen for the whole session."""
-        self._messages: list[Message] = []
-        self._buffer: list[int] = []
-        self._mask: list[int] = []
-        self._logprobs: Logprobs = []
-        self._view_ids: list[int] = []
-        """The template's view of the buffer: equal to the buffer until a ``warn`` break keeps text the template
-        would have rewritten; joins are decided on this view."""
-        self._view_text = ""
-        self._sampled_spans: list[tuple[int, int]] = []
-        """Where the sampled completions sit in the buffer now (a re-render moves or drops them)."""
-        self._turns: list[SessionTurn] = []
-        self._breaks: list[SessionBreak] = []
-        self._steps = 0
-        self._state = "new"
-        self._parsed: tuple[tuple[int, int, tuple[int, ...]], Message] | None = None
-        """The last completion :meth:`parse` parsed (with the buffer's length and the steps taken), and its message."""
-        self._pending: list[PendingStep] = []
-        """Steps bridged from the short local render that no render of the whole conversation has covered yet."""
+        self._state = SessionState()  # everything a step changes: replaced only by restore()
         self.last_check: FullCheck | None = None
         """The last render of the whole conversation that covered steps bridged without it, and what it found."""
         self._stand_in_prompt: str | None = None
@@ -196,14 +176,22 @@ class TitoSession(DeferredChecks):
         """An independent copy of this session as it is now (same machinery, nothing loaded): a server tries a step
         on the copy and keeps it only when the engine answered, so a failed call leaves the session unchanged."""
         twin = copy.copy(self)
-        for name, value in vars(self).items():
-            if name in PER_TOKEN:  # shared with the copy, which appends to a tail of its own (constant time)
-                setattr(twin, name, AppendOnly.of(value, PER_TOKEN[name]))
-            elif isinstance(value, list):
-                setattr(twin, name, list(value))
-        if self._parser is not None:
-            twin._parser = copy.copy(self._parser)
+        twin._state, twin._parser = self.snapshot(), copy.copy(self._parser)  # the parser keeps per-session state
         return twin
+
+    def snapshot(self) -> SessionState:
+        """An independent copy of the session's state now (:meth:`restore` takes it back; :meth:`SessionState.copy`)."""
+        return self._state.copy()
+
+    def restore(self, state: SessionState) -> None:
+        """Continue from a copy of ``state`` (a :meth:`snapshot`, or one stored: :mod:`tito_audit.session.snapshot`)."""
+        self._state = state.copy()
+
+    @property
+    def state(self) -> SessionState:
+        """The session's state itself, for code that reads it at every step (:mod:`tito_audit.session.snapshot`): read
+        it, never change it (:meth:`snapshot` for a copy)."""
+        return self._state
 
     # -- what a trainer reads -----------------------------------------------------------------------------------
     @property
@@ -223,37 +211,62 @@ class TitoSession(DeferredChecks):
     @property
     def buffer(self) -> list[int]:
         """The token buffer: prompt, sampled completions (as sampled) and bridges."""
-        return as_list(self._buffer)
+        return as_list(self._state.buffer)
 
     @property
     def loss_mask(self) -> list[int]:
         """1 on every sampled id of the buffer, 0 on everything the template wrote."""
-        return as_list(self._mask)
+        return as_list(self._state.mask)
 
     @property
     def logprobs(self) -> Logprobs:
         """One entry per buffer position: the engine's log-probability where an id was sampled and given with one
         (``extend(..., logprobs=)``), None elsewhere; on a re-render they follow the loss mask."""
-        return as_list(self._logprobs)
+        return as_list(self._state.logprobs)
 
     @property
     def messages(self) -> list[Message]:
-        return clone_data(self._messages)
+        return clone_data(self._state.messages)
 
     def shared_messages(self) -> tuple[Message, ...]:
         """The messages as the session keeps them, not copied: for code that reads the whole conversation at every
         step (a server handing it to an engine), where :attr:`messages`' copy would cost as much as the conversation.
         Read them; never change them."""
-        return tuple(self._messages)
+        return tuple(self._state.messages)
+
+    # -- what a stream of the next completion reads (a server's: :mod:`tito_audit.gateway.completion_stream`) ------
+    @property
+    def lock(self) -> Any:
+        """The model's lock (reentrant, shared by its sessions): decoding and parsing take it."""
+        return self._machinery.lock
+
+    @property
+    def reasoning_open(self) -> bool:
+        """Whether the session's parser reads the next completion as inside a reasoning block (False: no parser)."""
+        return self._parser is not None and self._parser.reasoning_open
+
+    @property
+    def prompt_text(self) -> str:
+        """The text the next completion follows: the template's view of the buffer (what a parser is handed)."""
+        return self._state.view_text
+
+    def buffer_tail(self, count: int) -> list[int]:
+        """The buffer's last ``count`` ids (what a completion is decoded after), in time proportional to ``count``."""
+        return list(self._state.buffer[-count:]) if count > 0 else []
+
+    def decode_completion(self, completion_ids: list[int]) -> str:
+        """The text of ``completion_ids`` as it reads after the buffer (what :meth:`parse` parses: decoded once)."""
+        with self._machinery.lock:  # the codec's caches are shared by the model's sessions
+            return self._decode_in_context(completion_ids)
 
     @property
     def turns(self) -> list[SessionTurn]:
-        return list(self._turns)
+        return list(self._state.turns)
 
     @property
     def breaks(self) -> list[SessionBreak]:
         """Breaks recorded under ``warn`` and ``rerender`` (``raise`` raises instead)."""
-        return list(self._breaks)
+        return list(self._state.breaks)
 
     @property
     def stop_ids(self) -> frozenset[int]:
@@ -271,8 +284,9 @@ class TitoSession(DeferredChecks):
         the template's view of it keep each id, the turns the completions again, the log-probabilities a slot) plus
         24 per log-probability kept and twice its text (the messages and the rendered view). A server bounds its
         sessions with it (``tito-audit serve --max-session-bytes``)."""
-        floats = len(self._logprobs) - self._logprobs.count(None)
-        return 72 * len(self._buffer) + 24 * floats + 2 * sys.getsizeof(self._view_text)
+        state = self._state
+        floats = len(state.logprobs) - state.logprobs.count(None)
+        return 72 * len(state.buffer) + 24 * floats + 2 * sys.getsizeof(state.view_text)
 
     def forget(self) -> None:
         """Drop what the model's shared caches keep for this session: its messages' template preparation and the
@@ -280,8 +294,8 @@ class TitoSession(DeferredChecks):
         rather than when the caches fill; the session stays usable (its next render prepares them again)."""
         machinery = self._machinery
         with machinery.lock:
-            machinery.renderer.forget(self._messages, self._tools)
-            machinery.codec.forget(self._view_text)
+            machinery.renderer.forget(self._state.messages, self._tools)
+            machinery.codec.forget(self._state.view_text)
 
     def template_ids(self, messages: Sequence[Message], add_generation_prompt: bool) -> list[int]:
         """The template's own ids of ``messages`` (what a trainer that re-renders gets), with the session's clock,
@@ -299,36 +313,33 @@ class TitoSession(DeferredChecks):
 
         ``messages`` may hold earlier assistant turns (few-shot, a resumed conversation): they are template text.
         """
-        if self._state != "new":
+        if self._state.phase != NEW:
             raise RuntimeError("start() was already called on this session; open a new one with spawn()")
         history = [message_copy(m, f"messages[{i}]") for i, m in enumerate(messages)]
         if not history:
             raise ValueError("start() needs at least one message")
         check_text(history, None, "messages[{index}]")
-        prompt = self._render(history, step=0, roles=[str(m.get("role")) for m in history])
-        self._messages = history
-        self._buffer, self._mask, self._logprobs = list(prompt.ids), [0] * len(prompt.ids), [None] * len(prompt.ids)
-        self._view_ids, self._view_text = list(prompt.ids), prompt.text
-        self._state = "open"
-        return as_list(self._buffer)
+        self._open_with(history, self._render(history, step=0, roles=[str(m.get("role")) for m in history]))
+        return as_list(self._state.buffer)
 
     def parse(self, completion_ids: Sequence[int]) -> Message:
         """The assistant message the session's parser makes of ``completion_ids`` (the completion decoded as it
         reads in the buffer, its stop token trimmed); the same message :meth:`extend` and :meth:`finish` append.
         Needs ``parser=`` at creation."""
+        state = self._state
         self._require_open()
         completion = self._completion(completion_ids) or []
         if self._parser is None:
             raise RuntimeError("this session has no parser: create it with parser='sglang' (or another) to parse")
-        key = (len(self._buffer), self._steps, tuple(completion))  # the same ids at a later step parse anew
-        if self._parsed is not None and self._parsed[0] == key:
-            return clone_data(self._parsed[1])
+        key = (len(state.buffer), state.steps, tuple(completion))  # the same ids at a later step parse anew
+        if state.parsed is not None and state.parsed[0] == key:
+            return clone_data(state.parsed[1])
         stop = self.codec.decode([completion[-1]]) if completion and completion[-1] in self.stop_ids else None
         with self._machinery.lock, self._machinery.rendering(self.clock):
-            prompt = (self._view_text, self._view_ids)
-            message = self._parser.parse(self._decode_in_context(completion), stop, prompt, completion, self._steps + 1)
+            prompt = (state.view_text, state.view_ids)
+            message = self._parser.parse(self._decode_in_context(completion), stop, prompt, completion, state.steps + 1)
         check_depth(message, "the parsed completion")
-        self._parsed = (key, message)
+        state.parsed = (key, message)
         return clone_data(message)
 
     def extend(
@@ -373,7 +384,7 @@ class TitoSession(DeferredChecks):
                 broke = self._advance(completion, assistant, appended, sampled)
         if broke is not None and self.on_break == "warn":
             warnings.warn(TitoBreakWarning(broke.describe()), stacklevel=2)
-        return as_list(self._buffer) if copy else AppendOnly.of(self._buffer, INTS)
+        return as_list(self._state.buffer) if copy else AppendOnly.of(self._state.buffer, INTS)
 
     def finish(
         self,
@@ -397,17 +408,8 @@ class TitoSession(DeferredChecks):
         check_text([assistant], None, "assistant_message")
         if check:
             self._check_now("finish")
-        pending = PendingTurn(len(self._messages), completion, len(self._buffer), self.stop_ids, assistant, sampled)
-        if completion is not None:
-            self._buffer += completion
-            self._mask += [1] * len(completion)
-            self._logprobs += pending.sampled_logprobs
-            self._view_ids += completion
-            self._sampled_spans.append(pending.span)
-        self._turns.append(pending.done((len(self._buffer), len(self._buffer))))
-        self._messages.append(assistant)
-        self._state = "finished"
-        return as_list(self._buffer)
+        self._append_last(completion, assistant, sampled)
+        return as_list(self._state.buffer)
 
     def _parsed_for(self, completion: list[int] | None) -> Message:
         if completion is None:

@@ -4,8 +4,9 @@ A server that keeps its sessions on disk (``tito-audit serve --store``) writes, 
 changed: for each list or text of the session (messages, buffer, loss mask, log-probabilities, the template's view,
 turns, breaks) the length of what it kept from the state before and what follows (``[kept, tail]``); a re-render,
 which rewrites the buffer, is a shorter ``kept``. Folding the changes in order gives the state back, and
-:func:`restore` puts it into a new session of the same model: the same buffer, turns and breaks, exactly (numbers
-round-trip through JSON), ready for the next step. The parse cache is not kept (the next parse parses again).
+:func:`restore` hands it to a new session of the same model (:meth:`~tito_audit.session.TitoSession.restore`): the
+same buffer, turns and breaks, exactly (numbers round-trip through JSON), ready for the next step. The parse cache
+is not kept (the next parse parses again).
 """
 
 from __future__ import annotations
@@ -17,44 +18,46 @@ from typing import Any
 from tito_audit.audit.core.diff import common_prefix_length
 from tito_audit.audit.results import TokenWindow
 from tito_audit.session.breaks import SessionBreak
-from tito_audit.session.deferred import PendingStep
 from tito_audit.session.session import TitoSession
-from tito_audit.session.turns import SessionTurn
+from tito_audit.session.state import NEW, PendingStep, SessionState
+from tito_audit.session.turn_records import SessionTurn
 
-SEQUENCES = (
-    "_messages",
-    "_buffer",
-    "_mask",
-    "_logprobs",
-    "_view_ids",
-    "_view_text",
-    "_sampled_spans",
-    "_breaks",
-    "_turns",
-    "_pending",
-)
-"""The session's lists and texts, kept as changes (breaks before turns: a turn names its break by index)."""
-SCALARS = ("_steps", "_state")
+SEQUENCES = {
+    "_messages": "messages",
+    "_buffer": "buffer",
+    "_mask": "mask",
+    "_logprobs": "logprobs",
+    "_view_ids": "view_ids",
+    "_view_text": "view_text",
+    "_sampled_spans": "sampled_spans",
+    "_breaks": "breaks",
+    "_turns": "turns",
+    "_pending": "pending",
+}
+"""The state's lists and texts, kept as changes, by the name stored (breaks before turns: a turn names its break by
+index); the stored names are those of stores already written."""
+SCALARS = {"_steps": "steps", "_state": "phase"}
 
 
 def change(before: TitoSession | None, after: TitoSession) -> dict[str, Any]:
     """What ``after`` changed from ``before`` (None: from nothing), as JSON data."""
+    old_state, new_state = (before.state if before is not None else None), after.state
     out: dict[str, Any] = {}
-    for name in SEQUENCES:
-        old = getattr(before, name) if before is not None else ([] if name != "_view_text" else "")
-        new = getattr(after, name)
+    for stored, name in SEQUENCES.items():
+        old = getattr(old_state, name) if old_state is not None else ([] if name != "view_text" else "")
+        new = getattr(new_state, name)
         kept = common_prefix_length(old, new)
         if kept == len(old) == len(new):
             continue
         tail = new[kept:]
-        if name == "_breaks":
+        if name == "breaks":
             tail = [_break_data(b) for b in tail]
-        elif name == "_turns":
-            tail = [_turn_data(t, after._breaks) for t in tail]
-        out[name] = [kept, tail]
-    for name in SCALARS:
-        if before is None or getattr(before, name) != getattr(after, name):
-            out[name] = getattr(after, name)
+        elif name == "turns":
+            tail = [_turn_data(t, new_state.breaks) for t in tail]
+        out[stored] = [kept, tail]
+    for stored, name in SCALARS.items():
+        if old_state is None or getattr(old_state, name) != getattr(new_state, name):
+            out[stored] = getattr(new_state, name)
     if before is None or before.clock != after.clock:
         out["clock"] = after.clock.isoformat()
     return out
@@ -74,23 +77,29 @@ def fold(state: dict[str, Any], changed: dict[str, Any]) -> dict[str, Any]:
 
 def restore(session: TitoSession, state: dict[str, Any]) -> TitoSession:
     """``session`` (new, of the same model, tools and policies) given ``state`` (folded changes)."""
-    breaks = [_break_of(data) for data in state.get("_breaks", [])]
-    session._messages = list(state.get("_messages", []))
-    session._buffer = list(state.get("_buffer", []))
-    session._mask = list(state.get("_mask", []))
-    session._logprobs = list(state.get("_logprobs", []))
-    session._view_ids = list(state.get("_view_ids", []))
-    session._view_text = state.get("_view_text", "")
-    session._sampled_spans = [(begin, end) for begin, end in state.get("_sampled_spans", [])]
-    session._breaks = breaks
-    session._turns = [_turn_of(data, breaks) for data in state.get("_turns", [])]
-    session._pending = [PendingStep(*values) for values in state.get("_pending", [])]
-    session._steps = int(state.get("_steps", 0))
-    session._state = str(state.get("_state", "new"))
-    session._parsed, session._decoded = None, ()
+    session.restore(state_of(state))
     if "clock" in state:
         session.clock = datetime.fromisoformat(state["clock"])
     return session
+
+
+def state_of(data: dict[str, Any]) -> SessionState:
+    """The :class:`SessionState` that folded changes describe (no caches: the next parse parses again)."""
+    breaks = [_break_of(item) for item in data.get("_breaks", [])]
+    return SessionState(
+        messages=list(data.get("_messages", [])),
+        buffer=list(data.get("_buffer", [])),
+        mask=list(data.get("_mask", [])),
+        logprobs=list(data.get("_logprobs", [])),
+        view_ids=list(data.get("_view_ids", [])),
+        view_text=data.get("_view_text", ""),
+        sampled_spans=[(begin, end) for begin, end in data.get("_sampled_spans", [])],
+        turns=[_turn_of(item, breaks) for item in data.get("_turns", [])],
+        breaks=breaks,
+        pending=[PendingStep(*values) for values in data.get("_pending", [])],
+        steps=int(data.get("_steps", 0)),
+        phase=str(data.get("_state", NEW)),
+    )
 
 
 def _turn_data(turn: SessionTurn, breaks: list[SessionBreak]) -> dict[str, Any]:

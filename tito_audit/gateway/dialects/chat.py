@@ -17,9 +17,9 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+from tito_audit.gateway.completion_stream import Delta
 from tito_audit.gateway.protocol import error_body
-from tito_audit.gateway.streaming import Event, Failed, Finished, Started, sse
-from tito_audit.session.streaming import Delta
+from tito_audit.gateway.turn_stream import Event, Failed, Finished, Started, sse
 
 
 async def chunks(events: AsyncIterator[Event], include_usage: bool) -> AsyncIterator[str]:

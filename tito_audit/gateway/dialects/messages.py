@@ -27,6 +27,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
+from tito_audit.gateway.completion_stream import Delta
 from tito_audit.gateway.protocol import (
     Answer,
     RequestError,
@@ -35,8 +36,7 @@ from tito_audit.gateway.protocol import (
     session_headers,
     take_message,
 )
-from tito_audit.gateway.streaming import Event, Failed, Finished, Started, open_response, sse
-from tito_audit.session.streaming import Delta
+from tito_audit.gateway.turn_stream import Event, Failed, Finished, Started, open_response, sse
 
 STOP_REASONS = {"tool_calls": "tool_use", "stop": "end_turn", "length": "max_tokens"}
 ERROR_TYPES = {

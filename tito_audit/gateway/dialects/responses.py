@@ -37,7 +37,7 @@ from tito_audit.gateway.protocol import (
     session_headers,
     take_message,
 )
-from tito_audit.gateway.streaming import TurnStream, open_response
+from tito_audit.gateway.turn_stream import TurnStream, open_response
 
 REMEMBERED = 65536
 """Response ids whose session the gateway still knows (older ones, and those of a session that ended: 400

@@ -9,9 +9,9 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+from tito_audit.gateway.completion_stream import Delta
 from tito_audit.gateway.protocol import Answer
-from tito_audit.gateway.streaming import Event, Failed, Finished, Started, sse
-from tito_audit.session.streaming import Delta
+from tito_audit.gateway.turn_stream import Event, Failed, Finished, Started, sse
 
 
 class Shape:

@@ -3,9 +3,9 @@
 :meth:`TurnStream.open` does what a turn does before the engine answers (the session's lock, the step on a copy, the
 byte reservation) and waits for the engine's first piece, so that a request the gateway refuses, or an engine that
 is down, is answered with its status before anything is streamed. :meth:`TurnStream.events` then gives
-:class:`Started`, the answer's pieces (:class:`~tito_audit.session.streaming.Delta`) as the engine samples them and
-the session's parser reads them, and :class:`Finished`; or :class:`Failed` when the engine breaks off (the session is
-as it was). The turn is committed only after the consumer took :class:`Finished` and asked for more, that is once
+:class:`Started`, the answer's pieces (:class:`~tito_audit.gateway.completion_stream.Delta`) as the engine samples them
+and the session's parser reads them, and :class:`Finished`; or :class:`Failed` when the engine breaks off (the session
+is as it was). The turn is committed only after the consumer took :class:`Finished` and asked for more, that is once
 the dialect sent the answer's last piece, and before it ends the stream: a turn that cannot be kept (a ``--store``
 write that failed, a session deleted meanwhile) is a :class:`Failed` after :class:`Finished`, which the dialect
 sends instead of its normal end. A client that goes away before the commit leaves the session as it was.
@@ -28,13 +28,13 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from tito_audit.gateway import engine_stream
+from tito_audit.gateway.completion_stream import CompletionStream, Delta
 from tito_audit.gateway.durable import commit_durably
-from tito_audit.gateway.engines import EngineError
 from tito_audit.gateway.memory import TOKEN_BYTES
 from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, session_headers, wire_message
 from tito_audit.gateway.records import CpuTime
-from tito_audit.gateway.turns import checked, pending_of, record_of, with_logprobs
-from tito_audit.session.streaming import CompletionStream, Delta
+from tito_audit.gateway.sampling_engines import EngineError
+from tito_audit.gateway.turn_steps import checked, pending_of, record_of, with_logprobs
 
 log = logging.getLogger("tito_audit.gateway")
 

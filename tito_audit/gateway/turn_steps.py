@@ -11,7 +11,7 @@ History is append-only: the messages must be the history the session has seen, t
 answered (as the client got it), then new messages. Anything else is refused (409) naming the first message that
 differs, or under ``--on-rewrite branch`` continued as a new branch (:mod:`.branches`); what counts as the same
 message is the server's matcher (:mod:`.matchers`). The same messages sent again (a retry) sample the turn again
-from the same prompt. A streamed turn (:mod:`.streaming`) takes the same steps, step 3 split in :func:`checked`,
+from the same prompt. A streamed turn (:mod:`.turn_stream`) takes the same steps, step 3 split in :func:`checked`,
 :func:`pending_of` and :func:`commit` so that the commit comes after its last event.
 """
 
@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from tito_audit.errors import BadInputError
-from tito_audit.gateway.engines import EngineError, EngineOutput
 from tito_audit.gateway.protocol import (
     ChatRequest,
     RequestError,
@@ -32,10 +31,11 @@ from tito_audit.gateway.protocol import (
     take_message,
     wire_message,
 )
+from tito_audit.gateway.sampling_engines import EngineError, EngineOutput
 from tito_audit.gateway.store import UNKNOWN, GatewaySession, Pending
 from tito_audit.model.token_ids import token_ids
 from tito_audit.session import RenderRefused, TitoBreak, TitoSession
-from tito_audit.session.logprobs import sampled_logprobs
+from tito_audit.session.buffer_logprobs import sampled_logprobs
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Log-probabilities a request asks for (``logprobs``, ``top_logprobs``) and the OpenAI shape they are answered in
 (``choices[].logprobs.content``). What the engine is asked and how its answer is read: :mod:`.engine_logprobs`; the
-session keeps the sampled ids' log-probabilities beside the buffer (:mod:`tito_audit.session.logprobs`), the
+session keeps the sampled ids' log-probabilities beside the buffer (:mod:`tito_audit.session.buffer_logprobs`), the
 alternatives are answered, not kept.
 """
 

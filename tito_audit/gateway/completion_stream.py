@@ -29,6 +29,7 @@ from typing import Any
 
 from tito_audit.parse.incremental import Increment, IncrementalParser, incremental
 from tito_audit.parse.parser import ParseInput
+from tito_audit.session import TitoSession
 from tito_audit.session.steps import DECODE_CONTEXT
 
 TEXT_FIELDS = ("reasoning_content", "content")
@@ -114,7 +115,7 @@ class _Decoded:
 
     The text is *settled* up to an id after which no character waits for more bytes; each call decodes only the ids
     past that point, after :data:`~tito_audit.session.steps.DECODE_CONTEXT` ids of context (as
-    :meth:`~tito_audit.session.steps.BufferSteps._decode_in_context` reads a completion after the buffer), so a
+    :meth:`~tito_audit.session.TitoSession.decode_completion` reads a completion after the buffer), so a
     completion of n ids costs O(n) to stream, not O(n^2). A decoder whose text for the window is not a continuation of
     its context's text is read whole by the caller instead, as every piece was before."""
 
@@ -175,10 +176,10 @@ class _Decoded:
 class CompletionStream:
     """One completion of ``session`` (the step's copy, its buffer the prompt), read as its ids arrive."""
 
-    def __init__(self, session: Any, parser: Any, tools: list[dict] | None) -> None:
+    def __init__(self, session: TitoSession, parser: Any, tools: list[dict] | None) -> None:
         self._session = session
         self._stops = session.stop_ids
-        reasoning_open = bool(parser is not None and session._parser is not None and session._parser.reasoning_open)
+        reasoning_open = bool(parser is not None and session.reasoning_open)
         self._parser: IncrementalParser | None
         self._parser, self.why_buffered = incremental(parser, tools, reasoning_open)
         self._whole = (parser, tools, reasoning_open)
@@ -187,7 +188,7 @@ class CompletionStream:
         self.ids: list[int] = []
         self._fed_parts: list[str] = []
         self._fed_length = 0
-        self._decoded = _Decoded(self._decode, list(session._buffer[-DECODE_CONTEXT:]))
+        self._decoded = _Decoded(self._decode, session.buffer_tail(DECODE_CONTEXT))
         self._texts = {name: _Text() for name in TEXT_FIELDS}
         self._calls: list[_Call] = []
         self._seed = uuid.uuid4().hex
@@ -246,8 +247,8 @@ class CompletionStream:
             return []
         parser, tools, reasoning_open = self._whole
         try:
-            given = ParseInput(self._fed, tools, self._session._view_text, reasoning_open)
-            with self._session._machinery.lock:
+            given = ParseInput(self._fed, tools, self._session.prompt_text, reasoning_open)
+            with self._session.lock:
                 settled = parser.parse(given)
         except Exception:  # the whole parse at the end decides
             return []
@@ -318,7 +319,7 @@ class CompletionStream:
     @property
     def lock(self) -> Any:
         """The model's lock (reentrant) that decoding takes: a caller that holds it feeds without waiting."""
-        return self._session._machinery.lock
+        return self._session.lock
 
     def info(self) -> dict[str, Any]:
         """What the first event says of the stream: ``incremental``, or ``buffered`` and why."""
@@ -328,11 +329,9 @@ class CompletionStream:
 
     def _decode_whole(self, ids: list[int]) -> str:
         """The whole completion ``ids`` as it reads in the session's buffer."""
-        session = self._session
-        with session._machinery.lock:  # the codec's caches are shared by the model's sessions
-            return session._decode_in_context(ids)
+        return self._session.decode_completion(ids)
 
     def _decode(self, ids: list[int]) -> str:
         session = self._session
-        with session._machinery.lock:
+        with session.lock:  # the codec's caches are shared by the model's sessions
             return session.codec.decode(ids)

@@ -13,13 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from tito_audit.errors import BadInputError
+from tito_audit.gateway.answer_logprobs import Wanted, openai_logprobs, wanted
 from tito_audit.gateway.branches import Rewrites, snapshot
 from tito_audit.gateway.durable import DurableStore, open_store, settle_durably, store_identity
-from tito_audit.gateway.engines import ENGINE_APIS, EngineError, EngineRequest, make_engine, within_max_tokens
 from tito_audit.gateway.fake import FakeEngine
 from tito_audit.gateway.llamacpp import PREFIX as LLAMACPP
 from tito_audit.gateway.llamacpp import make_llamacpp
-from tito_audit.gateway.logprobs import Wanted, openai_logprobs, wanted
 from tito_audit.gateway.memory import (
     DEFAULT_SESSION_BYTES,
     DEFAULT_TOTAL_BYTES,
@@ -30,10 +29,11 @@ from tito_audit.gateway.memory import (
 from tito_audit.gateway.plain import TEXT_PARSER, TextParser
 from tito_audit.gateway.prompt_bounds import PromptBounds
 from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, read_request
-from tito_audit.gateway.records import CpuTime, SessionState
+from tito_audit.gateway.records import CpuTime, RecordSource
+from tito_audit.gateway.sampling_engines import ENGINE_APIS, EngineError, EngineRequest, make_engine, within_max_tokens
 from tito_audit.gateway.store import GatewaySession, SessionStore
 from tito_audit.gateway.tool_results import check_tool_results
-from tito_audit.gateway.turns import Step, prepare
+from tito_audit.gateway.turn_steps import Step, prepare
 from tito_audit.model.context_window import context_of
 from tito_audit.model.render import RenderLimits
 from tito_audit.parse import sglang
@@ -224,8 +224,8 @@ class Gateway:
             check_tool_results(request)
 
     def prepare(self, entry: GatewaySession, request: ChatRequest, max_tokens: int) -> Step:
-        """The step ``request`` asks of ``entry`` (:func:`~tito_audit.gateway.turns.prepare`), refused when its prompt
-        and ``max_tokens`` pass the model's context: first from the request's text alone (nothing rendered), then
+        """The step ``request`` asks of ``entry`` (:func:`~tito_audit.gateway.turn_steps.prepare`), refused when its
+        prompt and ``max_tokens`` pass the model's context: first from the request's text alone (nothing rendered), then
         from the prepared prompt; in a worker thread."""
         self.bounds.check_text(request, max_tokens)
         step = prepare(entry, request, self.make_session, self.rewrites)
@@ -329,7 +329,7 @@ class Gateway:
     def record(self, session_id: str) -> dict[str, Any]:
         """``GET /sessions/{id}``: the buffer and loss mask with the last answer appended (as ``finish`` would
         append it; the session itself stays open), each turn's spans, the breaks, and the full check of the steps
-        bridged without rendering the history (``check``, :func:`~tito_audit.gateway.turns.finished_view`)."""
+        bridged without rendering the history (``check``, :func:`~tito_audit.gateway.turn_steps.finished_view`)."""
         return self.record_builder(session_id)()
 
     def record_builder(self, session_id: str) -> Callable[[], dict[str, Any]]:
@@ -347,7 +347,7 @@ class Gateway:
             "requests": entry.requests,
         }
         tree = snapshot(entry.tree) if self.rewrites.branch and entry.tree is not None else None
-        return SessionState(header, entry.session, entry.pending, tree).record
+        return RecordSource(header, entry.session, entry.pending, tree).record
 
     def prove(self) -> str:
         """Make the proof of which steps the sessions may bridge without rendering the history now (it is otherwise

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tito_audit.session.breaks import SessionBreak
-from tito_audit.session.logprobs import padded
+from tito_audit.session.buffer_logprobs import padded
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class PendingTurn:
     stop_ids: frozenset[int]
     message: dict[str, Any] | None = None
     logprobs: list[float | None] | None = None
-    """The engine's log-probability of each sampled id, checked (:mod:`tito_audit.session.logprobs`)."""
+    """The engine's log-probability of each sampled id, checked (:mod:`tito_audit.session.buffer_logprobs`)."""
 
     @property
     def sampled_logprobs(self) -> list[float | None]:
