@@ -105,7 +105,7 @@ def test_forget_drops_what_the_caches_keep_for_a_session(tiny_model_dir, write_t
     codec, renderer = session.codec, session._machinery.renderer
     cache = codec._segments._cache
     assert any(long_text in piece for piece in cache) and len(renderer._fast._prepared) >= 1
-    kept = [id(m) for m in session._messages]
+    kept = [id(m) for m in session.shared_messages()]
     session.forget()
     assert not any(long_text in piece for piece in cache)
     assert not set(kept) & set(renderer._fast._prepared)
