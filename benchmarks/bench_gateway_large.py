@@ -53,7 +53,7 @@ def memory(mirrors: list[str]) -> None:
     import httpx
 
     from tito_audit.gateway.gateway import Gateway, GatewayConfig
-    from tito_audit.gateway.memory import return_free_memory
+    from tito_audit.gateway.memory_budget import return_free_memory
     from tito_audit.gateway.server import running
 
     print("memory held against what the sessions are charged (Qwen2.5, fake engine):")

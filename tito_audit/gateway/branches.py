@@ -28,7 +28,7 @@ from typing import Any
 
 from tito_audit.gateway.matchers import MATCHERS, Matcher, matcher
 from tito_audit.gateway.protocol import ChatRequest, RequestError
-from tito_audit.gateway.store import GatewaySession, Pending
+from tito_audit.gateway.sessions import GatewaySession, Pending, SessionMaker
 from tito_audit.gateway.turn_steps import Step, finished_view, prepare, turn_record
 from tito_audit.session import TitoSession
 
@@ -60,7 +60,7 @@ class Rewrites:
     def key(self) -> Matcher:
         return matcher(self.match)
 
-    def prepare(self, entry: GatewaySession, request: ChatRequest, make_session: Any) -> Step:
+    def prepare(self, entry: GatewaySession, request: ChatRequest, make_session: SessionMaker) -> Step:
         if entry.tree is None:
             step = prepare(entry, request, make_session, Rewrites("refuse", self.match))  # the first request: the root
             step.on_commit = _grow(None, list(step.history), [("start", request.messages)], request.tools, None)
@@ -101,7 +101,7 @@ class Tree:
         return sum(session.held_bytes for branch, (_, session) in self.tips.items() if branch != but)
 
 
-def _on_tree(tree: Tree, request: ChatRequest, sent: list[dict], key: Matcher, make: Any) -> Step:
+def _on_tree(tree: Tree, request: ChatRequest, sent: list[dict], key: Matcher, make: SessionMaker) -> Step:
     tools = _tools_key(request.tools)
     best: tuple[int, int, Node] | None = None
     stack = [(root, 0) for root in tree.roots if _tools_key(root.tools) == tools]
@@ -145,7 +145,7 @@ def _segments(messages: list[dict], first: int) -> list[tuple[dict, list[dict]]]
 
 
 def _continue(
-    tree: Tree, node: Node, request: ChatRequest, sent: list[dict], end: int, key: Matcher, make: Any
+    tree: Tree, node: Node, request: ChatRequest, sent: list[dict], end: int, key: Matcher, make: SessionMaker
 ) -> Step:
     pairs = _segments(request.messages, end)
     ops: list[Op] = []
@@ -166,7 +166,7 @@ def _continue(
     return Step(trial, trial.buffer, sent, before, False, on_commit=on_commit, other_bytes=other, tools=node.tools)
 
 
-def _retry(tree: Tree, node: Node, sent: list[dict], make: Any) -> Step:
+def _retry(tree: Tree, node: Node, sent: list[dict], make: SessionMaker) -> Step:
     tip = tree.tips.get(node.branch)
     if tip is not None and tip[0] is node:  # the tip's turn sampled again
         trial = tip[1].fork()
@@ -184,7 +184,7 @@ def _retry(tree: Tree, node: Node, sent: list[dict], make: Any) -> Step:
     return Step(trial, trial.buffer, sent, len(trial.breaks), True, on_commit, tree.held_bytes(), node.tools)
 
 
-def _new_root(tree: Tree, request: ChatRequest, sent: list[dict], make: Any) -> Step:
+def _new_root(tree: Tree, request: ChatRequest, sent: list[dict], make: SessionMaker) -> Step:
     messages = request.messages
     first = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), len(messages))
     if first == 0:
@@ -199,7 +199,12 @@ def _new_root(tree: Tree, request: ChatRequest, sent: list[dict], make: Any) -> 
 
 
 def _grow(
-    parent: Node | None, delta: list[dict], ops: list[Op], tools: Any, branch: int | None, clock: Any = None
+    parent: Node | None,
+    delta: list[dict],
+    ops: list[Op],
+    tools: list[dict] | None,
+    branch: int | None,
+    clock: Any = None,
 ) -> Callable[[GatewaySession, Step, Pending], None]:
     """What committing the step does to the tree: a new node under ``parent`` on ``branch`` (None: a new branch)."""
 
@@ -226,7 +231,7 @@ def _path_ops(node: Node | None) -> list[Op]:
     return [op for step in reversed(path) for op in step.ops]
 
 
-def _replay(node: Node, make: Any) -> TitoSession:
+def _replay(node: Node, make: SessionMaker) -> TitoSession:
     """The session as it was at ``node``'s prompt, rebuilt by replaying the steps from its root (deterministic: the
     same renders on the same clock)."""
     root = node

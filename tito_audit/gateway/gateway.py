@@ -15,11 +15,10 @@ from typing import Any
 from tito_audit.errors import BadInputError
 from tito_audit.gateway.answer_logprobs import Wanted, openai_logprobs, wanted
 from tito_audit.gateway.branches import Rewrites, snapshot
-from tito_audit.gateway.durable import DurableStore, open_store, settle_durably, store_identity
 from tito_audit.gateway.fake import FakeEngine
 from tito_audit.gateway.llamacpp import PREFIX as LLAMACPP
 from tito_audit.gateway.llamacpp import make_llamacpp
-from tito_audit.gateway.memory import (
+from tito_audit.gateway.memory_budget import (
     DEFAULT_SESSION_BYTES,
     DEFAULT_TOTAL_BYTES,
     TOKEN_BYTES,
@@ -31,9 +30,10 @@ from tito_audit.gateway.prompt_bounds import PromptBounds
 from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, read_request
 from tito_audit.gateway.records import CpuTime, RecordSource
 from tito_audit.gateway.sampling_engines import ENGINE_APIS, EngineError, EngineRequest, make_engine, within_max_tokens
-from tito_audit.gateway.store import GatewaySession, SessionStore
+from tito_audit.gateway.sessions import GatewaySession, SessionStore
+from tito_audit.gateway.sqlite_journal import SqliteJournal, open_store, store_identity
 from tito_audit.gateway.tool_results import check_tool_results
-from tito_audit.gateway.turn_steps import Step, prepare
+from tito_audit.gateway.turn_steps import Step, prepare, settle
 from tito_audit.model.context_window import context_of
 from tito_audit.model.render import RenderLimits
 from tito_audit.parse import sglang
@@ -92,7 +92,7 @@ class GatewayConfig:
     match: str = "strict"
     """What counts as the same message: ``strict``, ``tool-call-format`` or ``role-content`` (:mod:`.matchers`)."""
     store: str | Path | None = None
-    """A SQLite file that keeps the sessions across restarts (:mod:`.durable`); None: memory only."""
+    """A SQLite file that keeps the sessions across restarts (:mod:`.sqlite_journal`); None: memory only."""
     engine_deadline: float = 1800.0
     """Seconds an engine's whole turn may take, streamed or not (504 past it; ``--engine-timeout`` bounds each wait)."""
 
@@ -161,7 +161,7 @@ class Gateway:
         except ValueError as exc:
             raise BadInputError(str(exc)) from None
         self.stop_ids = sorted(machinery.stop_ids)
-        self.durable: DurableStore | None = None
+        self.durable: SqliteJournal | None = None
         if config.store is not None:
             identity = store_identity(machinery, config.template_kwargs)
             self.durable = open_store(config.store, identity, self.store, self.make_session, TOKEN_BYTES)
@@ -281,7 +281,7 @@ class Gateway:
                     502, "engine_bad_response", "the engine answered no logprobs (the request asked for them)"
                 )
             record, pending = await asyncio.to_thread(
-                cpu.timed, settle_durably, self.durable, entry, step, output, self.parser is not None
+                cpu.timed, settle, store, entry, step, output, self.parser is not None
             )
             store.settle(entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * len(pending.ids))
         logprobs = None
@@ -361,9 +361,9 @@ class Gateway:
 
     def give_back(self) -> int:
         """Give back the memory of the sessions that ended since the last call (in a worker thread: forgetting takes
-        the model's lock): what the model's caches keep for them is dropped, and once sessions of
-        :data:`~tito_audit.gateway.memory.TRIM_FROM` bytes have ended, the allocator returns its free memory to the
-        system. Returns the bytes (estimated) of the sessions given back."""
+        the model's lock): what the model's caches keep for them is dropped (and the journal forgets them), and once
+        sessions of :data:`~tito_audit.gateway.memory_budget.TRIM_FROM` bytes have ended, the allocator returns its free
+        memory to the system. Returns the bytes (estimated) of the sessions given back."""
         released = 0
         for entry in self.store.take_ended():
             if entry.session is not None:
@@ -371,8 +371,7 @@ class Gateway:
                 released += entry.size
             for session in entry.tree.sessions() if entry.tree is not None else []:
                 session.forget()
-            if self.durable is not None:
-                self.durable.delete(entry)
+            self.store.journal.delete(entry)
             if not entry.busy:  # a request under way (deleted meanwhile) still reads it; once over, it is unreferenced
                 entry.session, entry.pending, entry.history, entry.sent = None, None, [], None
                 entry.tree, entry.dialect = None, {}

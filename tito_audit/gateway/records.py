@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tito_audit.gateway.branches import Tree, branch_records
-from tito_audit.gateway.store import Pending
+from tito_audit.gateway.sessions import Pending
 from tito_audit.gateway.turn_steps import break_record, finished_view, turn_record
 from tito_audit.session import TitoSession
 

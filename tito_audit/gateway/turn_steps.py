@@ -12,17 +12,20 @@ answered (as the client got it), then new messages. Anything else is refused (40
 differs, or under ``--on-rewrite branch`` continued as a new branch (:mod:`.branches`); what counts as the same
 message is the server's matcher (:mod:`.matchers`). The same messages sent again (a retry) sample the turn again
 from the same prompt. A streamed turn (:mod:`.turn_stream`) takes the same steps, step 3 split in :func:`checked`,
-:func:`pending_of` and :func:`commit` so that the commit comes after its last event.
+:func:`pending_of` and the commit so that the commit comes after its last event. Both commit through the session
+table (:meth:`~tito_audit.gateway.sessions.SessionStore.commit`), which keeps the turn or puts the session back.
 """
 
 from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from tito_audit.errors import BadInputError
+from tito_audit.gateway.matchers import Matcher
 from tito_audit.gateway.protocol import (
     ChatRequest,
     RequestError,
@@ -32,7 +35,7 @@ from tito_audit.gateway.protocol import (
     wire_message,
 )
 from tito_audit.gateway.sampling_engines import EngineError, EngineOutput
-from tito_audit.gateway.store import UNKNOWN, GatewaySession, Pending
+from tito_audit.gateway.sessions import UNKNOWN, GatewaySession, Pending, SessionMaker, SessionStore
 from tito_audit.model.token_ids import token_ids
 from tito_audit.session import RenderRefused, TitoBreak, TitoSession
 from tito_audit.session.buffer_logprobs import sampled_logprobs
@@ -47,7 +50,7 @@ class Step:
     history: list[dict]
     breaks_before: int
     retry: bool
-    on_commit: Any = None
+    on_commit: Callable[[GatewaySession, Step, Pending], None] | None = None
     """Called with (entry, step, pending) when the step is committed (the branch tree records its node)."""
     other_bytes: int = 0
     """What the session's other branches hold (counted with the step's copy against the byte bounds)."""
@@ -57,7 +60,22 @@ class Step:
     """The request's messages as the client sent them (kept with :attr:`history` when the step is committed)."""
 
 
-def prepare(entry: GatewaySession, request: ChatRequest, make_session: Any, rewrites: Any = None) -> Step:
+class RewritePolicy(Protocol):
+    """What a rewritten history does (:class:`~tito_audit.gateway.branches.Rewrites`, ``--match`` and
+    ``--on-rewrite``), as :func:`prepare` reads it."""
+
+    @property
+    def key(self) -> Matcher: ...
+
+    @property
+    def branch(self) -> bool: ...
+
+    def prepare(self, entry: GatewaySession, request: ChatRequest, make_session: SessionMaker) -> Step: ...
+
+
+def prepare(
+    entry: GatewaySession, request: ChatRequest, make_session: SessionMaker, rewrites: RewritePolicy | None = None
+) -> Step:
     """The step ``request`` asks of ``entry`` (see the module docstring); raises :class:`RequestError`. ``rewrites``
     (:class:`~tito_audit.gateway.branches.Rewrites`) says what counts as the same message and, under
     ``--on-rewrite branch``, prepares the step on the session's tree instead."""
@@ -144,11 +162,16 @@ def refusal(exc: RenderRefused) -> RequestError:
     return RequestError(422, "template_refused", f"the template refused to render these messages: {reason}")
 
 
-def settle(entry: GatewaySession, step: Step, output: EngineOutput, parse_with_session: bool) -> tuple[dict, Pending]:
-    """Check and parse the engine's ids, then commit ``step`` to ``entry``; returns (tito record, pending)."""
+def settle(
+    table: SessionStore, entry: GatewaySession, step: Step, output: EngineOutput, parse_with_session: bool
+) -> tuple[dict, Pending]:
+    """Check and parse the engine's ids, then commit ``step`` to ``entry`` through ``table`` (which raises, the
+    session as it was, when the turn is not kept); returns (tito record, pending)."""
     ids, message = checked(step, output, parse_with_session)
     pending = with_logprobs(pending_of(ids, message, wire_message(message), output.finish_reason), output)
-    return commit(entry, step, pending), pending
+    record = record_of(entry, step, pending)
+    table.commit(entry, step, pending)
+    return record, pending
 
 
 def with_logprobs(pending: Pending, output: EngineOutput) -> Pending:
@@ -199,18 +222,6 @@ def pending_of(ids: list[int], message: dict, wire: dict, engine_finish: str) ->
     except RequestError:  # a streamed call cut before its arguments were whole: compared as the client got it
         echo = {k: v for k, v in wire.items() if v is not None}
     return Pending(ids, taken, wire, finish_reason(message, engine_finish), echo)
-
-
-def commit(entry: GatewaySession, step: Step, pending: Pending) -> dict[str, Any]:
-    """Put the step's session copy in the session's place with its answer (no await: nothing interrupts it);
-    returns the ``tito`` record of the turn."""
-    record = record_of(entry, step, pending)
-    entry.session, entry.history, entry.pending = step.trial, step.history, pending
-    entry.sent = (step.history, step.sent) if step.sent is not None else None
-    entry.requests += 1
-    if step.on_commit is not None:
-        step.on_commit(entry, step, pending)
-    return record
 
 
 def record_of(entry: GatewaySession, step: Step, pending: Pending) -> dict[str, Any]:

@@ -9,7 +9,7 @@ is as it was). The turn is committed only after the consumer took :class:`Finish
 the dialect sent the answer's last piece, and before it ends the stream: a turn that cannot be kept (a ``--store``
 write that failed, a session deleted meanwhile) is a :class:`Failed` after :class:`Finished`, which the dialect
 sends instead of its normal end. A client that goes away before the commit leaves the session as it was.
-The session's lock is taken and released in one place (:meth:`~tito_audit.gateway.store.SessionStore.turn`, entered
+The session's lock is taken and released in one place (:meth:`~tito_audit.gateway.sessions.SessionStore.turn`, entered
 on the turn's exit stack); :func:`open_response` closes the turn if no response takes it, and :class:`TurnResponse`
 closes it however the response ends (:meth:`TurnStream.close`).
 """
@@ -29,8 +29,7 @@ from starlette.types import Receive, Scope, Send
 
 from tito_audit.gateway import engine_stream
 from tito_audit.gateway.completion_stream import CompletionStream, Delta
-from tito_audit.gateway.durable import commit_durably
-from tito_audit.gateway.memory import TOKEN_BYTES
+from tito_audit.gateway.memory_budget import TOKEN_BYTES
 from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, session_headers, wire_message
 from tito_audit.gateway.records import CpuTime
 from tito_audit.gateway.sampling_engines import EngineError
@@ -150,9 +149,10 @@ class TurnStream:
             tito=record,
         )
         yield Finished(answer)
-        try:  # the answer's last piece went out: the turn is kept now, or the stream ends with why not
-            commit_durably(gateway.durable, self.entry, step, pending)
+        try:  # the answer's last piece went out: the table commits the turn now, or the stream ends with why not
+            gateway.store.commit(self.entry, step, pending)
         except RequestError as exc:
+            log.warning("gateway: session %s: the streamed turn was not kept: %s", self.entry.id, exc)
             yield Failed(exc.status, exc.code, str(exc))
             return
         self.committed = True
@@ -160,7 +160,7 @@ class TurnStream:
 
     async def close(self) -> None:
         """Release the session (idempotent): an uncommitted turn leaves it as it was; the engine's stream is closed,
-        then the session's lock released (:meth:`~tito_audit.gateway.store.SessionStore.turn`), whatever fails."""
+        then the session's lock released (:meth:`~tito_audit.gateway.sessions.SessionStore.turn`), whatever fails."""
         if self.closed:
             return
         self.closed = True

@@ -1,6 +1,7 @@
-"""``--store PATH``: the gateway's sessions in a SQLite file, so that a restarted server continues every one of them.
+"""``--store PATH``: the session table's journal in a SQLite file, so that a restarted server continues every session.
 
-Memory stays the default (sessions are lost when the server stops). With a store, each turn is written in one
+Memory stays the default (sessions are lost when the server stops). With a store, each turn the session table commits
+(:meth:`~tito_audit.gateway.sessions.SessionStore.commit`, for plain and streamed turns alike) is written in one
 transaction (SQLite's WAL mode with ``synchronous=FULL``: the commit is on disk, fsync'd, before the HTTP answer is
 sent), as the change it made to the session (:mod:`tito_audit.session.snapshot`: what follows the kept part of the
 buffer, mask, log-probabilities, turns and breaks) and to the gateway's record of it (the messages the client sent,
@@ -34,15 +35,13 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tito_audit.errors import BadInputError
 from tito_audit.gateway.protocol import RequestError
-from tito_audit.gateway.store import GatewaySession, Pending, ended_error
-from tito_audit.gateway.turn_steps import commit, settle
+from tito_audit.gateway.sessions import GatewaySession, Pending, SessionMaker, SessionStore, ended_error
 from tito_audit.session import TitoSession
 from tito_audit.session.snapshot import change, fold, restore
 
@@ -71,7 +70,7 @@ class Stored:
     used: float
 
 
-class DurableStore:
+class SqliteJournal:
     """The sessions' file (see the module docstring); its methods are safe from any thread (one connection, one
     lock)."""
 
@@ -116,7 +115,7 @@ class DurableStore:
         with self._lock:
             return int(self._connection.execute("SELECT count(*) FROM sessions").fetchone()[0])
 
-    def load(self, make_session: Callable[[list[dict] | None], TitoSession]) -> list[Stored]:
+    def load(self, make_session: SessionMaker) -> list[Stored]:
         """Every stored session, least recently used first, each folded back from its turns; a file that cannot be
         read back is :func:`unreadable` (naming the table and row, never a session's text)."""
         with self._lock:
@@ -253,7 +252,7 @@ def _stored(
     tools: list[dict] | None,
     rows: list[tuple[str]],
     used: float,
-    make_session: Callable[[list[dict] | None], TitoSession],
+    make_session: SessionMaker,
 ) -> Stored | None:
     state: dict[str, Any] = {}
     history: list[dict] = []
@@ -310,11 +309,12 @@ def unreadable(path: Path | str, what: str) -> BadInputError:
 
 
 def open_store(
-    path: str | Path, identity: dict[str, Any], table: Any, make_session: Callable, token_bytes: int
-) -> DurableStore:
-    """The store at ``path``, its sessions put back in ``table`` (a :class:`~tito_audit.gateway.store.SessionStore`),
-    least recently used first (past ``--max-sessions``, the least recently used go as evicted ones do)."""
-    durable = DurableStore(path, identity)
+    path: str | Path, identity: dict[str, Any], table: SessionStore, make_session: SessionMaker, token_bytes: int
+) -> SqliteJournal:
+    """The store at ``path``, its sessions put back in ``table`` (a :class:`~tito_audit.gateway.sessions.SessionStore`),
+    least recently used first (past ``--max-sessions``, the least recently used go as evicted ones do), and the
+    journal the table commits with from now on."""
+    durable = SqliteJournal(path, identity)
     try:
         for stored in durable.load(make_session):
             entry = table.open(stored.id)
@@ -325,34 +325,8 @@ def open_store(
     except BaseException:
         durable.close()
         raise
+    table.journal = durable
     return durable
-
-
-def settle_durably(durable: DurableStore | None, entry: GatewaySession, step: Any, output: Any, parse: bool) -> Any:
-    """:func:`~tito_audit.gateway.turn_steps.settle`, then the turn kept (:func:`_kept`)."""
-    before = _state_of(entry)
-    settled = settle(entry, step, output, parse)
-    _kept(durable, entry, before)
-    return settled
-
-
-def _kept(durable: DurableStore | None, entry: GatewaySession, before: tuple) -> None:
-    """The turn just committed to ``entry`` written to ``durable``; a session that ended meanwhile (404) or a write
-    that fails (507) puts the session back as it was before the turn (``before``) and raises."""
-    try:
-        if durable is not None:
-            durable.save(entry, before[0], before[1])
-        elif entry.ended is not None:
-            raise ended_error(entry)
-    except BaseException:
-        entry.session, entry.history, entry.pending, entry.requests, entry.sent = before
-        raise
-
-
-def _state_of(entry: GatewaySession) -> tuple:
-    """What a turn's commit changes in ``entry`` (:func:`~tito_audit.gateway.turn_steps.commit`), to put back when
-    the turn is not kept."""
-    return (entry.session, entry.history, entry.pending, entry.requests, entry.sent)
 
 
 def store_identity(machinery: Any, template_kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -366,16 +340,3 @@ def store_identity(machinery: Any, template_kwargs: dict[str, Any]) -> dict[str,
         "stop_ids": sorted(machinery.stop_ids),
         "vocabulary": machinery.codec.id_limit,
     }
-
-
-def commit_durably(durable: DurableStore | None, entry: GatewaySession, step: Any, pending: Pending) -> None:
-    """A streamed turn's :func:`~tito_audit.gateway.turn_steps.commit` (just after the answer's last piece went out),
-    then kept (:func:`_kept`): a turn that cannot be kept raises its :class:`RequestError` (the stream then ends with
-    the dialect's error event instead of its normal end), the session as it was, and is logged in one line."""
-    before = _state_of(entry)
-    commit(entry, step, pending)
-    try:
-        _kept(durable, entry, before)
-    except RequestError as exc:
-        log.warning("gateway: session %s: the streamed turn was not kept: %s", entry.id, exc)
-        raise

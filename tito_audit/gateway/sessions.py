@@ -3,8 +3,8 @@ time and bytes so that memory stays bounded however many agents come and go.
 
 A session idle for longer than the idle limit is dropped. When the table is full, a new session first drops the
 expired ones, then the least recently used session that is not answering a request; when every session is busy the
-new one is refused (503). A request reserves its session's size after the step (:mod:`.memory`) and is refused when
-the session would pass ``--max-session-bytes`` (413) or the sessions together ``--max-total-bytes`` (507); no other
+new one is refused (503). A request reserves its session's size after the step (:mod:`.memory_budget`) and is refused
+when the session would pass ``--max-session-bytes`` (413) or the sessions together ``--max-total-bytes`` (507); no other
 session is dropped to make room. A dropped session is remembered (why it went, for the 404 of a later request) and
 queued for :meth:`SessionStore.take_ended`, which gives its memory back. All of it runs on the server's event loop;
 the lock makes the table safe from threads too.
@@ -14,6 +14,12 @@ the request (an answer, an error, a client gone, a task cancelled), the lock is 
 and a first turn that committed nothing leaves no empty session behind. A session dropped while a request holds it
 (DELETE) is marked :attr:`GatewaySession.ended`: that request's turn is not kept (:func:`ended_error`), so a turn
 begun before a DELETE never brings the deleted session back nor touches a newer session of the same id.
+
+A turn, plain or streamed, is committed in one place, :meth:`SessionStore.commit`: the step's session copy and its
+answer put in the session's place, then kept by the table's :class:`Journal` (:class:`MemoryJournal`, which keeps
+nothing beyond memory, or ``--store``'s :class:`~tito_audit.gateway.sqlite_journal.SqliteJournal`); a turn the journal
+does not keep (the session ended meanwhile: 404; the file not written: 507) puts the session back as it was, so a turn
+not kept is never answered as if it were.
 """
 
 from __future__ import annotations
@@ -23,13 +29,16 @@ import contextlib
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from tito_audit.gateway.memory import DEFAULT_SESSION_BYTES, DEFAULT_TOTAL_BYTES, mib
+from tito_audit.gateway.memory_budget import DEFAULT_SESSION_BYTES, DEFAULT_TOTAL_BYTES, mib
 from tito_audit.gateway.protocol import RequestError
 from tito_audit.session import TitoSession
+
+SessionMaker = Callable[[list[dict] | None], TitoSession]
+"""A new, empty session of the server's model and settings for the tools given."""
 
 REMEMBERED = 4096
 """Ended session ids whose end the store still explains in their 404; an older one is :data:`UNKNOWN`."""
@@ -90,6 +99,45 @@ class GatewaySession:
         return self.lock.locked()
 
 
+class PreparedStep(Protocol):
+    """What the table commits of a prepared step (:class:`~tito_audit.gateway.turn_steps.Step`)."""
+
+    @property
+    def trial(self) -> TitoSession:
+        """The session copy the step was tried on: the session from now on."""
+
+    @property
+    def history(self) -> list[dict]: ...
+
+    @property
+    def sent(self) -> list[dict] | None: ...
+
+    @property
+    def on_commit(self) -> Callable[[GatewaySession, Any, Pending], None] | None: ...
+
+
+class Journal(Protocol):
+    """Where the session table keeps a committed turn beyond memory (see the module docstring)."""
+
+    def save(self, entry: GatewaySession, before: TitoSession | None, history_before: list[dict]) -> None:
+        """Keep the turn just committed to ``entry`` (``before``: its session before the turn, None for a new one), or
+        raise its :class:`RequestError` (404: the session ended meanwhile; 507: not written)."""
+
+    def delete(self, entry: GatewaySession) -> None:
+        """Forget the session ``entry`` (it ended)."""
+
+
+class MemoryJournal:
+    """No journal: a committed turn is kept in memory, unless its session ended while the turn ran (404)."""
+
+    def save(self, entry: GatewaySession, before: TitoSession | None, history_before: list[dict]) -> None:
+        if entry.ended is not None:
+            raise ended_error(entry)
+
+    def delete(self, entry: GatewaySession) -> None:
+        return None
+
+
 class SessionStore:
     def __init__(
         self,
@@ -114,6 +162,8 @@ class SessionStore:
         self._lock = threading.Lock()
         self.expired = 0
         self.evicted = 0
+        self.journal: Journal = MemoryJournal()
+        """What keeps a committed turn beyond memory (``--store``: the SQLite file)."""
 
     def __len__(self) -> int:
         return len(self._items)
@@ -194,6 +244,22 @@ class SessionStore:
         """Why the session of ``session_id`` ended, as far as the store remembers."""
         with self._lock:
             return self._gone.get(session_id) or UNKNOWN
+
+    def commit(self, entry: GatewaySession, step: PreparedStep, pending: Pending) -> None:
+        """Commit a turn (see the module docstring): ``step``'s session copy and ``pending`` put in ``entry``'s place
+        (no await: nothing interrupts it), the branch tree told (``step.on_commit``), then the journal keeps it; a turn
+        the journal does not keep puts ``entry`` back as it was and raises its :class:`RequestError`."""
+        before = (entry.session, entry.history, entry.pending, entry.requests, entry.sent)
+        entry.session, entry.history, entry.pending = step.trial, step.history, pending
+        entry.sent = (step.history, step.sent) if step.sent is not None else None
+        entry.requests += 1
+        if step.on_commit is not None:
+            step.on_commit(entry, step, pending)
+        try:
+            self.journal.save(entry, before[0], before[1])
+        except BaseException:
+            entry.session, entry.history, entry.pending, entry.requests, entry.sent = before
+            raise
 
     def reserve(self, entry: GatewaySession, size: int) -> None:
         """Let the request under way bring ``entry`` to ``size`` bytes, or refuse it (413, 507) naming the limit."""
