@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from tito_audit.audit.checks.rollout import seam_break, text_break
 from tito_audit.audit.checks.rollout_context import CheckSetup, RolloutContext
-from tito_audit.audit.core.causes import token_boundary
+from tito_audit.audit.core.causes import template_error, token_boundary
 from tito_audit.audit.core.diff import common_prefix_length
 from tito_audit.audit.core.join import Join
 from tito_audit.audit.results import Failure, TokenWindow
@@ -25,7 +25,8 @@ REFUSED = "refused"
 
 @dataclass
 class SessionBreak:
-    """Why the buffer could not follow the template at one step (SPEC causes, located and with evidence)."""
+    """Why the buffer could not follow the template at one step (docs/contract.md's cause labels, located and with
+    evidence)."""
 
     step: int
     """1 for the first :meth:`~tito_audit.session.TitoSession.extend`, 2 for the second, ..."""
@@ -184,7 +185,7 @@ def _prompt_mismatch(context: RolloutContext, prompt_text: str | None, assistant
 
 def refused(step: int, turn: int, roles: list[str], reason: str) -> SessionBreak:
     return SessionBreak(
-        step=step, turn=turn, aspect=REFUSED, causes=["template-error"], roles=roles, detail=reason, handled="raised"
+        step=step, turn=turn, aspect=REFUSED, causes=[template_error.NAME], roles=roles, detail=reason, handled="raised"
     )
 
 
