@@ -3,6 +3,7 @@ disagree with the label on a case the detector gets wrong (docs/contract.md "Cau
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from tito_audit.audit.core.causes import (
@@ -93,3 +94,16 @@ def test_content_rewritten_needs_a_message_text_where_the_renders_part():
 def test_a_label_with_no_definition_is_not_confirmed():
     messages = [USER]
     assert not confirm("made-up-cause", _case(messages, "ab", "ac", turn=0)).confirmed
+
+
+def test_empty_think_dropped_where_the_renders_part_in_the_markup_that_opens_the_block():
+    """Harmony (gpt-oss) opens its empty analysis message with a channel name before ``<|message|>``: the renders part
+    there, a few characters before the empty block, and the block is still what they part on."""
+    turn = {"role": "assistant", "content": "Done."}
+    head = "<|start|>user<|message|>Go.<|end|><|start|>assistant<|channel|>"
+    earlier = head + "analysis<|message|><|end|><|start|>assistant<|channel|>final<|message|>Done.<|return|>"
+    later = head + "final<|message|>Done.<|end|><|start|>user<|message|>"
+    harmony = ReasoningTags("<|message|>", "<|end|>")
+    case = _case([USER, turn], earlier, later, turn=1, message_index=1, message_role="assistant")
+    assert confirm(empty_think_dropped.NAME, replace(case, reasoning=harmony)).confirmed
+    assert not confirm(empty_think_dropped.NAME, replace(case, reasoning=THINK)).confirmed

@@ -77,10 +77,11 @@ class Case:
 
     @property
     def index(self) -> int:
-        """Where the failure's two texts part (the audit's index; else the first difference of the renders)."""
-        if self.failure.char_index is not None:
-            return self.failure.char_index
-        return first_difference(self.earlier, self.later) or 0
+        """Where the two renders compared part (the audit's own index only when they do not: a rollout compares the
+        buffer's text, which the earlier render approximates, so its index need not fall where the renders part)."""
+        if self.keys and (at := first_difference(self.earlier, self.later)) is not None:
+            return at
+        return self.failure.char_index if self.failure.char_index is not None else 0
 
     def assistant_before(self, turn: int) -> int | None:
         """The last assistant message before message ``turn``."""

@@ -9,7 +9,8 @@ directly when the divergence lies where the model's empty block was (``tito_audi
 Confirmed from the definition, with the template's own block (learnt by rendering a marker as an answer's
 reasoning), not the detector's tag list: the assistant turn at the divergence carries no reasoning text, the earlier
 render writes that template's opener and closer with only whitespace between them where the two renders part, and
-the later render does not write the same text there.
+the later render does not write the same text there (the renders may part in the markup that opens the block, as
+harmony's channel name before its ``<|message|>``, but not across a stop token).
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ NAME = "empty-think-dropped"
 LINE = "The model closed its reasoning block at once, and history drops or alters that empty block."
 FIXED = "keep the empty think block"
 UNFIXED = "the empty think block is dropped by a construct no fix here edits"
+
+OPENING_MARKUP = 32
+"""How many characters before the empty block the renders may part and the block still be what they part on (the
+channel name and tags that open it)."""
 
 EMPTY_THINK = re.compile(
     r"<(think|thinking|seed:think|reasoning)>\s*</\1>"
@@ -55,7 +60,12 @@ def confirm(case: Case) -> Confirmation:
     empty = re.compile(re.escape(opener) + r"\s*" + re.escape(closer))
     earlier, later = case.earlier, case.later
     for block in empty.finditer(earlier):
-        if block.start() - 2 <= index <= block.end() and later[block.start() : block.end()] != block.group(0):
+        opening = earlier[index : block.start()]
+        before = index <= block.start() <= index + OPENING_MARKUP and not any(
+            s and s in opening for s in case.stop_texts
+        )
+        at = before or block.start() - 2 <= index <= block.end()
+        if at and later[block.start() : block.end()] != block.group(0):
             return Confirmation(
                 NAME,
                 True,
