@@ -77,11 +77,16 @@ class Case:
 
     @property
     def index(self) -> int:
-        """Where the two renders compared part (the audit's own index only when they do not: a rollout compares the
-        buffer's text, which the earlier render approximates, so its index need not fall where the renders part)."""
-        if self.keys and (at := first_difference(self.earlier, self.later)) is not None:
+        """Where the failure's two texts part: the audit's index where the two renders compared differ there too, else
+        where they first part (a rollout compares the buffer's text, which the earlier render approximates, so the
+        audit's index need not fall where the renders part), else the audit's index."""
+        audited = self.failure.char_index
+        earlier, later = self.earlier, self.later
+        if audited is not None and earlier[audited : audited + 1] != later[audited : audited + 1]:
+            return audited
+        if self.keys and (at := first_difference(earlier, later)) is not None:
             return at
-        return self.failure.char_index if self.failure.char_index is not None else 0
+        return audited if audited is not None else 0
 
     def assistant_before(self, turn: int) -> int | None:
         """The last assistant message before message ``turn``."""
