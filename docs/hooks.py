@@ -160,6 +160,9 @@ def json_reference() -> str:
             lines += [" ".join(cls.__doc__.split()), ""]
         lines += ["| field | type | meaning |", "|---|---|---|"]
         for f in dataclasses.fields(cls):
+            if f.metadata.get("transient"):  # kept in memory for the explanations: listed, never written
+                lines.append(f"| `{f.name}` | not written | {_cell(docs.get((cls.__name__, f.name), ''))} |")
+                continue
             kind = _type_text(hints[f.name], nested)
             lines.append(f"| `{f.name}` | {kind} | {_cell(docs.get((cls.__name__, f.name), ''))} |")
         lines.append("")

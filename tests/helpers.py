@@ -52,3 +52,39 @@ def causes(variant: VariantResult, check: str) -> set[str]:
 
 def failed(variant: VariantResult, check: str, category: str | None = None) -> int:
     return sum(r.failed for r in variant.checks[check].rows if category is None or r.category == category)
+
+
+def audited_conversation(failure, report: AuditReport, given, renderer):
+    """The conversation of ``failure`` rebuilt from the report alone, as the audit walked it: generated again from the
+    seed and the conversation's number for the variant's reasoning kinds (or found among ``given``), in the shape it
+    was accepted in, every turn realized again (None when it cannot be rebuilt). The audit keeps the conversation it
+    walked with each failure for its explanation; this rebuild is independent of that, so a test can check that a
+    failure reproduces from the report's settings."""
+    from tito_audit.audit.generation import generation_profile, tools_of
+    from tito_audit.audit.realization.realize import realize, turn_keys
+    from tito_audit.audit.realization.reasoning_block import variant_reasoning
+    from tito_audit.conversations.generate import generate_conversation
+    from tito_audit.conversations.shapes import SHAPE_CHANGES, apply_changes
+    from tito_audit.conversations.tools import tool_schemas
+    from tito_audit.model.render import RenderError
+
+    reasoning = variant_reasoning(renderer.text_or_none, tool_schemas())
+    if given is not None:
+        found = next((c for c in given if c.id == failure.conversation_id), None)
+    elif failure.conversation_id.startswith("c") and failure.conversation_id[1:].isdigit():
+        settings = report.settings
+        profile = generation_profile(
+            renderer.text_or_none, renderer.codec, report.model.model_id, reasoning, tools_of(settings)
+        )
+        found = generate_conversation(int(failure.conversation_id[1:]), settings.seed, settings.max_turns, profile)
+    else:
+        found = None
+    if found is None:
+        return None
+    by_name = {change.name: change for change in SHAPE_CHANGES}
+    shaped = apply_changes(found, tuple(by_name[n] for n in failure.shape_changes if n in by_name))
+    try:
+        renders = renderer.prefixes(shaped.messages, shaped.tools, turn_keys(shaped.messages))
+    except RenderError:
+        return shaped
+    return realize(shaped, renders, renderer.prefixes, renderer.texts, reasoning.block).conversation

@@ -152,7 +152,7 @@ MULTILINE_DATED = MULTILINE_EMPTY_THINK.replace(
 """A correct template except for the date on line 1."""
 
 
-# -- realizable turns and attribution (SPEC "Realizable turns", "Attribution") ----------------------------------
+# -- realizable turns and attribution (docs/contract.md "Realizable turns", "Attribution") -----------------------------
 
 THINK_BLOCK = "<think>" + NL + "{{ m.reasoning_content or '' }}" + NL + "</think>" + NL + NL
 CLOSED_THINK_PROMPT = (
@@ -446,7 +446,7 @@ FLAT_TOOLS_ONLY = build(preamble="{%- for tool in tools or [] -%}{{ '// ' + tool
 """Reads each tool without its ``function`` wrapper (``tool.name``), as Apertus does: raises on OpenAI-shaped tools."""
 
 
-# -- training masks: templates with {% generation %} blocks (SPEC "The checks", 5) ----------------------------------
+# -- training masks: templates with {% generation %} blocks (docs/contract.md "The checks", 5) -------------------------
 
 GEN_OPEN, GEN_CLOSE = "{% generation %}", "{% endgeneration %}"
 

@@ -84,7 +84,8 @@ def test_defect_is_found_and_labelled(tiny_model_dir, write_template, good_repor
 
 
 def test_tail_after_stop_breaks_append_but_not_rollout(tiny_model_dir, write_template):
-    """SPEC: a newline the template writes after the end token only when the turn is last is not a defect."""
+    """docs/contract.md, "The simulated rollout": a newline the template writes after the end token only when the turn
+    is last is not a defect."""
     name = "NEWLINE_AFTER_END_ONLY_WHEN_LAST"
     variant = default_variant(run_audit(tiny_model_dir, write_template(name, getattr(templates, name)), count=32))
     assert failed(variant, "append") > 0

@@ -1,6 +1,6 @@
-"""When a verdict breaks (SPEC, Verdicts: "Conditions"): the plain loop's verdict and the forms, shapes and settings
-the failures come with, read from the steps as they were walked; expectations follow from each template's reading
-(tests/templates.py) or, for the shared models, from the issue's hand renders."""
+"""When a verdict breaks (docs/contract.md, Verdicts: "Conditions"): the plain loop's verdict and the forms, shapes and
+settings the failures come with, read from the steps as they were walked; expectations follow from each template's
+reading (tests/templates.py) or, for the shared models, from the issue's hand renders."""
 
 from __future__ import annotations
 

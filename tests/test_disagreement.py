@@ -1,5 +1,6 @@
-"""Where two engines' parsers disagree (SPEC "Engines differ"): the layouts built from a template's own rendering of a
-call, the comparison of the parsed messages and what each does to the next prompt, and the published page.
+"""Where two engines' parsers disagree (docs/contract.md "Engines differ"): the layouts built from a template's own
+rendering of a call, the comparison of the parsed messages and what each does to the next prompt, and the published
+page.
 
 The parsers are the parse-step tests' own (:class:`tests.test_parse_step.ToyParser`) on the tests' skeleton template
 (``<tool_call>NAME ARGS</tool_call>``), and SGLang's real parsers on Qwen2.5's template where ``../shared`` is here.

@@ -1,4 +1,4 @@
-"""A model may close its reasoning block at once (SPEC "Realizable turns"): realizability from the prompt.
+"""A model may close its reasoning block at once (docs/contract.md "Realizable turns"): realizability from the prompt.
 
 Each template below has one behaviour of a real family (see ``tests/templates.py``); the expectations follow
 from reading the templates: the prompt ``<|im_start|>assistant\\n<think>\\n`` opens a block, so a turn with empty

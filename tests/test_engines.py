@@ -1,5 +1,5 @@
-"""One parser verdict per engine (SPEC "Engines differ"): ``auto`` audits with every engine whose documented parsers
-are recorded and installed, naming one audits that one, and every output gives each engine's verdict.
+"""One parser verdict per engine (docs/contract.md "Engines differ"): ``auto`` audits with every engine whose documented
+parsers are recorded and installed, naming one audits that one, and every output gives each engine's verdict.
 
 The engines here are test entries of the engine registry (:mod:`tito_audit.parse.engines`) whose parsers are the
 parse-step tests' own (:class:`tests.test_parse_step.ToyParser`): ``alpha`` gives every turn back as written, ``beta``

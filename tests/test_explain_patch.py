@@ -123,3 +123,25 @@ def test_qwen3_patch_is_ready_where_it_can_be(tmp_path):
     # (what that prompt writes) stays, and so does reasoning before a later user message
     assert verdicts == {"default": "ready", "enable_thinking=false": "ready", "enable_thinking=true": "ready"}
     assert result.returncode == 0 and "not fixed" not in result.stdout
+
+
+def test_explanations_read_what_the_audit_walked_and_run_nothing_of_it_again(
+    tiny_model_dir, write_template, monkeypatch
+):
+    """The explainer builds on the conversation each failure keeps (issue 47): generating or realizing a conversation
+    again during the explanation would raise here."""
+    import tito_audit.repair.explain as explain_module
+
+    path = write_template("ml", templates.MULTILINE_EMPTY_THINK)
+    report = run_audit(tiny_model_dir, path, count=16)
+    model = load(tiny_model_dir, path)
+
+    def again(*args, **kwargs):
+        raise AssertionError("the explanation ran the audit again")
+
+    for name in ("realize", "generate_conversation", "audited_rollout"):
+        monkeypatch.setattr(explain_module, name, again, raising=False)
+    number, variant, failure = next(c for c in numbered_failures(report) if c[2].check == "rollout")
+    assert failure.walked is not None
+    explanation = Explainer(model, TokenCodec(model.tokenizer), report).explain(number, variant, failure)
+    assert explanation.sides and all(c.confirmed for c in explanation.confirmations)

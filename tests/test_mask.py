@@ -1,4 +1,5 @@
-"""The mask check (SPEC "The checks", 5): a template's ``{% generation %}`` mask against what the model sampled.
+"""The mask check (docs/contract.md "The checks", 5): a template's ``{% generation %}`` mask against what the model
+sampled.
 
 Expectations come from reading the toy templates (tests/templates.py, "training masks") and from the tokenizer itself,
 never from the code under test: MASK_HEADER_INSIDE marks the header ``<|im_start|>assistant\\n`` it writes before the

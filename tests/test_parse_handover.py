@@ -1,6 +1,6 @@
-"""What the parser is given and what a loop sees (SPEC "The parse step", "What the parser is given"): the completion
-as the engine hands it over, a lost call counted whatever the tokens say, no calls without declared tools, stop
-tokens that end a generation (not separators inside it), and the layout the family's model writes."""
+"""What the parser is given and what a loop sees (docs/contract.md "The parse step", "What the parser is given"): the
+completion as the engine hands it over, a lost call counted whatever the tokens say, no calls without declared tools,
+stop tokens that end a generation (not separators inside it), and the layout the family's model writes."""
 
 from __future__ import annotations
 

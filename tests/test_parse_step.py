@@ -1,4 +1,5 @@
-"""The parse step (SPEC "The parse step"): small parsers of our own between each completion and the next prompt.
+"""The parse step (docs/contract.md "The parse step"): small parsers of our own between each completion and the next
+prompt.
 
 The template is the tests' ChatML-like skeleton (``<think>R</think>`` then content then ``<tool_call>NAME ARGS``);
 the parsers below read that format back, each with one defect. The rollout with a parser must give the defect its

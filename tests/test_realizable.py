@@ -1,4 +1,4 @@
-"""Realizable turns and attribution by message (SPEC "Realizable turns", "Attribution").
+"""Realizable turns and attribution by message (docs/contract.md "Realizable turns", "Attribution").
 
 Each template in ``tests/templates.py`` below has one behaviour of a real family: a prompt that closes the
 reasoning block (Qwen3/3.5 with thinking off), one that opens a block history never shows (QwQ), a tool

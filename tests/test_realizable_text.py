@@ -1,5 +1,5 @@
-"""What the model samples is text a model could write (SPEC, Conversations: "Realizable text"), and the shapes
-harnesses send are in the grid (SPEC, Conversations: "Shapes harnesses send").
+"""What the model samples is text a model could write (docs/contract.md, Conversations: "Realizable text"), and the
+shapes harnesses send are in the grid (docs/contract.md, Conversations: "Shapes harnesses send").
 
 The profile is what the audit reads from a template (:mod:`tito_audit.audit.generation`); these tests give it by
 hand, then read the generated messages back: no model-written text holds the reasoning closer or a control token,

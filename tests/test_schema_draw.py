@@ -1,7 +1,7 @@
-"""Arguments drawn from a tool's JSON Schema (SPEC, Conversations: "Arguments from the tools' schemas"): every draw is
-valid under the schema as an independent validator reads it (``jsonschema``), the built-in tools cover every form
-in the default conversation count, and a schema the generator cannot honour is refused in one line naming the tool
-and the keyword."""
+"""Arguments drawn from a tool's JSON Schema (docs/contract.md, Conversations: "Arguments from the tools' schemas"):
+every draw is valid under the schema as an independent validator reads it (``jsonschema``), the built-in tools cover
+every form in the default conversation count, and a schema the generator cannot honour is refused in one line naming the
+tool and the keyword."""
 
 from __future__ import annotations
 
@@ -171,7 +171,7 @@ def _nested(values) -> list[object]:
 
 
 def test_the_default_conversations_hold_every_form_of_argument():
-    """The default count (96) meets every JSON type and form the SPEC lists, in the built-in tools' calls."""
+    """The default count (96) meets every JSON type and form the contract lists, in the built-in tools' calls."""
     values = _values(generate(96, seed=0))
     top = [(tool, key, value) for tool, key, value in values if key]
     assert any(isinstance(v, bool) for _, _, v in top), "boolean"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SHARED_TOKENIZERS, requires_shared
-from tests.helpers import shared_model
+from tests.helpers import audited_conversation, shared_model
 from tito_audit.audit.results import BROKEN, READY, AuditReport
 from tito_audit.audit.service import AuditOptions, audit
 from tito_audit.conversations.generate import generate_conversation
@@ -23,7 +23,6 @@ from tito_audit.model.load_folder import JINJA
 from tito_audit.model.render import DEFAULT_CLOCK, Renderer, frozen_clock
 from tito_audit.model.resolve import resolve_model
 from tito_audit.model.tokens import TokenCodec
-from tito_audit.repair.explain import audited_conversation
 
 pytestmark = [requires_shared, pytest.mark.shared]
 COUNT = 16

@@ -19,7 +19,6 @@ from tests.test_cli import run_cli
 from tito_audit.audit.results import VERDICT_ORDER, AuditReport, Failure, TokenWindow
 from tito_audit.audit.serialization import report_from_dict
 from tito_audit.audit.service import AuditOptions, audit
-from tito_audit.formatters.explanations import attach_explanations
 from tito_audit.formatters.json_report import to_json
 from tito_audit.formatters.site import PageLinks, model_page
 from tito_audit.formatters.site.examples import examples
@@ -28,6 +27,7 @@ from tito_audit.formatters.site.markdown_lite import to_html as markdown_html
 from tito_audit.formatters.site.tokens import first_difference, token_diff, visible
 from tito_audit.matrix.front_page import front_page
 from tito_audit.matrix.row import AUDITED, NOT_REACHABLE, VOLATILE_COLUMNS
+from tito_audit.repair.explanations import attach_explanations
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "reports"
@@ -250,7 +250,7 @@ def test_model_page_escapes_message_and_template_text(broken):
 
 
 def test_long_template_lines_are_not_quoted_whole(broken):
-    from tito_audit.formatters.explanations import clip_lines
+    from tito_audit.repair.explanations import clip_lines
 
     long = "{{- 'x' }}" * 100
     clipped = replace(broken, explanations=[json.loads(json.dumps(e)) for e in broken.explanations])

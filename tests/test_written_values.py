@@ -1,5 +1,5 @@
-"""Written values (SPEC "Written values"): argument values a model writes in the template's literal or in JSON's,
-through the parser into the next prompt, as rates per value type beside the verdict; a template writing non-JSON
+"""Written values (docs/contract.md "Written values"): argument values a model writes in the template's literal or in
+JSON's, through the parser into the next prompt, as rates per value type beside the verdict; a template writing non-JSON
 literals is a finding naming its line; ``--tools`` makes the generated conversations call the user's tools."""
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 their exit codes (docs/errors.md, "Which verdict decides").
 
 A verdict is a claim about a loop: what sits between each completion and the next prompt. With the parsers of
-engines audited (one :class:`~tito_audit.audit.results.EngineVerdict` each, SPEC "Engines differ"), the loops are
-those engines': the verdict of the engine the user names decides, or else the worst of the engines' parser verdicts
-audited (``--parser auto``: a model ready behind SGLang and broken behind vLLM fails). The template's verdict (the
-perfect inverse) is then reported beside them, never deciding. Without any engine's parser (``--parser template``, or
-``auto`` where none is recorded or installed for the model) the loop is the template's perfect inverse, and the
+engines audited (one :class:`~tito_audit.audit.results.EngineVerdict` each, docs/contract.md "Engines differ"), the
+loops are those engines': the verdict of the engine the user names decides, or else the worst of the engines' parser
+verdicts audited (``--parser auto``: a model ready behind SGLang and broken behind vLLM fails). The template's verdict
+(the perfect inverse) is then reported beside them, never deciding. Without any engine's parser (``--parser template``,
+or ``auto`` where none is recorded or installed for the model) the loop is the template's perfect inverse, and the
 template's verdict decides.
 
 ``check``'s ``verdict:`` and ``rollout:`` requirements read the same loops, variant by variant

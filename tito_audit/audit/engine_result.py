@@ -9,8 +9,8 @@ from tito_audit.audit.conditions.result_conditions import Conditions
 
 @dataclass
 class EngineVerdict:
-    """The model's verdict with one engine's parsers (SPEC "Engines differ"): what a re-rendering loop behind that
-    engine sees, summed over the variants' :class:`ParseResult` of that engine."""
+    """The model's verdict with one engine's parsers (docs/contract.md "Engines differ"): what a re-rendering loop
+    behind that engine sees, summed over the variants' :class:`ParseResult` of that engine."""
 
     engine: str
     """``sglang``, ``vllm``; "" for transformers' parser (``hf``) or a caller's own."""

@@ -1,5 +1,5 @@
-"""The mask check summed over a report's variants (SPEC "The checks", 5): what the matrix, the pages and the training
-form's verification read.
+"""The mask check summed over a report's variants (docs/contract.md "The checks", 5): what the matrix, the pages and the
+training form's verification read.
 
 Turns judged are the ``answer`` and ``tool call`` rows of each variant's ``mask`` table minus the turns whose mask
 render was refused; per label, the turns that carry it (the table's cause counts). A template without generation blocks

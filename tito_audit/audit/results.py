@@ -1,15 +1,19 @@
 """Result types: plain dataclasses that the audit produces and the formatters render.
 
-Everything here is JSON-serialisable through :func:`dataclasses.asdict`; the JSON report's schema is
-these classes (docs: the JSON report reference, generated from them by docs/hooks.py).
+Everything here is JSON-serialisable through :func:`plain` (:func:`dataclasses.asdict` without the fields marked
+:data:`TRANSIENT`: what the audit keeps in memory for its explanations); the JSON report's schema is these classes
+(docs: the JSON report reference, generated from them by docs/hooks.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copy
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Any
 
 from tito_audit.audit.conditions.result_conditions import CallTurns, Conditions, FormSteps, RefusedSetting, ShapeSteps
 from tito_audit.audit.engine_result import EngineVerdict
+from tito_audit.conversations.conversation import Conversation
 
 READY = "ready"
 READY_TOOL_ONLY = "ready-tool-only"
@@ -18,27 +22,22 @@ UNSUPPORTED = "unsupported"
 VERDICT_ORDER = (READY, READY_TOOL_ONLY, BROKEN, UNSUPPORTED)
 """Best to worst; a model's verdict is its worst variant's."""
 
-CAUSES = (
-    "reasoning-pruned",
-    "empty-think-dropped",
-    "gen-prompt-mismatch",
-    "stop-token-swap",
-    "tail-after-stop",
-    "closing-rewritten",
-    "bpe-seam",
-    "content-rewritten",
-    "tool-call-reformatted",
-    "history-dependent-suffix",
-    "nondeterministic-template",
-    "template-error",
-    "special-token-literal",
-    "normalization",
-    "noncanonical-split",
-    "bos-duplication",
-    "utf8-split",
-    "parse-lossy",
-    "value-rewritten",
-)
+
+TRANSIENT = "transient"
+"""Field metadata: kept in memory after the audit (for the explanations), never written to JSON or stored."""
+
+
+def plain(value: Any) -> Any:
+    """``value`` as JSON-like data: :func:`dataclasses.asdict`'s result, without the :data:`TRANSIENT` fields."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in fields(value) if not f.metadata.get(TRANSIENT)}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return type(value)(*[plain(item) for item in value])
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain(item) for item in value)
+    if isinstance(value, dict):
+        return type(value)((plain(key), plain(item)) for key, item in value.items())
+    return copy.deepcopy(value)
 
 
 def worst_verdict(verdicts: list[str]) -> str:
@@ -52,6 +51,16 @@ class TokenWindow:
     start: int
     ids: list[int]
     texts: list[str]
+
+
+@dataclass(frozen=True)
+class Walked:
+    """What the audit walked for one failure, kept in memory for its explanation (never serialized): the conversation
+    as audited (in the shape it was accepted in, every turn as realized), shared by the failures of that conversation,
+    and what the model wrote in the assistant turn before a rollout step when history does not render it as written."""
+
+    conversation: Conversation
+    model_text: str | None = None
 
 
 @dataclass
@@ -69,7 +78,7 @@ class Failure:
     """Message index: the appended message (append), the next assistant turn (rollout, bridge)."""
     roles: list[str]
     causes: list[str]
-    """Cause labels (SPEC's, plus ``closing-rewritten``; the mask check's own three; docs: What is audited)."""
+    """Cause labels (:data:`tito_audit.audit.core.causes.CAUSES`; the mask check's own three; docs/contract.md)."""
     char_index: int | None = None
     """Where the two texts first differ (character), and the first differing token."""
     token_index: int | None = None
@@ -89,6 +98,9 @@ class Failure:
     message_was_last: bool | None = None
     """Whether that message was the last one of the render that first wrote it (into the buffer, for the
     rollout; into ``render(M[:k])``, for append)."""
+    walked: Walked | None = field(default=None, repr=False, compare=False, metadata={TRANSIENT: True})
+    """What the audit walked for this failure (its explanation reads it; see :class:`Walked`). Never in the JSON
+    report: None in a report read back from JSON."""
 
 
 @dataclass
@@ -183,9 +195,9 @@ class Finding:
 
 @dataclass
 class WrittenLayout:
-    """Tool steps after turns whose model wrote its call or content in another layout than the template's (SPEC
-    "What models write"): how often the next prompt, rendered from the parsed message, no longer continues the
-    buffer. Reported beside the verdict, never folded into it."""
+    """Tool steps after turns whose model wrote its call or content in another layout than the template's
+    (docs/contract.md "What models write"): how often the next prompt, rendered from the parsed message, no longer
+    continues the buffer. Reported beside the verdict, never folded into it."""
 
     layout: str
     """``compact JSON arguments``, ``arguments in another key order`` or ``content with surrounding whitespace``."""
@@ -196,8 +208,8 @@ class WrittenLayout:
 @dataclass
 class WrittenValue:
     """Argument values of one JSON type written in the template's own literal or in the JSON literal, through the
-    parser into the next prompt (SPEC "Written values"; :mod:`tito_audit.audit.parse_step.written_values`). Beside the
-    verdict, never in it."""
+    parser into the next prompt (docs/contract.md "Written values"; :mod:`tito_audit.audit.parse_step.written_values`).
+    Beside the verdict, never in it."""
 
     value_type: str
     """``boolean``, ``null``, ``integer``, ``number``, ``array`` or ``object``."""
@@ -219,8 +231,8 @@ class WrittenValue:
 
 @dataclass
 class ParseResult:
-    """The rollout with the engine's parser between each completion and the next prompt (SPEC "The parse step"):
-    its own step table and verdict, beside the perfect-inverse verdict of the same variant."""
+    """The rollout with the engine's parser between each completion and the next prompt (docs/contract.md "The parse
+    step"): its own step table and verdict, beside the perfect-inverse verdict of the same variant."""
 
     parser: str
     verdict: str

@@ -1,5 +1,5 @@
-"""Settings a template reads together (SPEC, Conversations: "every variant, and the combinations of settings a
-template reads together").
+"""Settings a template reads together (docs/contract.md, Conversations: "every variant, and the combinations of settings
+a template reads together").
 
 The one-setting sweep audits ``enable_thinking=true`` and ``preserve_thinking=true`` apart, but a loop runs them
 together (thinking on with history reasoning kept), and a template may break only in that combination. Which pairs a

@@ -33,7 +33,7 @@ from tito_audit.audit.realization.acceptance import Acceptor, Renders
 from tito_audit.audit.realization.realize import RealizedConversation, realize
 from tito_audit.audit.realization.reasoning_block import VariantReasoning, variant_reasoning
 from tito_audit.audit.realization.stops import collect_stop_tokens, model_end_token
-from tito_audit.audit.results import StopToken, VariantResult
+from tito_audit.audit.results import Failure, StopToken, VariantResult, Walked
 from tito_audit.audit.verdict import verdict_for
 from tito_audit.conversations.conversation import USER, Conversation
 from tito_audit.conversations.profile import GenerationProfile
@@ -170,6 +170,7 @@ class VariantAudit:
                     totals.unrealized += realized.unrealized
                     context = RolloutContext(setup, realized.conversation, realized.renders, realized.alignments)
                     outcome = run_checks(context)
+                    keep_walked(outcome.failures, realized)
                     totals.add(outcome, changes)
                     totals.add_shapes(realized.conversation, outcome)
                     failing = {key[1]: f.causes for key, f in outcome.located if key[0] == 1 and key[2:] == (0, 0)}
@@ -255,3 +256,18 @@ class VariantAudit:
         if self.model.text_level_only:
             checks["roundtrip"].notes.append("not applicable: text-level audit (no vocabulary)")
             checks["rollout"].notes.append("text stability only: seam and drift need the real vocabulary")
+
+
+def keep_walked(failures: Sequence[Failure], realized: RealizedConversation) -> None:
+    """Keep on each failure what its explanation reads (:class:`~tito_audit.audit.results.Walked`): the conversation as
+    audited, shared by all its failures (no copy: the failures kept after the audit bound what stays in memory), and
+    for a rollout step, what the model wrote in the turn before it where history does not render that turn."""
+    conversation = realized.conversation
+    turns = conversation.assistant_indices()
+    for failure in failures:
+        model_text = None
+        if failure.check == "rollout":
+            before = max((j for j in turns if j < failure.turn), default=None)
+            alignment = realized.alignments.get(before) if before is not None else None
+            model_text = alignment.model_text if alignment is not None else None
+        failure.walked = Walked(conversation, model_text)

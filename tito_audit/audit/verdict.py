@@ -1,4 +1,4 @@
-"""Verdict rules (SPEC "Verdicts"), read from the check results of one variant and nothing else.
+"""Verdict rules (docs/contract.md "Verdicts"), read from the check results of one variant and nothing else.
 
 - ``ready``: every step kind is text- and seam-stable;
 - ``ready-tool-only``: tool-only steps are, steps with user, system or assistant-after-assistant messages

@@ -52,11 +52,11 @@ def audit_command(
         load,
         model_words,
     )
-    from tito_audit.formatters.explanations import attach_explanations
     from tito_audit.formatters.json_report import to_json
     from tito_audit.formatters.markdown import to_markdown
     from tito_audit.formatters.site import model_page
     from tito_audit.formatters.terminal import render_report, verdict_text
+    from tito_audit.repair.explanations import attach_explanations
 
     check_outputs([("--json", json_path), ("--markdown", markdown_path), ("--html", html_path)])
     console = Console()

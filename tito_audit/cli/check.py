@@ -90,7 +90,6 @@ def check_command(
     )
     from tito_audit.formatters import ci
     from tito_audit.formatters.ci_summary import to_summary
-    from tito_audit.formatters.explanations import attach_explanations
     from tito_audit.formatters.json_report import to_json
     from tito_audit.formatters.site import model_page
     from tito_audit.gate.policy import (
@@ -101,6 +100,7 @@ def check_command(
         read_pyproject_policy,
         report_settings,
     )
+    from tito_audit.repair.explanations import attach_explanations
 
     started = time.monotonic()
     outputs_given = [("--junit", junit), ("--json", json_path), ("--report", report_path), ("--html", html_path)]

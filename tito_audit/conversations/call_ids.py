@@ -1,4 +1,4 @@
-"""Tool-call ids in the form a family's model writes (SPEC, Conversations: "Realizable text").
+"""Tool-call ids in the form a family's model writes (docs/contract.md, Conversations: "Realizable text").
 
 Where a template writes the call id into the model's own turn, the id is text the model sampled, and an engine's
 parser reads it back: Kimi K2 names the function only through its id (``functions.get_weather:0``, a counter over

@@ -29,8 +29,8 @@ class Conversation:
     """Strings a faithful render shows (tool names, tool-result phrases); missing ones mean dropped messages."""
     reasoning_dropped_by_harness: bool = False
     """Under a generation prompt that opens a reasoning block, an assistant turn without reasoning is one whose model
-    closed the block at once and whose harness sent the empty reasoning back absent or None (SPEC, Conversations);
-    otherwise such a turn is not realizable there and is audited with reasoning."""
+    closed the block at once and whose harness sent the empty reasoning back absent or None (docs/contract.md,
+    Conversations); otherwise such a turn is not realizable there and is audited with reasoning."""
 
     def assistant_indices(self) -> list[int]:
         return [i for i, m in enumerate(self.messages) if m.get("role") == ASSISTANT]

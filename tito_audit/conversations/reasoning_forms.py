@@ -1,6 +1,6 @@
 """The reasoning forms of an assistant message (absent, empty, present), and which forms a generation prompt
-admits in each state it can leave the reasoning block in (SPEC "Realizable turns"; the states are read from the
-template by :mod:`tito_audit.audit.realization.reasoning_block`).
+admits in each state it can leave the reasoning block in (docs/contract.md "Realizable turns"; the states are read from
+the template by :mod:`tito_audit.audit.realization.reasoning_block`).
 
 >>> reasoning_form({"role": "assistant", "content": "Hi", "reasoning_content": ""})
 'reasoning empty'
@@ -39,7 +39,8 @@ NEAREST: dict[str, tuple[str, ...]] = {
     REASONING_EMPTY: (REASONING_EMPTY, REASONING_ABSENT, REASONING_PRESENT),
 }
 """For each form, the forms to use instead when it is not realizable, nearest first: reasoning (empty or not)
-after a closed block is dropped; a turn without reasoning inside an open block gets reasoning (SPEC)."""
+after a closed block is dropped; a turn without reasoning inside an open block gets reasoning (docs/contract.md,
+"Realizable turns")."""
 
 STAND_IN_REASONING = "Let me work through this step by step."
 """The reasoning given to a turn whose prompt opens a reasoning block when the message carries none."""

@@ -1,4 +1,5 @@
-"""Tool-call arguments drawn from the tool's JSON Schema (SPEC, Conversations: "Arguments from the tools' schemas").
+"""Tool-call arguments drawn from the tool's JSON Schema (docs/contract.md, Conversations: "Arguments from the tools'
+schemas").
 
 A model calling a tool writes the arguments its ``parameters`` schema describes, so the audit draws them from that
 schema: one function per JSON type (:data:`DRAW_BY_TYPE`), and the keywords that choose among types (``enum``,

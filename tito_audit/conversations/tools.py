@@ -2,7 +2,7 @@
 JSON a user gives their engine).
 
 Every property has a description, as real tool schemas do (some templates write them and refuse a property without
-one). The built-in set covers every form of argument the SPEC asks for in the default conversation count (strings,
+one). The built-in set covers every form of argument the contract asks for in the default conversation count (strings,
 integers, numbers, booleans, nulls, enums, type lists, ``anyOf``/``oneOf`` nullable fields, arrays of scalars and of
 objects, nested objects, optional properties, and a tool without parameters); each tool says which observations its
 results look like, so a tool result reads like the environment that tool belongs to.

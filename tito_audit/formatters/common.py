@@ -1,26 +1,12 @@
-"""Selections shared by the formatters: which failures make the best first examples."""
+"""Selections shared by the formatters: where a failure is, its windows, its rewritten message, in words (which failure
+is each cause's first example is :func:`tito_audit.repair.explanations.first_example_per_cause`: the explanations
+explain the same failures)."""
 
 from __future__ import annotations
 
+from tito_audit.audit.core.causes import gen_prompt_mismatch
 from tito_audit.audit.core.diff import WINDOW_CHARS
 from tito_audit.audit.results import AuditReport, Failure, TokenWindow, UnrealizableTurns, VariantResult
-
-CHECK_ORDER = ("rollout", "append", "bridge", "roundtrip", "mask")
-_QUIET_CAUSES = frozenset({"noncanonical-split"})
-"""Causes every BPE model shows; listed in counts, not worth an example each."""
-
-
-def first_example_per_cause(variant: VariantResult) -> list[tuple[str, Failure]]:
-    """The first failure that carries each distinct cause, rollout failures first (drift excluded)."""
-    chosen: dict[str, Failure] = {}
-    for check in CHECK_ORDER:
-        for failure in variant.failures:
-            if failure.check != check or failure.aspect.startswith("drift"):
-                continue
-            for cause in failure.causes:
-                if cause not in chosen and cause not in _QUIET_CAUSES:
-                    chosen[cause] = failure
-    return list(chosen.items())
 
 
 def location(failure: Failure) -> str:
@@ -48,7 +34,7 @@ def texts_at_difference(failure: Failure, before: int = 0, after: int = 100) -> 
 def rewritten_message(failure: Failure) -> str:
     """Which message's rendering changed, in words (empty when the divergence belongs to no message)."""
     if failure.message_index is None:
-        if "gen-prompt-mismatch" in failure.causes:
+        if gen_prompt_mismatch.NAME in failure.causes:
             return "the divergence lies in a generation prompt"
         return ""
     when = "the last message" if failure.message_was_last else "not the last message"
@@ -119,7 +105,7 @@ SIDE_LABELS = {
 
 
 def side_labels(failure: Failure) -> tuple[str, str]:
-    """What the two sides of a failure's evidence are, in the words of the SPEC."""
+    """What the two sides of a failure's evidence are, in the words of docs/contract.md."""
     if failure.aspect == "control-token":
         return ("text as plain tokens", "text as the tokenizer encodes it")
     return SIDE_LABELS.get(failure.check, ("earlier", "later"))

@@ -1,6 +1,6 @@
-"""When a verdict breaks, in the words every format prints (SPEC, Verdicts: "Conditions"): the plain loop's verdict,
-the forms, shapes and settings the failures come with (failing of drawn steps, each count saying what it counts),
-what was drawn, the refused settings, and the rare form of a family's habit with the parser.
+"""When a verdict breaks, in the words every format prints (docs/contract.md, Verdicts: "Conditions"): the plain loop's
+verdict, the forms, shapes and settings the failures come with (failing of drawn steps, each count saying what it
+counts), what was drawn, the refused settings, and the rare form of a family's habit with the parser.
 
 >>> from tito_audit.audit.conditions.result_conditions import Condition, Conditions
 >>> found = Conditions("broken", "ready", "tool", 40, 0, [Condition("shape", "when two runs", 10, 10)])

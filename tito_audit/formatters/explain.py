@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console, Group
@@ -12,7 +11,7 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.text import Text
 
-from tito_audit.audit.results import AuditReport, EngineVerdict
+from tito_audit.audit.results import AuditReport, EngineVerdict, plain
 from tito_audit.formatters.common import location, rewritten_message, visible
 from tito_audit.formatters.terminal import token_diff, verdict_text
 from tito_audit.outputs import write_atomically
@@ -79,7 +78,7 @@ def to_json(explained: ExplainReport, verdict: str, parsers: Sequence[EngineVerd
         "parsers": [{"engine": p.engine, "parser": p.parser, "verdict": p.verdict} for p in parsers],
         "cases": explained.cases,
         "causes": explained.causes,
-        "explanations": [asdict(e) for e in explained.explanations],
+        "explanations": [plain(e) for e in explained.explanations],
     }
     return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
 

@@ -6,19 +6,18 @@ runs with the same model, settings and seed.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
-from tito_audit.audit.results import AuditReport
+from tito_audit.audit.results import AuditReport, plain
 from tito_audit.outputs import write_atomically
 
 VOLATILE_KEYS = ("generated_at", "duration_seconds")
 
 
 def report_to_dict(report: AuditReport) -> dict[str, Any]:
-    return dataclasses.asdict(report)
+    return plain(report)
 
 
 def to_json(report: AuditReport) -> str:

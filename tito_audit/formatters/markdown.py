@@ -10,7 +10,6 @@ from tito_audit.audit.results import AuditReport, Failure, VariantResult
 from tito_audit.formatters.commands import next_commands
 from tito_audit.formatters.common import (
     drift_line,
-    first_example_per_cause,
     location,
     rewritten_message,
     side_labels,
@@ -30,6 +29,7 @@ from tito_audit.formatters.parse_lines import (
 )
 from tito_audit.formatters.site.glossary import CAUSES, VERDICTS
 from tito_audit.outputs import write_atomically
+from tito_audit.repair.explanations import first_example_per_cause
 
 if TYPE_CHECKING:
     from tito_audit.formatters.fix_report import FixPage

@@ -1,4 +1,4 @@
-"""The mask check in a few words, for the matrix cell and the model page (SPEC "The checks", 5).
+"""The mask check in a few words, for the matrix cell and the model page (docs/contract.md "The checks", 5).
 
 Counts come from the ``mask`` check table of every variant, summed (:mod:`tito_audit.audit.mask_summary`): turns
 judged and, per label, the turns that carry it. A template without generation blocks is ``n/a``; a report from before

@@ -1,4 +1,4 @@
-"""The lines every format shows for the rollout with each engine's parser (SPEC "The parse step", "Engines
+"""The lines every format shows for the rollout with each engine's parser (docs/contract.md "The parse step", "Engines
 differ"): the verdict with each engine's parser beside the perfect-inverse verdict, what the parse changed, the
 written-layout rates, the written values and the calls written inside the reasoning (rates beside the verdict), and
 the steps by the shapes harnesses send."""

@@ -22,7 +22,6 @@ from tito_audit.formatters.commands import next_commands
 from tito_audit.formatters.common import (
     differing_positions,
     drift_line,
-    first_example_per_cause,
     location,
     rewritten_message,
     side_labels,
@@ -41,6 +40,7 @@ from tito_audit.formatters.parse_lines import (
     variant_parse_lines,
 )
 from tito_audit.parse.engines import engine_words
+from tito_audit.repair.explanations import first_example_per_cause
 
 VERDICT_STYLE = {
     READY: "bold green",

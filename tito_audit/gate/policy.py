@@ -36,8 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from tito_audit import inputs
+from tito_audit.audit.core.causes import CAUSES, quiet_only
 from tito_audit.audit.deciding import TEMPLATE, VariantLoop, variant_loop, variant_loops
-from tito_audit.audit.results import CAUSES, VERDICT_ORDER, AuditReport, Failure, VariantResult
+from tito_audit.audit.results import VERDICT_ORDER, AuditReport, Failure, VariantResult
 from tito_audit.conversations.conversation import STEP_KINDS
 from tito_audit.errors import BadInputError
 
@@ -316,7 +317,7 @@ def _selects(requirement: Requirement, failure: Failure) -> bool:
     if requirement.kind == "bridge":
         return failure.check == "bridge"
     if requirement.kind == "roundtrip":
-        return failure.check == "roundtrip" and failure.causes != ["noncanonical-split"]
+        return failure.check == "roundtrip" and not quiet_only(failure.causes)
     return False
 
 

@@ -1,4 +1,4 @@
-"""``reports/parsers.html``: where the engines' parsers disagree, model by model (SPEC "Engines differ").
+"""``reports/parsers.html``: where the engines' parsers disagree, model by model (docs/contract.md "Engines differ").
 
 For every model of the matrix whose documented parsers of two or more engines are installed, the page gives: how
 many of the audit's drawn completions the engines' parsers turned into different messages (and what differed), a

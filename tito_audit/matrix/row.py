@@ -6,6 +6,7 @@ import hashlib
 from collections import Counter
 from typing import Any
 
+from tito_audit.audit.core.causes import QUIET
 from tito_audit.audit.results import AuditReport, worst_verdict
 from tito_audit.conversations.conversation import STEP_KINDS
 from tito_audit.formatters.conditions_lines import conditions_line
@@ -77,7 +78,6 @@ COLUMNS = (
 VOLATILE_COLUMNS = ("generated_at", "duration_seconds")
 """The only columns that change between two runs with the same code, models, settings and seed."""
 
-_EVERYWHERE = frozenset({"noncanonical-split"})
 CONDITIONS_SHOWN = 3
 """Conditions a matrix cell names (the rest counted); the model's page names them all."""
 
@@ -176,7 +176,7 @@ def row_from_report(report: AuditReport, report_link: str, duration: float) -> d
     drift_steps = drift_failed = mismatched = total = 0
     for variant in report.variants:
         rollout_causes.update(variant.checks["rollout"].cause_counts)
-        roundtrip.update(set(variant.checks["roundtrip"].cause_counts) - _EVERYWHERE)
+        roundtrip.update(set(variant.checks["roundtrip"].cause_counts) - QUIET)
         for bridge_row in variant.checks["bridge"].rows:
             bridge_cases += bridge_row.cases - bridge_row.refused
             bridge_failed += bridge_row.failed

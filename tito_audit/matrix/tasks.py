@@ -11,7 +11,6 @@ the matrix.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import gc
 import time
@@ -22,7 +21,7 @@ from typing import Any
 
 from tito_audit.audit.audit_options import AuditOptions
 from tito_audit.audit.parse_step.disagreement import EngineComparison
-from tito_audit.audit.results import UNSUPPORTED, AuditReport, worst_verdict
+from tito_audit.audit.results import UNSUPPORTED, AuditReport, plain, worst_verdict
 from tito_audit.audit.serialization import DecodeError, from_dict
 from tito_audit.errors import AuditError, ResolutionError
 from tito_audit.formatters.fix_report import FixPage
@@ -74,10 +73,10 @@ class PairResult:
 
 
 def pair_payload(result: PairResult) -> dict[str, Any]:
-    """A result as stored and sent between processes: ``asdict(result)`` without the report's verdict, which is
-    derived from the variants' verdicts again on reading (:func:`pair_result`), so that it is never stored twice and
-    an edited store entry cannot make a row say one thing and its variants another."""
-    payload = dataclasses.asdict(result)
+    """A result as stored and sent between processes: ``plain(result)`` (its report as in the JSON report) without the
+    report's verdict, which is derived from the variants' verdicts again on reading (:func:`pair_result`), so that it
+    is never stored twice and an edited store entry cannot make a row say one thing and its variants another."""
+    payload = plain(result)
     del payload["report"]["verdict"]
     return payload
 
@@ -309,8 +308,8 @@ def budgeted(run_audit: Any, report: AuditReport, options: MatrixOptions) -> Any
 def explain(report: AuditReport, loaded: Any) -> None:
     """The template lines behind each cause's first example, for the published pages; a model whose explanation
     fails keeps its row (the report says why instead)."""
-    from tito_audit.formatters.explanations import attach_explanations, clip_lines
     from tito_audit.formatters.fix_report import MAX_DIFF_LINE
+    from tito_audit.repair.explanations import attach_explanations, clip_lines
 
     try:
         attach_explanations(report, loaded)

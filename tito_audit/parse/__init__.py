@@ -1,4 +1,4 @@
-"""The parse step (SPEC "The parse step"): what the serving engine's parser makes of a sampled completion.
+"""The parse step (docs/contract.md "The parse step"): what the serving engine's parser makes of a sampled completion.
 
 A real loop does not append the message it meant: the engine's parser turns the sampled text into an assistant
 message (content, reasoning_content, tool_calls), and the next prompt is rendered from that. This stage sits

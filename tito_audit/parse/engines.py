@@ -1,4 +1,5 @@
-"""The serving engines whose parsers the audit can run, one entry each (SPEC "The parse step", "Engines differ").
+"""The serving engines whose parsers the audit can run, one entry each (docs/contract.md "The parse step", "Engines
+differ").
 
 Each engine parses a completion with its own code, after handing it over in its own way, so the audit gives one
 parser verdict per engine. An entry says how reports name the engine, where the registry records a model's

@@ -1,6 +1,6 @@
 """What a parse changed: the fields of the parsed message that differ from the message the template rendered.
 
-The names are the ones the SPEC asks ``parse-lossy`` to carry: ``content whitespace``, ``content``, ``reasoning
+The names are the ones the contract asks ``parse-lossy`` to carry: ``content whitespace``, ``content``, ``reasoning
 boundary``, ``arguments re-serialized``, ``arguments changed``, ``call lost``, ``call added``, ``call name``,
 ``id changed``, ``arguments as an object`` (``id refused`` and ``arguments as objects refused`` are decided by the
 render: the template raised on the parser's ids, or on arguments as objects).

@@ -1,4 +1,5 @@
-"""What the engine hands its parser (SPEC "The parse step", "What the parser is given"): a property of the engine.
+"""What the engine hands its parser (docs/contract.md "The parse step", "What the parser is given"): a property of the
+engine.
 
 A completion ends as the engine has it (:class:`Sampled`: its ids, its text as the buffer reads, the stop token it
 ended on, the request's tools and template settings). Each engine turns that into the text its parsers see by its

@@ -1,5 +1,5 @@
-"""Completions in the layout a family's model writes, where it differs from the template's history layout (SPEC,
-"What the parser is given").
+"""Completions in the layout a family's model writes, where it differs from the template's history layout
+(docs/contract.md, "What the parser is given").
 
 A template renders earlier turns in its history layout; the model, at generation time, writes the layout it was
 trained to produce, and the engine's parser is written for that one. gpt-oss is the documented case: its template

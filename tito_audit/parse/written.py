@@ -1,4 +1,4 @@
-"""What models write besides the template's own layout (SPEC "The parse step", "What models write").
+"""What models write besides the template's own layout (docs/contract.md "The parse step", "What models write").
 
 A model trained on a template mostly writes the template's layout, but not always: tool-call arguments in compact
 JSON (``{"a":1}``) or with their keys in another order, content with a newline or space around it. Each layout

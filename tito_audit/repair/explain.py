@@ -1,31 +1,32 @@
 """Explanations of audit failures: the template lines behind each divergence, and each cause confirmed.
 
-For a failure, the two renders it compares are rendered again with source-line attribution
-(:mod:`tito_audit.repair.attribution`); the lines that wrote the characters at the divergence are reported with
-the variables they read. Each cause label is then checked on the failing case by a concrete test (see
-:func:`confirm`), so a label is evidence, not a guess.
+An explanation is built from what the audit kept for the failure (:class:`~tito_audit.audit.results.Walked`: the
+conversation as it walked it, and what the model wrote in a turn history does not render as written); nothing of the
+audit runs again. The two renders the failure compares are rendered again with source-line attribution
+(:mod:`tito_audit.model.attribution`); the lines that wrote the characters at the divergence are reported with the
+variables they read. Each cause label is then checked on the failing case by its own confirmation, written from the
+cause's definition (:mod:`tito_audit.audit.core.causes`), so a label is evidence, not a guess: a confirmation can
+disagree with the label.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
+from tito_audit.audit.core.causes import Case, Confirmation, ReasoningTags, confirm, quiet_only
 from tito_audit.audit.core.diff import first_difference
-from tito_audit.audit.generation import generation_profile, tools_of
-from tito_audit.audit.realization.realize import RealizedConversation, realize, turn_keys
-from tito_audit.audit.realization.reasoning_block import variant_reasoning
-from tito_audit.audit.results import AuditReport, Failure
+from tito_audit.audit.realization.reasoning_block import probe_block
+from tito_audit.audit.results import AuditReport, Failure, VariantResult
 from tito_audit.conversations.conversation import ASSISTANT, Conversation
-from tito_audit.conversations.generate import generate_conversation
-from tito_audit.conversations.shapes import SHAPE_CHANGES, apply_changes
-from tito_audit.conversations.tools import tool_schemas
 from tito_audit.errors import BadInputError
 from tito_audit.model.attribution import AttributedRender, SourceLine, TemplateAttributor
 from tito_audit.model.load_folder import JINJA, LoadedModel
 from tito_audit.model.render import Renderer, RenderError, frozen_clock
 from tito_audit.model.tokens import TokenCodec
-from tito_audit.repair.confirm import Confirmation, confirm
+
+Key = tuple[int, bool]
 
 
 @dataclass
@@ -65,48 +66,12 @@ def numbered_failures(report: AuditReport) -> list[tuple[int, str, Failure]]:
     cases = []
     for variant in report.variants:
         for failure in variant.failures:
-            if failure.aspect.startswith("drift") or failure.causes == ["noncanonical-split"]:
+            if failure.aspect.startswith("drift") or quiet_only(failure.causes):
                 continue
             if failure.check == "mask":  # its evidence (the template's own mask, the blocks' lines) is in the failure
                 continue
             cases.append((len(cases) + 1, variant.name, failure))
     return cases
-
-
-def audited_conversation(
-    failure: Failure, report: AuditReport, given: Sequence[Conversation] | None, renderer: Renderer
-) -> Conversation | None:
-    """The conversation as the audit saw it: rebuilt (generated for the variant's reasoning kinds, or found
-    among ``given``), in the shape it was accepted in, with every turn in its realizable form."""
-    realized = audited_rollout(failure, report, given, renderer)
-    return realized.conversation if isinstance(realized, RealizedConversation) else realized
-
-
-def audited_rollout(
-    failure: Failure, report: AuditReport, given: Sequence[Conversation] | None, renderer: Renderer
-) -> RealizedConversation | Conversation | None:
-    """:func:`audited_conversation` with the alignment of every turn when the renders succeed (what the model
-    wrote in each turn); the bare conversation when they do not, None when it cannot be rebuilt."""
-    reasoning = variant_reasoning(renderer.text_or_none, tool_schemas())
-    if given is not None:
-        found = next((c for c in given if c.id == failure.conversation_id), None)
-    elif failure.conversation_id.startswith("c") and failure.conversation_id[1:].isdigit():
-        settings = report.settings
-        profile = generation_profile(
-            renderer.text_or_none, renderer.codec, report.model.model_id, reasoning, tools_of(settings)
-        )
-        found = generate_conversation(int(failure.conversation_id[1:]), settings.seed, settings.max_turns, profile)
-    else:
-        found = None
-    if found is None:
-        return None
-    by_name = {change.name: change for change in SHAPE_CHANGES}
-    shaped = apply_changes(found, tuple(by_name[n] for n in failure.shape_changes if n in by_name))
-    try:
-        renders = renderer.prefixes(shaped.messages, shaped.tools, turn_keys(shaped.messages))
-    except RenderError:
-        return shaped
-    return realize(shaped, renders, renderer.prefixes, renderer.texts, reasoning.block)
 
 
 def _renders_compared(failure: Failure, conversation: Conversation) -> tuple[tuple[int, bool], tuple[int, bool]] | None:
@@ -122,6 +87,9 @@ def _renders_compared(failure: Failure, conversation: Conversation) -> tuple[tup
 
 
 class Explainer:
+    """Explains the failures of one report with the model it audited (no conversation is generated or realized again:
+    each failure carries the conversation the audit walked)."""
+
     def __init__(self, model: LoadedModel, codec: TokenCodec, report: AuditReport) -> None:
         self.model = model
         self.codec = codec
@@ -129,29 +97,27 @@ class Explainer:
         self.attributor = (
             TemplateAttributor(model.template_source) if model.backend == JINJA and model.template_source else None
         )
+        self._tags: dict[str, ReasoningTags | None] = {}
 
-    def explain(
-        self, case: int, variant_name: str, failure: Failure, conversations: Sequence[Conversation] | None = None
-    ) -> Explanation:
+    def explain(self, case: int, variant_name: str, failure: Failure) -> Explanation:
         variant = next(v for v in self.report.variants if v.name == variant_name)
         renderer = Renderer(self.model, self.codec, variant.kwargs)
-        with frozen_clock(self.model.template_source, _clock(self.report)):
-            rebuilt = audited_rollout(failure, self.report, conversations, renderer)
-        conversation = rebuilt.conversation if isinstance(rebuilt, RealizedConversation) else rebuilt
         explanation = Explanation(case, variant_name, failure, [], [])
         if failure.token_index is not None and failure.expected is not None:
             offset = failure.token_index - failure.expected.start
             head = failure.expected.ids[: max(0, offset)]
             explanation.byte_offset = len(self.codec.decode(head).encode("utf-8"))
-        if conversation is None:
-            explanation.note = "the conversation could not be rebuilt (not a generated conversation id)"
+        walked = failure.walked
+        if walked is None:
+            explanation.note = "the conversation the audit walked is not kept with this failure (a stored report)"
             return explanation
+        conversation = walked.conversation
         keys = _renders_compared(failure, conversation)
-        model_text = _closed_at_once(rebuilt, keys) if failure.check == "rollout" else None
-        written: dict[tuple[int, bool], str] = {}
-        if keys is not None and model_text is not None:  # the buffer held the prompt and the model's closed block
+        written: dict[Key, str] = {}
+        if keys is not None and failure.check == "rollout" and walked.model_text is not None:
+            # the buffer held the prompt and the model's closed block, which no render of history shows
             keys = ((keys[0][0] - 1, True), keys[1])
-            written[keys[0]] = model_text
+            written[keys[0]] = walked.model_text
         with frozen_clock(self.model.template_source, _clock(self.report)):
             try:
                 texts = {
@@ -164,10 +130,26 @@ class Explainer:
             if keys:
                 explanation.sides = self._sides(failure, conversation, keys, texts, variant.kwargs, written)
             texts = {key: text + written.get(key, "") for key, text in texts.items()}
-            explanation.confirmations = [
-                confirm(cause, failure, conversation, keys, texts, renderer, self.codec) for cause in failure.causes
-            ]
+            checked = Case(
+                failure,
+                conversation.messages,
+                conversation.tools,
+                renderer,
+                self.codec,
+                keys,
+                texts,
+                tuple(stop.text for stop in variant.stop_tokens),
+                self._reasoning_tags(variant, renderer),
+            )
+            explanation.confirmations = [confirm(cause, checked) for cause in failure.causes]
         return explanation
+
+    def _reasoning_tags(self, variant: VariantResult, renderer: Renderer) -> ReasoningTags | None:
+        """The template's reasoning block under ``variant``, learnt once by rendering a marker as reasoning."""
+        if variant.name not in self._tags:
+            block = probe_block(renderer.text_or_none)
+            self._tags[variant.name] = ReasoningTags.of(block.head, block.closer) if block is not None else None
+        return self._tags[variant.name]
 
     def _sides(self, failure, conversation, keys, texts, kwargs, written) -> list[SideEvidence]:
         """Both sides around the divergence with the template lines that wrote them; ``written`` is text the model
@@ -202,20 +184,7 @@ class Explainer:
         )
 
 
-def _closed_at_once(
-    rebuilt: RealizedConversation | Conversation | None, keys: tuple[tuple[int, bool], tuple[int, bool]] | None
-) -> str | None:
-    """What the model wrote in the turn before a rollout step when it closed an open reasoning block at once and
-    history does not render that turn as written (the buffer held it; no render of history shows it)."""
-    if not isinstance(rebuilt, RealizedConversation) or keys is None:
-        return None
-    alignment = rebuilt.alignments.get(keys[0][0] - 1)
-    return alignment.model_text if alignment is not None else None
-
-
-def _clock(report: AuditReport):
-    from datetime import datetime
-
+def _clock(report: AuditReport) -> datetime:
     return datetime.fromisoformat(report.settings.clock)
 
 

@@ -2,7 +2,8 @@
 samples in each assistant turn.
 
 What the model samples in an assistant turn is what the template writes for it after the generation prompt, through
-its first stop token (SPEC "The simulated rollout"). The form is made without guessing at the template's expressions:
+its first stop token (docs/contract.md "The simulated rollout"). The form is made without guessing at the template's
+expressions:
 
 1. ``{% generation %}``/``{% endgeneration %}`` tags already there become ``{% if true %}``/``{% endif %}`` (same
    whitespace control, no output): the blocks are placed again below.

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from tito_audit.audit.checks.rollout import seam_break, text_break
 from tito_audit.audit.checks.rollout_context import CheckSetup, RolloutContext
-from tito_audit.audit.core.causes import token_boundary
+from tito_audit.audit.core.causes import history_dependent_suffix, template_error, token_boundary
 from tito_audit.audit.core.diff import common_prefix_length, text_window, token_window
 from tito_audit.audit.core.join import Join
 from tito_audit.audit.results import Failure, TokenWindow
@@ -27,7 +27,8 @@ SUFFIX = "suffix"
 
 @dataclass
 class SessionBreak:
-    """Why the buffer could not follow the template at one step (SPEC causes, located and with evidence)."""
+    """Why the buffer could not follow the template at one step (docs/contract.md's cause labels, located and with
+    evidence)."""
 
     step: int
     """1 for the first :meth:`~tito_audit.session.TitoSession.extend`, 2 for the second, ..."""
@@ -211,7 +212,7 @@ def suffix_break(
         step=step,
         turn=turn,
         aspect=SUFFIX,
-        causes=["history-dependent-suffix"],
+        causes=[history_dependent_suffix.NAME],
         roles=roles,
         char_index=char,
         token_index=start + index,
@@ -230,7 +231,7 @@ def decode_one_by_one(ids: list[int], decode_one: Callable[[int], str]) -> str:
 
 def refused(step: int, turn: int, roles: list[str], reason: str) -> SessionBreak:
     return SessionBreak(
-        step=step, turn=turn, aspect=REFUSED, causes=["template-error"], roles=roles, detail=reason, handled="raised"
+        step=step, turn=turn, aspect=REFUSED, causes=[template_error.NAME], roles=roles, detail=reason, handled="raised"
     )
 
 

@@ -1,4 +1,4 @@
-"""The SPEC's checks, one module each, run in order on one rollout context per conversation.
+"""The contract's checks, one module each, run in order on one rollout context per conversation.
 
 Each check is a module with a ``NAME`` and a ``check(context, outcome)`` function that reads the
 :class:`~tito_audit.audit.checks.rollout_context.RolloutContext` (renders, alignments, the simulated rollout) and adds
@@ -34,7 +34,7 @@ REGISTRY: tuple[Check, ...] = (
     Check(bridge.NAME, bridge.check),
     Check(mask.NAME, mask.check),
 )
-"""The checks, in the SPEC's order (and the order of each variant's check tables)."""
+"""The checks, in the contract's order (and the order of each variant's check tables)."""
 
 CHECK_NAMES = tuple(check.name for check in REGISTRY)
 

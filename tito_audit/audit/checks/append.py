@@ -1,4 +1,4 @@
-"""Check 2, append (SPEC "The checks"): appending one message keeps the render a prefix, in text and tokens.
+"""Check 2, append (docs/contract.md "The checks"): appending one message keeps the render a prefix, in text and tokens.
 
 For each index ``k`` of a conversation: is ``render(M[:k])`` a text prefix of ``render(M[:k+1])``, and
 ``ids(M[:k])`` a token prefix of ``ids(M[:k+1])``? Reported per appended role and the role it follows
@@ -16,7 +16,7 @@ from __future__ import annotations
 from tito_audit.audit.checks.outcome import FAILED, PASSED, REFUSED, Outcome
 from tito_audit.audit.checks.records import text_failure
 from tito_audit.audit.checks.rollout_context import RolloutContext
-from tito_audit.audit.core.causes import classify_text_divergence
+from tito_audit.audit.core.causes import bpe_seam, classify_text_divergence
 from tito_audit.audit.core.diff import common_prefix_length, first_difference
 from tito_audit.audit.realization.realize import owner_of
 
@@ -47,7 +47,7 @@ def check(context: RolloutContext, outcome: Outcome) -> None:
             causes = classify_text_divergence(before.text, after.text, char_diff, context.text, owner=owner)
             aspect = "text"
         else:
-            causes, aspect = ["bpe-seam"], "tokens"
+            causes, aspect = [bpe_seam.NAME], "tokens"
         token_index = token_diff if token_diff is not None else common_prefix_length(before.ids, after.ids)
         failure = text_failure(
             context.setup.decode_one,

@@ -1,4 +1,4 @@
-"""Check 4, bridge (SPEC "The checks"): the history-free stand-in suffix equals the real bridge.
+"""Check 4, bridge (docs/contract.md "The checks"): the history-free stand-in suffix equals the real bridge.
 
 Some trainers never render history: they take the tokens of appended tool results from a short stand-in
 conversation (a user message and an assistant tool call) and append them after the sampled completion. For
@@ -18,6 +18,7 @@ from tito_audit.audit.checks.outcome import FAILED, PASSED, REFUSED, Outcome
 from tito_audit.audit.checks.records import token_failure
 from tito_audit.audit.checks.rollout_context import CheckSetup, RolloutContext
 from tito_audit.audit.checks.trace import trace_of
+from tito_audit.audit.core.causes import history_dependent_suffix
 from tito_audit.audit.core.diff import common_prefix_length, first_difference
 from tito_audit.conversations.conversation import ASSISTANT, TOOL, USER, Conversation, Message
 from tito_audit.model.render import RenderError
@@ -104,7 +105,7 @@ def check(context: RolloutContext, outcome: Outcome) -> None:
             conversation,
             j,
             step.roles,
-            ["history-dependent-suffix"],
+            [history_dependent_suffix.NAME],
             bridge,
             stand_in_ids,
             index,

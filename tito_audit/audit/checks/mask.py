@@ -1,4 +1,5 @@
-"""Check 5, mask (SPEC "The checks"): does the template's assistant mask train exactly what the model sampled?
+"""Check 5, mask (docs/contract.md "The checks"): does the template's assistant mask train exactly what the model
+sampled?
 
 A trainer that fine-tunes on rendered conversations (SFT with assistant-only loss, RL that re-renders for the
 training step) trains on the tokens the template's ``{% generation %}`` blocks mark

@@ -1,4 +1,4 @@
-"""One assistant turn's mask against what the model sampled (SPEC "The checks", 5): which tokens are wrong.
+"""One assistant turn's mask against what the model sampled (docs/contract.md "The checks", 5): which tokens are wrong.
 
 The turn is judged in ``F = render(M[:j+1], gp=False)`` tokenized with its assistant mask
 (:class:`~tito_audit.model.assistant_mask.MaskedRender`), over a **region** of ``F``: from where the previous turn's
@@ -24,8 +24,18 @@ from tito_audit.model.assistant_mask import MaskedRender
 STOP_TOKEN_UNTRAINED = "stop-token-untrained"
 SAMPLED_UNTRAINED = "sampled-untrained"
 INJECTED_TRAINED = "injected-trained"
-LABELS = (STOP_TOKEN_UNTRAINED, SAMPLED_UNTRAINED, INJECTED_TRAINED)
-"""The mask check's labels (SPEC "The checks", 5), in the order reports list them."""
+LABEL_LINES = {
+    STOP_TOKEN_UNTRAINED: "The template's training mask (its generation blocks) leaves out the stop token the model "
+    "sampled: a model trained on it is never trained to stop.",
+    SAMPLED_UNTRAINED: "The template's training mask leaves out tokens the model sampled (a tool call written "
+    "outside the generation block).",
+    INJECTED_TRAINED: "The template's training mask holds tokens the model never sampled: the role header, the "
+    "generation prompt, an empty reasoning block the template writes, the text after the stop token.",
+}
+"""The mask check's labels with their contract lines (docs/contract.md, "Mask labels"; the pages' glossary), in the
+order reports list them. They say what a training mask gets wrong, not why a rollout step diverged: never among the
+cause labels."""
+LABELS = tuple(LABEL_LINES)
 
 
 @dataclass(frozen=True)

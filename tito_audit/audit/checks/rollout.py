@@ -1,4 +1,4 @@
-"""Check 3, rollout (SPEC "The simulated rollout"): can one append-only token buffer follow the template?
+"""Check 3, rollout (docs/contract.md "The simulated rollout"): can one append-only token buffer follow the template?
 
 At every appended step (the messages between two assistant turns, classified as tool-only, with user, with
 system, or none) three things are measured on the rollout trace (:mod:`tito_audit.audit.checks.trace`):
@@ -27,7 +27,16 @@ from tito_audit.audit.checks.records import text_failure, token_failure
 from tito_audit.audit.checks.rollout_context import RolloutContext
 from tito_audit.audit.checks.trace import Segment, StepTrace, trace_of
 from tito_audit.audit.conditions.step_conditions import step_tags
-from tito_audit.audit.core.causes import MessageRef, classify_text_divergence
+from tito_audit.audit.core.causes import (
+    MessageRef,
+    bos_duplication,
+    bpe_seam,
+    classify_text_divergence,
+    empty_think_dropped,
+    gen_prompt_mismatch,
+    noncanonical_split,
+    utf8_split,
+)
 from tito_audit.audit.core.diff import first_difference, mismatched_positions
 from tito_audit.audit.core.join import Join
 from tito_audit.audit.realization.realize import owner_of, was_last_in_rollout
@@ -135,11 +144,11 @@ def text_break(
         and mismatch_from is not None
         and (raw_index if raw_index is not None else joined.text_index) >= mismatch_from
     )
-    known = ["gen-prompt-mismatch"] if at_prompt else []
+    known = [gen_prompt_mismatch.NAME] if at_prompt else []
     divergence = raw_index if raw_index is not None else joined.text_index
     if owner is None and dropped is not None and divergence >= dropped.start:
         owner = MessageRef(dropped.turn, ASSISTANT, True)
-        known = ["empty-think-dropped"]
+        known = [empty_think_dropped.NAME]
     causes = classify_text_divergence(
         joined.normalized_buffer, joined.normalized_prompt, joined.text_index, context.text, known, owner=owner
     )
@@ -172,7 +181,7 @@ def seam_break(context: RolloutContext, *, turn: int, kind: str, roles: list[str
         context.conversation,
         turn,
         roles,
-        ["bpe-seam"],
+        [bpe_seam.NAME],
         joined.canonical,
         joined.prompt.ids,
         joined.seam_index,
@@ -194,7 +203,7 @@ def _drift(context: RolloutContext, step: StepTrace, outcome: Outcome) -> None:
             cause = _drift_cause(context, index, step.segments, candidate, step.prompt.ids)
         else:
             drift.noncanonical += 1
-            cause = "noncanonical-split"
+            cause = noncanonical_split.NAME
         drift.causes[cause] = drift.causes.get(cause, 0) + 1
         if aspect == "drift" or candidate != step.buffer:
             failure = token_failure(
@@ -220,9 +229,11 @@ def _drift_cause(
         if segment.kind == "completion" and segment.start <= index < segment.end:
             decoded = context.setup.codec.decode(buffer[segment.start : segment.end])
             if REPLACEMENT_CHAR in decoded:
-                return "utf8-split"
-            return "bpe-seam"
-    return "bpe-seam" if index > 0 else "bos-duplication" if buffer[:1] != list(reference[:1]) else "bpe-seam"
+                return utf8_split.NAME
+            return bpe_seam.NAME
+    if index > 0 or buffer[:1] == list(reference[:1]):
+        return bpe_seam.NAME
+    return bos_duplication.NAME
 
 
 def _final_drift(context: RolloutContext, outcome: Outcome) -> None:

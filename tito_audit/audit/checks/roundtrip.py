@@ -1,4 +1,4 @@
-"""Check 1, roundtrip (SPEC "The checks"): decoding and re-encoding gives back the ids.
+"""Check 1, roundtrip (docs/contract.md "The checks"): decoding and re-encoding gives back the ids.
 
 For each sampled completion (canonical, and a non-canonical split of the same bytes) and for whole buffers:
 ``encode(decode(x)) == x``? Also whether decoding gives back the text the template rendered (a normalizer
@@ -17,6 +17,13 @@ from tito_audit.audit.checks.outcome import FAILED, PASSED, Outcome
 from tito_audit.audit.checks.records import token_failure
 from tito_audit.audit.checks.rollout_context import RolloutContext
 from tito_audit.audit.checks.trace import Completion, trace_of
+from tito_audit.audit.core.causes import (
+    bpe_seam,
+    noncanonical_split,
+    normalization,
+    special_token_literal,
+    utf8_split,
+)
 from tito_audit.audit.core.diff import first_difference, text_window, token_window
 from tito_audit.audit.results import Failure
 from tito_audit.conversations.conversation import ASSISTANT, TOOL, USER
@@ -66,13 +73,13 @@ def _reencode(context, turn, roles, category, ids, outcome: Outcome, key, decode
         return
     outcome.count(NAME, category, FAILED)
     if REPLACEMENT_CHAR in decoded:
-        cause = "utf8-split"
+        cause = utf8_split.NAME
     elif category.endswith("(non-canonical)"):
-        cause = "noncanonical-split"
+        cause = noncanonical_split.NAME
     elif codec.decode(again) != decoded:
-        cause = "normalization"
+        cause = normalization.NAME
     else:
-        cause = "bpe-seam"  # tokens that merge differently once decoded together
+        cause = bpe_seam.NAME  # tokens that merge differently once decoded together
     index = first_difference(ids, again) or 0
     failure = token_failure(
         context.setup.decode_one,
@@ -107,7 +114,7 @@ def _decoded_text(context, turn, roles, category, ids, text: str, outcome: Outco
         conversation_id=context.conversation.id,
         turn=turn,
         roles=roles,
-        causes=["utf8-split" if REPLACEMENT_CHAR in decoded else "normalization"],
+        causes=[utf8_split.NAME if REPLACEMENT_CHAR in decoded else normalization.NAME],
         char_index=index,
         token_index=token_index,
         expected=token_window(plain, token_index, decode_one),
@@ -145,7 +152,7 @@ def _literal_specials(context: RolloutContext, outcome: Outcome) -> None:
             context.conversation,
             index,
             [str(message.get("role"))],
-            ["special-token-literal"],
+            [special_token_literal.NAME],
             codec.encode_plain(content),
             ids,
             ids.index(hits[0]),

@@ -1,4 +1,5 @@
-"""The simulated rollout of one conversation (SPEC, "The simulated rollout"): one token buffer that only grows.
+"""The simulated rollout of one conversation (docs/contract.md, "The simulated rollout"): one token buffer that only
+grows.
 
 For every assistant turn ``j`` the model's text is ``F`` after its generation prompt (where
 :mod:`tito_audit.audit.realization.realize` found it), and the sampled completion is its canonical encoding cut right

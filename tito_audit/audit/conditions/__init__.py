@@ -1,4 +1,5 @@
-"""When a verdict breaks (SPEC, Verdicts: "Conditions"): the tags each step is drawn under, and what they sum to.
+"""When a verdict breaks (docs/contract.md, Verdicts: "Conditions"): the tags each step is drawn under, and what they
+sum to.
 
 :mod:`.step_conditions` tags each rollout step with the form and shapes it was drawn under (where the steps are
 walked: the checks and the parse step); :mod:`.verdict_conditions` sums the tagged steps into the plain loop's

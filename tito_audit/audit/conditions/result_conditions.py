@@ -1,5 +1,5 @@
-"""Result types of when a verdict breaks (SPEC, Verdicts: "Conditions"): the steps by the forms and shapes they
-were drawn under, the conditions read from them, the refused settings, the call turns by form. Plain dataclasses,
+"""Result types of when a verdict breaks (docs/contract.md, Verdicts: "Conditions"): the steps by the forms and shapes
+they were drawn under, the conditions read from them, the refused settings, the call turns by form. Plain dataclasses,
 part of the JSON report's schema (:mod:`tito_audit.audit.results`, which uses them).
 """
 
@@ -23,8 +23,9 @@ class FormSteps:
 
 @dataclass
 class ShapeSteps:
-    """Rollout steps of the conversations generated in one shape harnesses send (SPEC, Conversations), beside its
-    usual form: tool results without ``name``, results in another order, a reused call id, a ``developer`` message."""
+    """Rollout steps of the conversations generated in one shape harnesses send (docs/contract.md, Conversations),
+    beside its usual form: tool results without ``name``, results in another order, a reused call id, a ``developer``
+    message."""
 
     shape: str
     """``result names``, ``result order``, ``call ids`` or ``lead``."""
@@ -63,8 +64,8 @@ class Condition:
 
 @dataclass
 class Conditions:
-    """When a verdict breaks (SPEC, Verdicts: "Conditions"): the verdict of the plain loop (the model writes as it
-    does by habit, calls as the template supports them, no unusual harness shape, the first setting), and the
+    """When a verdict breaks (docs/contract.md, Verdicts: "Conditions"): the verdict of the plain loop (the model writes
+    as it does by habit, calls as the template supports them, no unusual harness shape, the first setting), and the
     conditions the failures come with. The verdict itself stays the worst case. Computed by
     :mod:`tito_audit.audit.conditions.verdict_conditions` from the step tallies."""
 
@@ -87,7 +88,7 @@ class Conditions:
 
 @dataclass
 class CallTurns:
-    """The call turns the parser was given, by the form they were written in (SPEC, "The parse step")."""
+    """The call turns the parser was given, by the form they were written in (docs/contract.md, "The parse step")."""
 
     turns: int
     lost: int

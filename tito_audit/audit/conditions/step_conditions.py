@@ -1,5 +1,5 @@
-"""What each rollout step was drawn under (SPEC, Verdicts: "Conditions"): tags recorded where the steps are walked,
-in the simulated rollout (:mod:`tito_audit.audit.checks.rollout`) and in the rollout with the engine's parser
+"""What each rollout step was drawn under (docs/contract.md, Verdicts: "Conditions"): tags recorded where the steps are
+walked, in the simulated rollout (:mod:`tito_audit.audit.checks.rollout`) and in the rollout with the engine's parser
 (:mod:`tito_audit.audit.parse_step.parsed_rollout`); :mod:`tito_audit.audit.conditions.verdict_conditions` sums them
 into when a verdict breaks.
 

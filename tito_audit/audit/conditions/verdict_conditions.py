@@ -1,4 +1,4 @@
-"""When a verdict breaks (SPEC, Verdicts: "Conditions"), from the steps as they were walked and tagged
+"""When a verdict breaks (docs/contract.md, Verdicts: "Conditions"), from the steps as they were walked and tagged
 (:mod:`tito_audit.audit.conditions.step_conditions`).
 
 A verdict is the worst step over every drawn form, shape and setting. Beside it:

@@ -1,4 +1,4 @@
-"""The join of a token buffer and the template's next prompt (SPEC "The simulated rollout").
+"""The join of a token buffer and the template's next prompt (docs/contract.md "The simulated rollout").
 
 Before the next assistant turn, a TITO loop holds a buffer ``B`` (prompt, sampled completions, bridges) and the
 template gives the next prompt ``R``. Two properties decide whether ``B`` can be followed by appending only:

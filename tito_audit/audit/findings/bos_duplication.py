@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tito_audit.audit.core.causes import bos_duplication
 from tito_audit.audit.results import Finding
 from tito_audit.model.load_folder import JINJA
 
 if TYPE_CHECKING:
     from tito_audit.audit.findings.finding_context import FindingContext
 
-NAME = "bos-duplication"
+NAME = bos_duplication.NAME
 
 
 def find(context: FindingContext) -> list[Finding]:

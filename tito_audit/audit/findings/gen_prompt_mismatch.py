@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tito_audit.audit.core.causes import gen_prompt_mismatch
 from tito_audit.audit.results import Finding
 
 if TYPE_CHECKING:
     from tito_audit.audit.findings.finding_context import FindingContext
 
-NAME = "gen-prompt-mismatch"
+NAME = gen_prompt_mismatch.NAME
 
 
 def find(context: FindingContext) -> list[Finding]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tito_audit.audit.core.causes import nondeterministic_template
 from tito_audit.audit.core.diff import first_difference, text_window
 from tito_audit.audit.results import Finding
 from tito_audit.model.render import ALTERNATE_CLOCK, RenderError, frozen_clock
@@ -18,7 +19,7 @@ from tito_audit.model.render import ALTERNATE_CLOCK, RenderError, frozen_clock
 if TYPE_CHECKING:
     from tito_audit.audit.findings.finding_context import FindingContext
 
-NAME = "nondeterministic-template"
+NAME = nondeterministic_template.NAME
 SAMPLE = 6
 
 

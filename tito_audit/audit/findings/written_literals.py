@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tito_audit.audit.core.causes import value_rewritten
 from tito_audit.audit.parse_step.value_literals import MARKER, json_literals, locate_literal, value_type, with_value
 from tito_audit.audit.results import Finding
 from tito_audit.conversations.conversation import ASSISTANT, USER, Message
@@ -25,7 +26,7 @@ from tito_audit.model.render import RenderError
 if TYPE_CHECKING:
     from tito_audit.audit.findings.finding_context import FindingContext
 
-NAME = "value-rewritten"
+NAME = value_rewritten.NAME
 PROBE_VALUES: dict[str, Any] = {"flag": False, "nothing": None, "ratio": 1.5, "count": 3}
 _TOOLS = [
     {

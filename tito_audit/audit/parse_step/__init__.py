@@ -1,4 +1,5 @@
-"""The parse step (SPEC "The parse step"): the rollout with each serving engine's parser, not the template's message.
+"""The parse step (docs/contract.md "The parse step"): the rollout with each serving engine's parser, not the template's
+message.
 
 One completion through a parser as a loop does it (:mod:`.parsed_turns`); the rollout rendered from what the parser
 made of each completion (:mod:`.parsed_rollout`), summed per variant into a parse result (:mod:`.parsed_totals`) and

@@ -1,5 +1,5 @@
-"""Layouts a model writes around its tool calls, built from the model's own template rendering of a call (SPEC "The
-parse step", "Engines differ"): the texts on which engines' parsers are known to part ways.
+"""Layouts a model writes around its tool calls, built from the model's own template rendering of a call
+(docs/contract.md "The parse step", "Engines differ"): the texts on which engines' parsers are known to part ways.
 
 Each layout is one function of a :class:`CallTurn` (a drawn assistant turn with content and one call, as the
 template renders it, and a way to render another message at that turn) that returns the :class:`WrittenTurn` a

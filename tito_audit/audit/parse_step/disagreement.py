@@ -1,5 +1,5 @@
-"""Where two engines' parsers part ways on one model (SPEC "Engines differ"): the same completions handed to each
-engine's parser, each through its own engine's hand-over, and, where the parsed messages differ, what each does to
+"""Where two engines' parsers part ways on one model (docs/contract.md "Engines differ"): the same completions handed to
+each engine's parser, each through its own engine's hand-over, and, where the parsed messages differ, what each does to
 the next prompt.
 
 The completions are the audit's own drawn turns (the generated conversations of every variant, as the simulated

@@ -1,4 +1,4 @@
-"""One parser verdict per engine (SPEC "Engines differ").
+"""One parser verdict per engine (docs/contract.md "Engines differ").
 
 The variants' :class:`~tito_audit.audit.results.ParseResult` of one engine (the i-th of each variant's ``parses``)
 sum into that engine's :class:`~tito_audit.audit.results.EngineVerdict`: its worst variant's verdict and reason, the

@@ -1,5 +1,5 @@
-"""The rollout with the engine's parser (SPEC "The parse step"): the next prompt is rendered from what the parser
-made of each completion, not from the message the template rendered.
+"""The rollout with the engine's parser (docs/contract.md "The parse step"): the next prompt is rendered from what the
+parser made of each completion, not from the message the template rendered.
 
 The sampled completions are the rollout's own (:mod:`tito_audit.audit.checks.trace`): the model wrote the
 template's rendering of its turn, cut at the stop token — or, where the registry records that the family's model
@@ -42,7 +42,7 @@ from tito_audit.audit.checks.records import text_failure, token_failure
 from tito_audit.audit.checks.rollout_context import RolloutContext
 from tito_audit.audit.checks.trace import Completion, StepTrace, trace_of
 from tito_audit.audit.conditions.step_conditions import rare_call, step_tags
-from tito_audit.audit.core.causes import MessageRef
+from tito_audit.audit.core.causes import MessageRef, parse_lossy, tool_call_reformatted
 from tito_audit.audit.core.diff import first_difference
 from tito_audit.audit.core.join import Join, join, join_text_only
 from tito_audit.audit.parse_step.parsed_turns import answer_with_ids, parse_with, parser_input, render_next
@@ -64,8 +64,8 @@ from tito_audit.parse.parser import CompletionParser
 from tito_audit.parse.written import LAYOUTS
 
 NAME = "parse"
-LOSSY = "parse-lossy"
-REFORMATTED = "tool-call-reformatted"
+LOSSY = parse_lossy.NAME
+REFORMATTED = tool_call_reformatted.NAME
 
 
 @dataclass

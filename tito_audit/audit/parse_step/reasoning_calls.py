@@ -1,5 +1,5 @@
-"""Tool calls written inside the reasoning (SPEC "What the parser is given": a drawn form of its own, reported as a
-rate, never in the verdict).
+"""Tool calls written inside the reasoning (docs/contract.md "What the parser is given": a drawn form of its own,
+reported as a rate, never in the verdict).
 
 Models sometimes write their call before closing the reasoning block (``<think>I'll look. <tool_call>…</tool_call>
 </think>``). Engines split the reasoning off first and parse calls in what follows, so the call usually stays in

@@ -1,5 +1,5 @@
-"""How a template writes a tool-call argument value, and the JSON literals a model may write instead (SPEC "Written
-values").
+"""How a template writes a tool-call argument value, and the JSON literals a model may write instead (docs/contract.md
+"Written values").
 
 A value that is not a string can be written more than one way: JSON ``false``, ``null``, ``1.0``, or the template's
 own literal (``False``, ``None`` where it writes ``value | string``). Where the template writes a value is found by

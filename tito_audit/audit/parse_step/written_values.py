@@ -1,5 +1,5 @@
-"""Written values (SPEC "The parse step", "Written values"): argument values a model writes in the template's own
-literal or in the JSON literal, through the engine's parser, into the next prompt.
+"""Written values (docs/contract.md "The parse step", "Written values"): argument values a model writes in the
+template's own literal or in the JSON literal, through the engine's parser, into the next prompt.
 
 For every tool-call turn followed by tool results, in a conversation that declares tools:
 
@@ -30,6 +30,7 @@ from typing import Any
 from tito_audit.audit.checks.records import text_failure
 from tito_audit.audit.checks.rollout_context import RolloutContext
 from tito_audit.audit.checks.trace import Completion, trace_of
+from tito_audit.audit.core.causes import value_rewritten
 from tito_audit.audit.core.diff import common_prefix_length, first_difference
 from tito_audit.audit.parse_step.parsed_turns import answer_with_ids, parse_with, parser_input, render_next
 from tito_audit.audit.parse_step.value_literals import (
@@ -48,7 +49,7 @@ from tito_audit.parse.output_layouts import OutputLayout
 from tito_audit.parse.parser import CompletionParser
 
 NAME = "values"
-CAUSE = "value-rewritten"
+CAUSE = value_rewritten.NAME
 
 
 @dataclass

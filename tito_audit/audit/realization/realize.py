@@ -1,4 +1,4 @@
-"""Realizable turns (SPEC, "Realizable turns" and "Attribution"): audit an assistant turn only in a form a
+"""Realizable turns (docs/contract.md, "Realizable turns" and "Attribution"): audit an assistant turn only in a form a
 model could have produced after its generation prompt, and find where the model's text begins.
 
 For an assistant message at index ``j``: ``P = render(M[:j], gp=True)`` and ``F = render(M[:j+1], gp=False)``.
@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from tito_audit.audit.core.causes import MessageRef
+from tito_audit.audit.core.causes import MessageRef, gen_prompt_mismatch
 from tito_audit.audit.core.diff import common_prefix_length
 from tito_audit.audit.realization.reasoning_block import MARKER, ReasoningBlock, closed_at_once, prompt_state
 from tito_audit.conversations.conversation import ASSISTANT, Conversation, Message
@@ -57,7 +57,7 @@ from tito_audit.conversations.reasoning_forms import (
 ALIGNED = "aligned"
 HISTORY_REWRITE = "history-rewrite"
 EMPTY_BLOCK_DROPPED = "empty-block-dropped"
-GEN_PROMPT_MISMATCH = "gen-prompt-mismatch"
+GEN_PROMPT_MISMATCH = gen_prompt_mismatch.NAME
 
 __all__ = [
     "ALIGNED",

@@ -1,4 +1,4 @@
-"""What a generation prompt leaves a model free to write about its reasoning (SPEC "Realizable turns").
+"""What a generation prompt leaves a model free to write about its reasoning (docs/contract.md "Realizable turns").
 
 Whether a reasoning form of an assistant turn is realizable is decided from the prompt alone, never from
 whether the template renders the form back. The template's way of writing a reasoning block is learnt by

@@ -12,11 +12,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from tito_audit.audit.core.causes import QUIET
 from tito_audit.audit.results import AuditReport, Failure
 from tito_audit.audit.serialization import DecodeError, from_dict
-from tito_audit.formatters.common import first_example_per_cause
+from tito_audit.repair.explanations import first_example_per_cause
 
-QUIET_CAUSES = frozenset({"noncanonical-split"})
 """Causes every BPE model shows: counted in the tables, never drawn."""
 
 
@@ -62,7 +62,7 @@ def examples(report: AuditReport) -> list[Example]:
         for cause in failure.causes:
             counts.setdefault(cause, 0)
     order = sorted(
-        (c for c in dict.fromkeys([*first, *(c for _, f, _ in explained for c in f.causes)]) if c not in QUIET_CAUSES),
+        (c for c in dict.fromkeys([*first, *(c for _, f, _ in explained for c in f.causes)]) if c not in QUIET),
         key=lambda cause: -counts.get(cause, 0),
     )
     chosen: list[Example] = []

@@ -1,10 +1,13 @@
-"""What each verdict and cause label means, in one sentence each (docs/audited.md, "Verdicts" and "Cause labels"
-in short), and the on-page glossary the chips link to."""
+"""What each verdict and cause label means, in one sentence each (docs/contract.md's lines: the causes' own
+definitions, :data:`tito_audit.audit.core.causes.CAUSES`), and the on-page glossary the chips link to."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from tito_audit.audit.checks.mask_compare import LABEL_LINES
+from tito_audit.audit.core.causes import CAUSES as CAUSE_DEFINITIONS
+from tito_audit.audit.core.causes import value_rewritten
 from tito_audit.audit.results import BROKEN, READY, READY_TOOL_ONLY, UNSUPPORTED
 from tito_audit.formatters.site.html import esc
 
@@ -30,37 +33,16 @@ IN_SHORT = {
 }
 """A few words per verdict, for legends."""
 
+NOT_ON_PAGES = frozenset({value_rewritten.NAME})
+"""Causes the pages' glossaries leave out: ``value-rewritten`` is reported as a rate beside the verdict, and the
+glossaries have never defined it (adding it would change the Markdown reports of every model with the written-literals
+finding)."""
+
 CAUSES = {
-    "reasoning-pruned": "The reasoning of an earlier assistant turn vanishes or changes once later messages exist.",
-    "empty-think-dropped": "The model closed its reasoning block at once, and history drops or alters that empty "
-    "block.",
-    "gen-prompt-mismatch": "The generation prompt disagrees with how the template renders the same turn in history.",
-    "stop-token-swap": "History ends an assistant turn with another token than the one the engine stopped on.",
-    "tail-after-stop": "Only the text after an assistant turn's stop token changes in history.",
-    "closing-rewritten": "A tool, user or system message is closed one way while it is the last message and "
-    "another way once something follows it.",
-    "bpe-seam": "The text prefix holds, but a BPE merge crosses the join between the buffer and the appended text.",
-    "content-rewritten": "A message's text is rewritten in history: trimmed, stripped, escaped or moved elsewhere.",
-    "tool-call-reformatted": "Tool-call arguments are re-serialized in history: spacing, key order or escaping.",
-    "history-dependent-suffix": "The suffix a history-free stand-in conversation gives differs from the real bridge.",
-    "nondeterministic-template": "Two renders of the same input differ (a date or randomness in the template).",
-    "template-error": "The template raised an error for this conversation.",
-    "special-token-literal": "Text inside a message encodes to a control token: a role-injection risk.",
-    "normalization": "The tokenizer's normalizer changes the text, so decoding does not give it back.",
-    "noncanonical-split": "A sampled token sequence that is not the canonical encoding does not survive decode and "
-    "re-encode (every BPE model shows it).",
-    "bos-duplication": "The tokenizer adds a BOS token that the template already wrote.",
-    "utf8-split": "Decoding a partial byte sequence yields U+FFFD.",
-    "parse-lossy": "The engine's parser does not give back the message the template rendered (content whitespace, "
-    "reasoning boundary, arguments re-serialized, a call lost, an id refused), and the next prompt rendered from "
-    "its message no longer continues the buffer.",
-    "stop-token-untrained": "The template's training mask (its generation blocks) leaves out the stop token the model "
-    "sampled: a model trained on it is never trained to stop.",
-    "sampled-untrained": "The template's training mask leaves out tokens the model sampled (a tool call written "
-    "outside the generation block).",
-    "injected-trained": "The template's training mask holds tokens the model never sampled: the role header, the "
-    "generation prompt, an empty reasoning block the template writes, the text after the stop token.",
+    **{cause.name: cause.line for cause in CAUSE_DEFINITIONS.values() if cause.name not in NOT_ON_PAGES},
+    **LABEL_LINES,
 }
+"""Each cause label's and mask label's definition (their contract lines), in the contract's order."""
 
 
 def verdict_class(verdict: str) -> str:

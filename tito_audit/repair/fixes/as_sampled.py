@@ -22,6 +22,13 @@ from collections.abc import Sequence
 
 from jinja2 import nodes
 
+from tito_audit.audit.core.causes import (
+    content_rewritten,
+    empty_think_dropped,
+    reasoning_pruned,
+    stop_token_swap,
+    tail_after_stop,
+)
 from tito_audit.conversations.conversation import ASSISTANT, Message
 from tito_audit.model.variants import jinja_environment
 from tito_audit.repair.fixes.patterns import Edits, evaluated, find, operand_end
@@ -29,7 +36,13 @@ from tito_audit.repair.fixes.source import Edit, TemplateSource, Token
 
 NAME = "as-sampled"
 CAUSES = frozenset(
-    {"reasoning-pruned", "empty-think-dropped", "stop-token-swap", "tail-after-stop", "content-rewritten"}
+    {
+        reasoning_pruned.NAME,
+        empty_think_dropped.NAME,
+        stop_token_swap.NAME,
+        tail_after_stop.NAME,
+        content_rewritten.NAME,
+    }
 )
 CHANGES = "earlier assistant turns render as they did when sampled"
 AT_INFERENCE = "the prompt keeps earlier turns' reasoning, empty think blocks and end tokens as the model wrote them"

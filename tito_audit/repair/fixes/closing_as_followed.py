@@ -20,12 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tito_audit.audit.core.causes import closing_rewritten, tail_after_stop
 from tito_audit.conversations.conversation import ASSISTANT, SYSTEM, TOOL, USER, Message
 from tito_audit.repair.fixes.patterns import Edits, evaluated, find
 from tito_audit.repair.fixes.source import Edit, TemplateSource, Token
 
 NAME = "closing-as-followed"
-CAUSES = frozenset({"closing-rewritten", "tail-after-stop"})
+CAUSES = frozenset({closing_rewritten.NAME, tail_after_stop.NAME})
 CHANGES = "a last tool result or user message is closed as it is once the answer follows"
 AT_INFERENCE = "the prompt closes the last tool result or user message the way history closes it later"
 SCOPE = "renders that end with a tool, user or system message"

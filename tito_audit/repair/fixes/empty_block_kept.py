@@ -18,12 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tito_audit.audit.core.causes import empty_think_dropped
 from tito_audit.conversations.conversation import ASSISTANT, Message
 from tito_audit.repair.fixes.patterns import Edits, evaluated
 from tito_audit.repair.fixes.source import Edit, TemplateSource, Token
 
 NAME = "empty-block-kept"
-CAUSES = frozenset({"empty-think-dropped"})
+CAUSES = frozenset({empty_think_dropped.NAME})
 CHANGES = "history renders a turn's reasoning block whenever the turn has one, even empty"
 AT_INFERENCE = "a turn that closed its reasoning block at once keeps the empty block in the prompt"
 SCOPE = "renders with an assistant turn whose reasoning is an empty string"

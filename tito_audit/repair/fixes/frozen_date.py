@@ -15,12 +15,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from tito_audit.audit.core.causes import nondeterministic_template
 from tito_audit.conversations.conversation import Message
 from tito_audit.repair.fixes.patterns import evaluated, find
 from tito_audit.repair.fixes.source import Edit, TemplateSource
 
 NAME = "frozen-date"
-CAUSES = frozenset({"nondeterministic-template"})
+CAUSES = frozenset({nondeterministic_template.NAME})
 CHANGES = "the date comes from a frozen_date argument instead of the clock"
 AT_INFERENCE = "pass frozen_date (one date per rollout); without it the prompt shows the audit's date"
 SCOPE = "none, with the clock frozen at the date it writes"

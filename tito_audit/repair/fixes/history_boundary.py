@@ -18,13 +18,14 @@ from collections.abc import Sequence
 
 from jinja2 import nodes
 
+from tito_audit.audit.core.causes import empty_think_dropped, reasoning_pruned
 from tito_audit.conversations.conversation import ASSISTANT, Message
 from tito_audit.model.variants import jinja_environment
 from tito_audit.repair.fixes.patterns import evaluated, find, replace_run
 from tito_audit.repair.fixes.source import Edit, TemplateSource
 
 NAME = "no-history-boundary"
-CAUSES = frozenset({"reasoning-pruned", "empty-think-dropped"})
+CAUSES = frozenset({reasoning_pruned.NAME, empty_think_dropped.NAME})
 CHANGES = "turns before the last user message or final answer render like the ones after it"
 AT_INFERENCE = "the prompt keeps reasoning of turns before the last user message"
 SCOPE = "renders with an assistant turn"

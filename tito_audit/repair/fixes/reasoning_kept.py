@@ -25,12 +25,13 @@ import json
 import re
 from collections.abc import Sequence
 
+from tito_audit.audit.core.causes import gen_prompt_mismatch, reasoning_pruned
 from tito_audit.conversations.conversation import ASSISTANT, Message
 from tito_audit.repair.fixes.patterns import evaluated, find
 from tito_audit.repair.fixes.source import Edit, TemplateSource, Token
 
 NAME = "reasoning-kept"
-CAUSES = frozenset({"gen-prompt-mismatch", "reasoning-pruned"})
+CAUSES = frozenset({gen_prompt_mismatch.NAME, reasoning_pruned.NAME})
 CHANGES = "history renders each turn's reasoning in the block the generation prompt opens"
 AT_INFERENCE = "the prompt keeps earlier turns' reasoning (the template dropped it)"
 SCOPE = "renders with an assistant turn"

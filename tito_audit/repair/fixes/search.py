@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from tito_audit.audit.audit_options import AuditOptions
+from tito_audit.audit.core.causes import CAUSES, nondeterministic_template
 from tito_audit.audit.core.diff import common_prefix_length
 from tito_audit.audit.results import BROKEN, READY, READY_TOOL_ONLY, VERDICT_ORDER, AuditReport
 from tito_audit.conversations.conversation import TOOL, USER
@@ -32,32 +33,12 @@ AuditRunner = Callable[[LoadedModel, AuditOptions], AuditReport]
 
 BEST_SCORE = (0, 0, 0, 0)
 
-PHRASES = {
-    "reasoning-pruned": "keep reasoning in history",
-    "empty-think-dropped": "keep the empty think block",
-    "stop-token-swap": "end every assistant turn with the terminator the engine stopped on",
-    "tail-after-stop": "keep the text after the stop token in history",
-    "content-rewritten": "render message text as sampled",
-    "closing-rewritten": "close a message the same way whether or not another follows",
-    "gen-prompt-mismatch": "render reasoning in the block the generation prompt opens",
-    "nondeterministic-template": "freeze the date",
-    "tool-call-reformatted": "render tool calls as sampled",
-}
-"""What a fix does for the model, by the cause it removed (the way-out column of the matrix)."""
+PHRASES = {cause.name: cause.fixed for cause in CAUSES.values() if cause.fixed}
+"""What a fix does for the model, by the cause it removed (the way-out column of the matrix; the causes' own
+``FIXED``)."""
 
-
-UNFIXED = {
-    "gen-prompt-mismatch": "the generation prompt writes text that history renders differently, and no fix here "
-    "makes history render what the prompt opened",
-    "bpe-seam": "tokens merge across the join: only the tokenizer or a separator in the template can change that",
-    "content-rewritten": "the template rewrites or moves message text in a way no fix here undoes",
-    "closing-rewritten": "the template closes a message differently once another follows, in a way no fix here undoes",
-    "tool-call-reformatted": "the template re-serializes tool calls in a way no fix here undoes",
-    "history-dependent-suffix": "the stand-in suffix depends on history: use the real bridge instead",
-    "reasoning-pruned": "reasoning is dropped by a construct no fix here edits",
-    "empty-think-dropped": "the empty think block is dropped by a construct no fix here edits",
-}
-"""Why a cause is left as it is, when the search finds nothing that removes it."""
+UNFIXED = {cause.name: cause.unfixed for cause in CAUSES.values() if cause.unfixed}
+"""Why a cause is left as it is, when the search finds nothing that removes it (the causes' own ``UNFIXED``)."""
 
 
 @dataclass
@@ -157,7 +138,7 @@ def score(report: AuditReport) -> tuple[int, int, int, int]:
     """Lower is better: worst verdict, failing tool-only steps, failing steps, fixable findings."""
     rows = [row for v in report.variants for row in v.checks["rollout"].rows]
     tool = sum(r.failed for r in rows if r.category == TOOL)
-    findings = sum(1 for v in report.variants for f in v.findings if f.cause == "nondeterministic-template")
+    findings = sum(1 for v in report.variants for f in v.findings if f.cause == nondeterministic_template.NAME)
     return VERDICT_ORDER.index(report.verdict), tool, sum(r.failed for r in rows), findings
 
 
