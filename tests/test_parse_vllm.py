@@ -19,10 +19,16 @@ from tests.conftest import SHARED_TOKENIZERS, requires_shared
 from tito_audit.errors import BadInputError
 from tito_audit.model.registry import _data, registry_parsers
 from tito_audit.parse import vllm
-from tito_audit.parse.choice import check_parser_value, choose_parser, engine_choices, refused_prefix
+from tito_audit.parse.choice import (
+    check_parser_value,
+    choose_parser,
+    engine_choices,
+    needs_tokenizer_prefix,
+    refused_prefix,
+)
 from tito_audit.parse.engines import engine_named
 from tito_audit.parse.handover import Sampled, hand_over
-from tito_audit.parse.parser import ParseInput, ParserRefused, ParserUnavailable
+from tito_audit.parse.parser import ParseInput, ParserNeedsTokenizer, ParserRefused, ParserUnavailable
 
 if not vllm.available() and os.environ.get("CI") == "true":
     raise RuntimeError(f"vLLM is not installed on CI, so its tests cannot run; install it with: {vllm.INSTALL}")
@@ -179,10 +185,22 @@ def test_parser_values_name_the_engine():
         choose_parser("vllm", "x/y", None, QWEN3)
 
 
-def test_a_folder_without_a_tokenizer_makes_the_parser_unavailable(tmp_path):
+def test_a_folder_without_a_tokenizer_leaves_vllm_without_a_verdict_saying_so(tmp_path):
+    # a template-only model: the audit runs at text level, and vLLM's parsers, which read the tokenizer, cannot run
     (tmp_path / "chat_template.jinja").write_text("{{ messages }}", encoding="utf-8")
-    with pytest.raises(ParserUnavailable, match="vLLM cannot load the model's tokenizer"):
+    with pytest.raises(ParserNeedsTokenizer, match="this folder has none"):
         vllm.VLLMParser("hermes", None, tmp_path)
+    plan = engine_choices("Qwen/Qwen2.5-7B-Instruct", None, tmp_path)
+    assert all(choice.engine != "vllm" for choice in plan.choices)
+    (note,) = [note for note in plan.notes if note.startswith(needs_tokenizer_prefix(engine_named("vllm")))]
+    assert "read the model's tokenizer, which is not here" in note
+
+
+def test_a_tokenizer_vllm_cannot_load_is_named_without_the_workers_temporary_folder(tmp_path):
+    (tmp_path / "tokenizer.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(ParserRefused, match="vLLM cannot load the model's tokenizer") as refused:
+        vllm.VLLMParser("hermes", None, tmp_path)
+    assert "tito-audit-vllm-" not in str(refused.value)
 
 
 def test_a_parser_that_refuses_the_models_tokenizer_leaves_that_engine_without_a_verdict_and_says_why():

@@ -14,7 +14,7 @@ from tito_audit.formatters.mask_lines import mask_cell
 from tito_audit.formatters.site.glossary import NOT_AUDITED
 from tito_audit.model.registry import family_of
 from tito_audit.parse import engines
-from tito_audit.parse.choice import not_installed_prefix, refused_prefix
+from tito_audit.parse.choice import needs_tokenizer_prefix, not_installed_prefix, refused_prefix
 from tito_audit.parse.engines import Engine
 
 AUDITED = "audited"
@@ -124,13 +124,15 @@ def stop_tokens_cell(report: AuditReport) -> str:
 
 def engine_cells(report: AuditReport, engine: Engine) -> dict[str, str]:
     """The columns of ``engine``: its parser verdict, when that verdict breaks, its parsers (``sglang qwen25+qwen3``,
-    or why there is no verdict with them: ``not installed``, ``refused by the parser``, ``none recorded``) and its
-    way out when its parser makes things worse."""
+    or why there is no verdict with them: ``not installed``, ``no tokenizer here``, ``refused by the parser``,
+    ``none recorded``) and its way out when its parser makes things worse."""
     audited = next((verdict for verdict in report.parsers if verdict.engine == engine.name), None)
     if audited is not None:
         parser = audited.parser
     elif any(note.startswith(not_installed_prefix(engine)) for note in report.notes):
         parser = "not installed"
+    elif any(note.startswith(needs_tokenizer_prefix(engine)) for note in report.notes):
+        parser = "no tokenizer here"
     elif any(note.startswith(refused_prefix(engine)) for note in report.notes):
         parser = "refused by the parser"
     else:

@@ -29,6 +29,7 @@ from tito_audit.parse.parser import (
     TEMPLATE,
     CompletionParser,
     ParserChoice,
+    ParserNeedsTokenizer,
     ParserRefused,
     ParserUnavailable,
     engine_of,
@@ -83,6 +84,12 @@ def engine_choices(model_id: str, tokenizer: Any, model_dir: Path | None = None)
         why = f"default: the {engine.label} parsers documented for {model_id}"
         try:
             choices.append(_engine_choice(engine, pair.tool, pair.reasoning, why, pair.source, (tokenizer, model_dir)))
+        except ParserNeedsTokenizer:
+            name = engine.parser_name(pair.tool, pair.reasoning)
+            notes.append(
+                f"{needs_tokenizer_prefix(engine)}{name}) read the model's tokenizer, which is not here "
+                "(a template-only model, audited at text level), so there is no verdict with them"
+            )
         except ParserRefused as refused:
             name = engine.parser_name(pair.tool, pair.reasoning)
             notes.append(f"{refused_prefix(engine)}{name}) {refused_why(refused)}")
@@ -92,6 +99,12 @@ def engine_choices(model_id: str, tokenizer: Any, model_dir: Path | None = None)
                 f"there is no verdict with it; install it with: {engine.install}"
             )
     return ParserPlan(tuple(choices), tuple(notes))
+
+
+def needs_tokenizer_prefix(engine: Engine) -> str:
+    """How the note begins that says an engine's parsers need the model's tokenizer, which is not here (the matrix's
+    ``<engine>_parser`` column reads it: ``no tokenizer here``)."""
+    return f"{engine.label}'s parsers ("
 
 
 def refused_prefix(engine: Engine) -> str:

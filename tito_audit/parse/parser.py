@@ -62,6 +62,12 @@ class ParserUnavailable(BadInputError):
     """The named parser cannot run here (its extra is not installed, or the model ships nothing to parse with)."""
 
 
+class ParserNeedsTokenizer(ParserUnavailable):
+    """The engine is installed but its parsers read the model's tokenizer, which is not here: a template-only folder
+    (the audit runs at text level with a stand-in vocabulary, which no engine's parser could be given honestly). Under
+    ``--parser auto`` that engine has no verdict for the model, and the note says so."""
+
+
 class ParserRefused(ParserUnavailable):
     """The engine is installed but its parser cannot be built for this model: it refuses the model's tokenizer (vLLM's
     ``deepseek_r1`` reasoning parser finds no think tokens in it) or the model ships no tokenizer to give it. Under

@@ -35,8 +35,9 @@ from typing import Any
 
 from tito_audit.conversations.conversation import ASSISTANT, Message
 from tito_audit.errors import BadInputError
+from tito_audit.model.standin import has_vocabulary
 from tito_audit.parse.handover import Sampled, parse_input
-from tito_audit.parse.parser import ParseInput, ParserRefused, ParserUnavailable
+from tito_audit.parse.parser import ParseInput, ParserNeedsTokenizer, ParserRefused, ParserUnavailable
 from tito_audit.parse.vllm_process import (
     INSTALL,
     VERSION,
@@ -110,9 +111,14 @@ class VLLMParser:
         self.name = "vllm " + "+".join(part for part in (tool or "no tool parser", reasoning) if part)
         check_names(tool, reasoning)
         if model_dir is None:
-            raise ParserRefused(f"--parser {self.name}: vLLM's parsers need the model's folder (its tokenizer)")
+            raise ParserNeedsTokenizer(f"--parser {self.name}: vLLM's parsers need the model's folder (its tokenizer)")
         self.model_dir = Path(model_dir)
         self._files = model_files(self.model_dir)
+        if not has_vocabulary(self._files):
+            raise ParserNeedsTokenizer(
+                f"--parser {self.name}: vLLM's parsers read the model's tokenizer, and this folder has none "
+                "(a template-only model, audited at text level)"
+            )
         self._key = hashlib.sha256(json.dumps(self._files, sort_keys=True).encode()).hexdigest()
         self._opened = 0
         self._lock = threading.Lock()

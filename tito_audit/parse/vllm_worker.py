@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import struct
 import sys
@@ -42,6 +43,7 @@ from typing import Any, BinaryIO
 from tito_audit.parse.vllm_process import tokenizer_mode
 
 MODELS_KEPT = 4
+TEMPORARY_FOLDER = re.compile(r"\S*tito-audit-vllm-[A-Za-z0-9_]+")
 """Tokenizers kept loaded at once (the least recently used goes)."""
 
 
@@ -111,9 +113,7 @@ class Engine:
             try:
                 model.parsers[(tool, reasoning)] = self._parser_class(model, tool, reasoning)
             except Exception as exc:
-                # vLLM names the tokenizer by its folder, a temporary one here: name it the same way in every run
-                reason = _one_line(exc).replace(model.config.model, "the model's tokenizer folder")
-                return {"error": reason, "kind": "parser"}
+                return {"error": _one_line(exc), "kind": "parser"}
         return {"tokenizer": type(model.tokenizer).__name__, "harmony": model.harmony}
 
     def _load(self, files: dict[str, str]) -> SimpleNamespace:
@@ -220,7 +220,10 @@ def _model_type(config: Path) -> str | None:
 
 
 def _one_line(exc: BaseException) -> str:
+    """``exc`` on one line, at most 400 characters; vLLM names a tokenizer by its folder, a temporary one here, which
+    is named the same way in every run (reports are byte for byte the same)."""
     text = " ".join(str(exc).split()) or type(exc).__name__
+    text = TEMPORARY_FOLDER.sub("the model's tokenizer folder", text)
     return text if len(text) <= 400 else text[:397] + "..."
 
 
