@@ -129,10 +129,44 @@ def test_the_computed_form_has_no_constant_branch(tiny_model_dir, write_template
     model, form = _form(tiny_model_dir, write_template, "switch", THINKING_SWITCH)
     assert form.offered and form.form == COMPUTED, form.reason
     assert form.source is not None and "if true" not in form.source
-    assert "{% set tito_prompt %}<|im_start|>assistant{{ '\\n' }}{%- if enable_thinking is false -%}" in form.source
+    assert "{% set tito_prompt -%}<|im_start|>assistant{{ '\\n' }}{%- if enable_thinking is false -%}" in form.source
     # the mask still starts where the turn stops sharing the prompt: after the header by default
     turn = [{"role": "user", "content": "Hi"}, {"role": "assistant", "reasoning_content": "R", "content": "A"}]
     assert _trained(model, form.source, turn) == ["<think>\nR\n</think>\nA<|im_end|>"]
+
+
+LINED_SWITCH = """{%- for m in messages %}
+{%- if m.role == 'assistant' %}
+{{- '<|im_start|>assistant\\n' }}
+{%- if m.reasoning_content %}
+{{- '<think>\\n' + m.reasoning_content + '\\n</think>\\n\\n' }}
+{%- endif %}
+{{- m.content + '<|im_end|>\\n' }}
+{%- else %}
+{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+{{- '<|im_start|>assistant\\n' }}
+{%- if enable_thinking is false %}
+{{- '<think>\\n\\n</think>\\n\\n' }}
+{%- endif %}
+{%- endif %}"""
+"""THINKING_SWITCH a statement a line, as Qwen3 and Seed-OSS write theirs: the generation prompt's section ends in
+an ``{%- endif %}`` on the line after another (no constant branch around its copy could be folded away)."""
+
+
+def test_a_generation_prompt_written_a_statement_a_line_is_copied_without_a_constant_branch(
+    tiny_model_dir, write_template
+):
+    model, form = _form(tiny_model_dir, write_template, "lined", LINED_SWITCH)
+    assert form.offered and form.form == COMPUTED, form.reason
+    assert form.source is not None and "if true" not in form.source
+    section = LINED_SWITCH[LINED_SWITCH.index("{%- if add_generation_prompt %}") :]
+    body = section.removeprefix("{%- if add_generation_prompt %}\n").removesuffix("\n{%- endif %}")
+    assert "{% set tito_prompt %}\n" + body + "\n{%- endset %}" in form.source
+    turn = [{"role": "user", "content": "Hi"}, {"role": "assistant", "reasoning_content": "R", "content": "A"}]
+    assert _trained(model, form.source, turn) == ["<think>\nR\n</think>\n\nA<|im_end|>"]
 
 
 def test_a_branch_shared_with_other_roles_gets_the_computed_form_and_says_why(tiny_model_dir, write_template):

@@ -241,10 +241,9 @@ def wrap(source: str, stops: Sequence[str], whole_messages: bool = False) -> str
     for tag in (tags[opened], tags[closed]):
         if tag.keyword in ("generation", "endgeneration"):
             raise WrapError("the generation prompt section holds a generation tag")
-    section = (
-        f"{_left(tags[opened])} if true {_after(tags[opened])}{wrap_free(prompt_body)}{_left(tags[closed])} endif %}}"
-    )
-    prompt = f"{{% set {PROMPT} %}}{fold(section)}{{% endset %}}"
+    # the capture's own tags strip as the section's did (a block tag in the place of a block tag): the prompt is
+    # copied as the template writes it, without a constant branch around it
+    prompt = f"{{% set {PROMPT} {_after(tags[opened])}{wrap_free(prompt_body)}{_left(tags[closed])} endset %}}"
     for start, end, variable in branches or loops:
         head, tail = tags[start], tags[end]
         written = _emit(stops) if variable is None else _emit_if_assistant(stops, variable)
