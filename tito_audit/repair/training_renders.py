@@ -6,11 +6,11 @@ and the assistant masks of those without a generation prompt.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 
 from tito_audit.audit.options import AuditOptions
-from tito_audit.audit.results import AuditReport
+from tito_audit.audit.results import AuditReport, VariantResult
 from tito_audit.conversations.conversation import ASSISTANT, Conversation
 from tito_audit.conversations.generate import generate
 from tito_audit.conversations.profile import GenerationProfile
@@ -55,17 +55,25 @@ def _where(conversation: Conversation, k: int, gp: bool, variant: str) -> str:
     return f"{conversation.id} messages[:{k}] add_generation_prompt={gp}, variant {variant}"
 
 
+@contextmanager
+def _renderers(
+    loaded: LoadedModel, sources: Sequence[str], variant: VariantResult, options: AuditOptions
+) -> Iterator[list[Renderer]]:
+    """A renderer of each of ``sources`` under ``variant``'s settings, their clock frozen while they render."""
+    codec = codec_for(loaded)
+    with ExitStack() as clocks:
+        for source in sources:
+            clocks.enter_context(frozen_clock(source, options.clock))
+        yield [Renderer(with_template(loaded, s), codec, variant.kwargs, options.limits) for s in sources]
+
+
 def each_render(
     loaded: LoadedModel, sources: Sequence[str], report: AuditReport, options: AuditOptions
 ) -> Iterator[Compared]:
     """Every render the training form is checked on, for each of ``sources`` (see the module docstring)."""
-    codec = codec_for(loaded)
     conversations = compared_conversations(options)
     for variant in report.variants:
-        renderers = [Renderer(with_template(loaded, s), codec, variant.kwargs, options.limits) for s in sources]
-        with ExitStack() as clocks:
-            for source in sources:
-                clocks.enter_context(frozen_clock(source, options.clock))
+        with _renderers(loaded, sources, variant, options) as renderers:
             for conversation in conversations:
                 messages = conversation.messages
                 keys = prefix_keys(messages)
@@ -80,13 +88,9 @@ def each_mask(
     loaded: LoadedModel, sources: Sequence[str], report: AuditReport, options: AuditOptions
 ) -> Iterator[tuple[str, list[MaskedRender | None]]]:
     """(where, each template's assistant mask, None where it refuses) for every render without a generation prompt."""
-    codec = codec_for(loaded)
     conversations = compared_conversations(options)
     for variant in report.variants:
-        renderers = [Renderer(with_template(loaded, s), codec, variant.kwargs, options.limits) for s in sources]
-        with ExitStack() as clocks:
-            for source in sources:
-                clocks.enter_context(frozen_clock(source, options.clock))
+        with _renderers(loaded, sources, variant, options) as renderers:
             for conversation in conversations:
                 for k in range(1, len(conversation.messages) + 1):
                     masks = [_mask_or_none(r, conversation.messages[:k], conversation.tools) for r in renderers]
