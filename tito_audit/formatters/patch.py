@@ -133,6 +133,7 @@ def render_training(training: TrainingForm | None, written: list[Path], console:
         console.print(f"[yellow]no training form[/yellow]: {training.reason}", highlight=False)
         return
     console.print(f"[bold green]training form:[/bold green] {written[0]}: it {training.evidence()}", highlight=False)
+    console.print(f"  form: {training.placement()}", highlight=False, soft_wrap=True)
     console.print(
         "  serve with the template without generation blocks (other Jinja engines, llama.cpp's among them, refuse "
         f"{{% generation %}}); train with this one: {USE}",

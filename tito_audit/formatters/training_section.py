@@ -1,5 +1,6 @@
 """The training form's section of a way-out page (and of ``patch``'s output): which form goes where, how to train with
-the training form, or why none is offered.
+the training form, which form it is (placed in the template's own branches, or computed and why), or why none is
+offered.
 
 Model-id independent, like the rest of a :class:`~tito_audit.formatters.fix_report.FixPage` (the file names are the
 same for every model: ``chat_template.jinja`` serves, ``chat_template.training.jinja`` trains).
@@ -32,6 +33,8 @@ def training_section(training: TrainingForm, patched: bool) -> list[str]:
         "samples in each assistant turn, from after the generation prompt through the stop token, for a trainer that "
         "needs an assistant mask (SFT with assistant-only loss, RL that re-renders for the training step). Verified: "
         f"it {training.evidence()}.",
+        "",
+        f"Form: {training.placement()}.",
         "",
         f"- **Serving** (vLLM, SGLang, llama.cpp, any inference engine): {serving}, without generation blocks: "
         "`{% generation %}` is a transformers extension that other Jinja engines refuse.",

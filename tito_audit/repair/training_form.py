@@ -8,6 +8,12 @@ samples (:mod:`tito_audit.repair.training_wrap`), offered only when
    judged turn as sampled (no ``stop-token-untrained``, ``sampled-untrained`` or ``injected-trained``), with at least
    one turn judged.
 
+Two forms, the same mask. The **placed** form has its generation blocks in the template's own assistant branches
+(:mod:`tito_audit.repair.training_place`), as a person writes one: it is tried first, and offered when its blocks fall
+exactly where the computed form's do in every compared render and it passes the checks above. Otherwise the
+**computed** form (:mod:`tito_audit.repair.training_wrap`: each turn captured and split where it stops sharing the
+generation prompt and after its first stop token) is offered, with why no placed form verifies.
+
 Why a file of its own: ``{% generation %}`` is a transformers extension that other Jinja engines (llama.cpp's among
 them) refuse, so the serving form, the one an inference engine loads, stays without it.
 
@@ -19,22 +25,22 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from jinja2 import TemplateError
 
 from tito_audit.audit.audit_options import AuditOptions
 from tito_audit.audit.mask_summary import mask_totals
 from tito_audit.audit.results import AuditReport
-from tito_audit.conversations.conversation import ASSISTANT
-from tito_audit.conversations.generate import generate
-from tito_audit.conversations.profile import GenerationProfile
-from tito_audit.model.load_folder import LoadedModel, codec_for
-from tito_audit.model.render import Renderer, frozen_clock
+from tito_audit.model.assistant_mask import generation_blocks, lines_phrase
+from tito_audit.model.load_folder import LoadedModel
+from tito_audit.repair.training_place import place
+from tito_audit.repair.training_renders import TRAINING_ORIGIN, each_render, with_template
 from tito_audit.repair.training_wrap import WrapError, wrap
 
 AuditRunner = Callable[[LoadedModel, AuditOptions], AuditReport]
-TRAINING_ORIGIN = "training form"
+PLACED, COMPUTED = "placed", "computed"
+__all__ = ["COMPUTED", "PLACED", "TRAINING_ORIGIN", "TrainingForm", "training_form", "verify"]
 
 
 @dataclass
@@ -51,6 +57,10 @@ class TrainingForm:
     variants: int = 0
     original: str = ""
     """The model's own template (the diff's left side: the file a user has)."""
+    form: str = ""
+    """``placed`` (blocks in the template's own branches) or ``computed`` (each turn captured and split)."""
+    why_computed: str = ""
+    """Why no placed form is offered (a computed form only)."""
 
     @property
     def offered(self) -> bool:
@@ -63,6 +73,22 @@ class TrainingForm:
             f"renders byte-identically to the serving form ({self.renders} renders, {self.variants} variant"
             f"{'s' if self.variants != 1 else ''}); its mask trains {self.turns} of {self.turns} assistant turns "
             "as sampled, stop token included, and nothing else"
+        )
+
+    def placement(self) -> str:
+        """Which form this is and why, in a sentence: where the placed form's blocks are, or why the form is
+        computed."""
+        if self.form == PLACED and self.source is not None:
+            blocks = generation_blocks(self.source)
+            return (
+                f"placed in the template's own assistant branch{'es' if len(blocks) > 1 else ''} "
+                f"({lines_phrase(blocks)} of the training form), marking exactly the tokens the computed form marks "
+                "in every compared render"
+            )
+        return (
+            "computed: each assistant turn is captured and written again in three pieces (what it shares with the "
+            "generation prompt, the sampled part in a generation block through the first stop token, the rest), "
+            f"because no placed form verifies: {self.why_computed or 'none was tried'}"
         )
 
     def diff(self, name: str, training_name: str) -> str:
@@ -83,13 +109,32 @@ def training_form(
     loaded: LoadedModel, serving: str, serving_report: AuditReport, options: AuditOptions, run_audit: AuditRunner
 ) -> TrainingForm:
     """The verified training form of ``serving`` (the template a way out recommends, audited as ``serving_report``
-    with ``options``); fixes' and settings' way outs alike. The assistant branches are wrapped first; when that form
-    is not verified, the body of the loop over the messages is (an end token written after the role branches)."""
-    first = verify(loaded, serving, serving_report, options, run_audit, whole_messages=False)
+    with ``options``); fixes' and settings' way outs alike. The placed form is tried first, from the computed form
+    of the assistant branches; then that computed form; then the computed form of the body of the loop over the
+    messages (an end token written after the role branches)."""
+    try:
+        computed = wrap(serving, _stops(serving_report), False)
+    except (WrapError, TemplateError) as exc:
+        first, placement = TrainingForm(reason=f"the template cannot be wrapped: {exc}"), None
+    else:
+        compared = _compare_renders(loaded, serving, computed, serving_report, options)
+        placement = None if compared[1] else place(loaded, serving, computed, serving_report, options)
+        if placement is not None and placement.source is not None:
+            placed = _checked(loaded, serving, placement.source, serving_report, options, run_audit, PLACED)
+            if placed.offered:
+                return placed
+            placement.why_not = f"the placed form is not verified: {placed.reason}"
+        first = _checked(loaded, serving, computed, serving_report, options, run_audit, COMPUTED, compared)
+    why = placement.why_not if placement is not None else "the form of its assistant branches cannot be made"
+    if not first.offered:
+        second = verify(loaded, serving, serving_report, options, run_audit, whole_messages=True)
+        if second.offered and not (placement is not None and placement.outside):
+            # any placement reproduces the assistant branches' form, which is not verified: that is why
+            why = f"the form of its assistant branches is not verified ({first.reason})"
+        first = second if second.offered else first
     if first.offered:
-        return first
-    second = verify(loaded, serving, serving_report, options, run_audit, whole_messages=True)
-    return second if second.offered else first
+        first.why_computed = why
+    return first
 
 
 def verify(
@@ -100,20 +145,41 @@ def verify(
     run_audit: AuditRunner,
     whole_messages: bool,
 ) -> TrainingForm:
-    """The form :func:`~tito_audit.repair.training_wrap.wrap` makes (``whole_messages``: from the loop's body), with
-    its evidence, or why it is not offered (see the module docstring)."""
-    stops = sorted({s.text for v in serving_report.variants for s in v.stop_tokens})
+    """The computed form :func:`~tito_audit.repair.training_wrap.wrap` makes (``whole_messages``: from the loop's
+    body), with its evidence, or why it is not offered (see the module docstring)."""
     try:
-        source = wrap(serving, stops, whole_messages)
+        source = wrap(serving, _stops(serving_report), whole_messages)
     except (WrapError, TemplateError) as exc:
         return TrainingForm(reason=f"the template cannot be wrapped: {exc}")
-    form = TrainingForm(source=source, variants=len(serving_report.variants), original=loaded.template_source or "")
-    renders, difference = _compare_renders(loaded, serving, source, serving_report, options)
+    return _checked(loaded, serving, source, serving_report, options, run_audit, COMPUTED)
+
+
+def _stops(report: AuditReport) -> list[str]:
+    return sorted({s.text for v in report.variants for s in v.stop_tokens})
+
+
+def _checked(
+    loaded: LoadedModel,
+    serving: str,
+    source: str,
+    serving_report: AuditReport,
+    options: AuditOptions,
+    run_audit: AuditRunner,
+    kind: str,
+    compared: tuple[int, str] | None = None,
+) -> TrainingForm:
+    """``source`` as a training form of ``serving`` (audited as ``serving_report``): offered when it renders as the
+    serving form does (``compared``, when already known) and its own audit keeps every verdict and trains every
+    judged turn as sampled."""
+    form = TrainingForm(
+        source=source, variants=len(serving_report.variants), original=loaded.template_source or "", form=kind
+    )
+    renders, difference = compared or _compare_renders(loaded, serving, source, serving_report, options)
     form.renders = renders
     if difference:
         form.reason = f"it does not render as the serving form does ({difference})"
         return form
-    report = run_audit(_with_template(loaded, source), options)
+    report = run_audit(with_template(loaded, source), options)
     before = {v.name: v.verdict for v in serving_report.variants}
     changed = [v.name for v in report.variants if before.get(v.name) != v.verdict]
     totals = mask_totals(report)
@@ -130,36 +196,14 @@ def verify(
     return form
 
 
-def _with_template(loaded: LoadedModel, source: str) -> LoadedModel:
-    return replace(loaded, template_source=source, template_origin=TRAINING_ORIGIN, template_name=None)
-
-
 def _compare_renders(
     loaded: LoadedModel, serving: str, training: str, report: AuditReport, options: AuditOptions
 ) -> tuple[int, str]:
     """(renders compared, the first difference or ``""``) over every prefix of the generated conversations under every
     variant's settings."""
-    codec = codec_for(loaded)
-    conversations = list(
-        generate(options.count, options.seed, options.max_turns, GenerationProfile(tools=options.tools))
-    )
     compared = 0
-    for variant in report.variants:
-        first = Renderer(_with_template(loaded, serving), codec, variant.kwargs, options.limits)
-        second = Renderer(_with_template(loaded, training), codec, variant.kwargs, options.limits)
-        with frozen_clock(serving, options.clock), frozen_clock(training, options.clock):
-            for conversation in conversations:
-                messages = conversation.messages
-                keys = [
-                    (k, gp)
-                    for k in range(1, len(messages) + 1)
-                    for gp in ((False, True) if messages[k - 1].get("role") != ASSISTANT else (False,))
-                ]
-                a = first.texts(messages, conversation.tools, keys)
-                b = second.texts(messages, conversation.tools, keys)
-                for k, gp in keys:
-                    compared += 1
-                    if a[(k, gp)] != b[(k, gp)]:
-                        where = f"{conversation.id} messages[:{k}] add_generation_prompt={gp}, variant {variant.name}"
-                        return compared, where
+    for render in each_render(loaded, [serving, training], report, options):
+        compared += 1
+        if render.texts[0] != render.texts[1]:
+            return compared, render.where
     return compared, ""

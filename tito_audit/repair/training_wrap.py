@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tito_audit.conversations.conversation import ASSISTANT
+from tito_audit.repair.fixes.fold import fold
 from tito_audit.repair.fixes.source import Edit, TemplateSource, Token
 
 _OPENERS = {"if", "for", "macro", "call", "filter", "block", "raw", "with", "autoescape", "generation"}
@@ -103,7 +104,7 @@ def _body_end(tags: Sequence[Tag], opened: int) -> int:
     return _closing_tag(tags, opened, ("elif", "else", "endif"), "an assistant branch is never closed")
 
 
-def _assistant_branches(tags: Sequence[Tag]) -> list[tuple[int, int, None]]:
+def assistant_branches(tags: Sequence[Tag]) -> list[tuple[int, int, None]]:
     """(opening tag, closing tag, None) of each outermost message-loop branch that writes assistant messages only."""
     only = frozenset({ASSISTANT})
     found: list[tuple[int, int, None]] = []
@@ -231,8 +232,8 @@ def wrap(source: str, stops: Sequence[str], whole_messages: bool = False) -> str
         raise WrapError(f"the template already uses one of the names {TURN}, {PROMPT}, {STATE}")
     template = TemplateSource.parse(source)
     tags = tags_of(template)
-    edits = [_neutral(tag) for tag in tags if tag.keyword in ("generation", "endgeneration")]
-    branches = [] if whole_messages else _assistant_branches(tags)
+    edits = [neutral(tag) for tag in tags if tag.keyword in ("generation", "endgeneration")]
+    branches = [] if whole_messages else assistant_branches(tags)
     loops = [] if branches else _message_loops(tags, source)
     if not branches and not loops:
         raise WrapError("no loop over the messages writes them (nor a branch of one writes assistant messages alone)")
@@ -241,25 +242,34 @@ def wrap(source: str, stops: Sequence[str], whole_messages: bool = False) -> str
     for tag in (tags[opened], tags[closed]):
         if tag.keyword in ("generation", "endgeneration"):
             raise WrapError("the generation prompt section holds a generation tag")
-    prompt = (
-        f"{{% set {PROMPT} %}}{_left(tags[opened])} if true {_after(tags[opened])}{wrap_free(prompt_body)}"
-        f"{_left(tags[closed])} endif %}}{{% endset %}}"
-    )
+    # the capture's own tags strip as the section's did (a block tag in the place of a block tag): the prompt is
+    # copied as the template writes it, without a constant branch around it
+    prompt = f"{{% set {PROMPT} {_after(tags[opened])}{wrap_free(prompt_body)}{_left(tags[closed])} endset %}}"
     for start, end, variable in branches or loops:
         head, tail = tags[start], tags[end]
         written = _emit(stops) if variable is None else _emit_if_assistant(stops, variable)
         edits.append(Edit(head.end, head.end, f"{prompt}{{% set {TURN} {_after(head)}", "training"))
         edits.append(Edit(tail.start, tail.start, f"{_left(tail)} endset %}}{written}", "training"))
-    return template.apply(sorted(edits, key=lambda edit: (edit.start, edit.end)))
+    return folded(template.apply(sorted(edits, key=lambda edit: (edit.start, edit.end))), source)
 
 
-def _neutral(tag: Tag) -> Edit:
-    """A generation tag as a tag with the same whitespace control and no output."""
+def folded(form: str, source: str) -> str:
+    """``form`` with the constant branches the neutral generation tags leave folded
+    (:func:`~tito_audit.repair.fixes.fold.fold`), unless the template has constants of its own to fold: the form's diff
+    then shows only what the form changes."""
+    return fold(form) if fold(source) == source else form
+
+
+def neutral(tag: Tag) -> Edit:
+    """A generation tag as a tag with the same whitespace control and no output (the tag's delimiters only: the
+    whitespace its closing strips stays out of the edit, free for an insertion beside it)."""
     word = "if true" if tag.keyword == "generation" else "endif"
-    return Edit(tag.start, tag.end, f"{tag.opening} {word} {tag.closing}", "training")
+    delimiter = next(d for d in ("-%}", "+%}", "%}") if tag.closing.startswith(d))
+    end = tag.end - len(tag.closing) + len(delimiter)
+    return Edit(tag.start, end, f"{tag.opening} {word} {delimiter}", "training")
 
 
 def wrap_free(source: str) -> str:
     """``source`` with every generation tag neutral: the same text, no mask (the prompt section is copied with it)."""
     template = TemplateSource.parse(source)
-    return template.apply(_neutral(tag) for tag in tags_of(template) if tag.keyword in ("generation", "endgeneration"))
+    return template.apply(neutral(tag) for tag in tags_of(template) if tag.keyword in ("generation", "endgeneration"))
