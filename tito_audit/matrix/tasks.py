@@ -26,7 +26,7 @@ from tito_audit.audit.serialization import DecodeError, from_dict
 from tito_audit.errors import AuditError, ResolutionError
 from tito_audit.formatters.fix_report import FixPage
 from tito_audit.matrix.matrix_options import MatrixOptions
-from tito_audit.matrix.row import AUDIT_ERROR, FAILED_TO_LOAD, NOT_REACHABLE, base_row
+from tito_audit.matrix.row import AUDIT_ERROR, FAILED_TO_LOAD, NOT_REACHABLE, MatrixRow, base_row
 from tito_audit.matrix.store import PairKey, pair_key
 from tito_audit.model.registry import family_of
 
@@ -47,7 +47,7 @@ class Identity:
     source: str = ""
     location: str = ""
     revision: str | None = None
-    failure: dict[str, Any] | None = None
+    failure: MatrixRow | None = None
 
 
 @dataclass
@@ -98,7 +98,7 @@ class PairOutcome:
 
     model_id: str
     result: dict[str, Any] | None = None
-    failure: dict[str, Any] | None = None
+    failure: MatrixRow | None = None
 
 
 @functools.cache
