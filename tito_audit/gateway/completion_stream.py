@@ -236,8 +236,8 @@ class CompletionStream:
         for name, piece in (("reasoning_content", increment.reasoning), ("content", increment.content)):
             if piece and (taken := self._texts[name].take(piece)):
                 out.append(Delta(name, taken))
-        for piece in increment.calls:
-            out += self._call_piece(piece.index, piece.name, piece.arguments)
+        for call in increment.calls:
+            out += self._call_piece(call.index, call.name, call.arguments)
         return out
 
     def _settle_text(self) -> list[Delta]:

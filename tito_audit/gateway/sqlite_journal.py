@@ -228,7 +228,9 @@ def _open(path: Path) -> sqlite3.Connection:
         if str(mode).lower() != "wal":
             raise BadInputError(f"--store {path}: SQLite cannot keep it in WAL mode (journal mode {mode})")
         connection.execute("PRAGMA synchronous = FULL")
-        connection.isolation_level = ""  # transactions again: one per turn (the connection as a context manager)
+        # transactions again, one per turn (the connection as a context manager); "DEFERRED" is what the default ""
+        # stands for: a plain BEGIN
+        connection.isolation_level = "DEFERRED"
         with connection:
             connection.execute("BEGIN IMMEDIATE")  # takes the file's lock now, and keeps it (exclusive mode)
             for statement in TABLES:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -46,7 +46,8 @@ class Step:
     """A prepared step: the session copy, the prompt it gives and the messages it appended."""
 
     trial: TitoSession
-    prompt: list[int]
+    prompt: Sequence[int]
+    """The next prompt's ids, the session's buffer shared (read-only), not copied."""
     history: list[dict]
     breaks_before: int
     retry: bool

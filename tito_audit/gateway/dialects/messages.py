@@ -243,7 +243,13 @@ async def events(stream: AsyncIterator[Event], message_id: str) -> AsyncIterator
 
     async for event in stream:
         if isinstance(event, Started):
-            head = {"id": message_id, "type": "message", "role": "assistant", "model": event.model, "content": []}
+            head: dict[str, object] = {
+                "id": message_id,
+                "type": "message",
+                "role": "assistant",
+                "model": event.model,
+                "content": [],
+            }
             head.update(
                 stop_reason=None, stop_sequence=None, usage={"input_tokens": event.prompt_tokens, "output_tokens": 0}
             )
@@ -275,9 +281,9 @@ async def events(stream: AsyncIterator[Event], message_id: str) -> AsyncIterator
             answer = event.answer
             for index in sorted(opened.values()):
                 yield frame("content_block_stop", index=index)
-            delta = {"stop_reason": STOP_REASONS.get(answer.finish, "end_turn"), "stop_sequence": None}
+            stop = {"stop_reason": STOP_REASONS.get(answer.finish, "end_turn"), "stop_sequence": None}
             yield frame(
-                "message_delta", delta=delta, usage={"output_tokens": answer.completion_tokens}, tito=answer.tito
+                "message_delta", delta=stop, usage={"output_tokens": answer.completion_tokens}, tito=answer.tito
             )
             kept = True
         elif isinstance(event, Failed):
