@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,7 +120,7 @@ class _Decoded:
     completion of n ids costs O(n) to stream, not O(n^2). A decoder whose text for the window is not a continuation of
     its context's text is read whole by the caller instead, as every piece was before."""
 
-    def __init__(self, decode: Any, before: list[int]) -> None:
+    def __init__(self, decode: Callable[[list[int]], str], before: list[int]) -> None:
         self._decode = decode
         self._before = before
         self._settled = 0

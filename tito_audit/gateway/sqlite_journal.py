@@ -43,6 +43,7 @@ from tito_audit.errors import BadInputError
 from tito_audit.gateway.protocol import RequestError
 from tito_audit.gateway.sessions import GatewaySession, Pending, SessionMaker, SessionStore, ended_error
 from tito_audit.session import TitoSession
+from tito_audit.session.machinery import Machinery
 from tito_audit.session.snapshot import change, fold, restore
 
 SCHEMA = 1
@@ -331,7 +332,7 @@ def open_store(
     return durable
 
 
-def store_identity(machinery: Any, template_kwargs: dict[str, Any]) -> dict[str, Any]:
+def store_identity(machinery: Machinery, template_kwargs: dict[str, Any]) -> dict[str, Any]:
     """What sessions in a store were made with and a server must share to continue them: the model, its template,
     the template settings, the stop ids and the vocabulary's size."""
     template = machinery.loaded.template_source or ""

@@ -37,7 +37,7 @@ from tito_audit.gateway.protocol import (
 from tito_audit.gateway.sampling_engines import EngineError, EngineOutput
 from tito_audit.gateway.sessions import UNKNOWN, GatewaySession, Pending, SessionMaker, SessionStore
 from tito_audit.model.token_ids import token_ids
-from tito_audit.session import RenderRefused, TitoBreak, TitoSession
+from tito_audit.session import RenderRefused, SessionBreak, SessionTurn, TitoBreak, TitoSession
 from tito_audit.session.buffer_logprobs import sampled_logprobs
 
 
@@ -273,7 +273,7 @@ def _tools_key(tools: list[dict] | None) -> str:
     return json.dumps(tools or [], sort_keys=True, ensure_ascii=False)
 
 
-def break_record(details: Any) -> dict[str, Any]:
+def break_record(details: SessionBreak) -> dict[str, Any]:
     """A :class:`~tito_audit.session.SessionBreak` as JSON (its evidence as text).
 
     Its counts are not the ``tito`` record's ``turn`` (the answer's number in the session, 1 for the first):
@@ -298,7 +298,7 @@ def break_record(details: Any) -> dict[str, Any]:
     }
 
 
-def turn_record(turn: Any) -> dict[str, Any]:
+def turn_record(turn: SessionTurn) -> dict[str, Any]:
     return {
         "message_index": turn.message_index,
         "sampled": turn.sampled,

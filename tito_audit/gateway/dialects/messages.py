@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.responses import JSONResponse, Response
 
@@ -37,6 +37,9 @@ from tito_audit.gateway.protocol import (
     take_message,
 )
 from tito_audit.gateway.turn_stream import Event, Failed, Finished, Started, open_response, sse
+
+if TYPE_CHECKING:
+    from tito_audit.gateway.gateway import Gateway
 
 STOP_REASONS = {"tool_calls": "tool_use", "stop": "end_turn", "length": "max_tokens"}
 ERROR_TYPES = {
@@ -55,7 +58,7 @@ def error_body(status: int, code: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message, "code": code}}
 
 
-async def handle(gateway: Any, body: Any, header_id: str | None) -> Response:
+async def handle(gateway: Gateway, body: Any, header_id: str | None) -> Response:
     if not isinstance(body, dict):
         raise RequestError(400, "invalid_request", "the request body must be a JSON object")
     metadata = body.get("metadata")
