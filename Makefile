@@ -166,5 +166,6 @@ vllm-renderer: vllm
 test: install
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
+# ruff over everything, then mypy over the packages pyproject.toml's [tool.mypy] lists (its `files`)
 lint: install
-	$(BIN)/ruff check tito_audit tests && $(BIN)/ruff format --check tito_audit tests
+	$(BIN)/ruff check tito_audit tests && $(BIN)/ruff format --check tito_audit tests && $(BIN)/mypy

@@ -7,8 +7,8 @@ A column is a header and a function from a matrix row to its cell; a new column 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypedDict
 
 from rich.console import Console
 from rich.table import Table
@@ -18,7 +18,23 @@ from tito_audit.formatters.terminal import verdict_text
 from tito_audit.parse import engines
 from tito_audit.parse.engines import Engine
 
-Row = dict[str, Any]
+
+class Row(TypedDict):
+    """The columns of a matrix row (:class:`tito_audit.matrix.row.MatrixRow`, a stage above) this table reads; the
+    ``<engine>_verdict`` and ``<engine>_parser`` columns are read by their computed names."""
+
+    model_id: str
+    verdict: str
+    status: str
+    same_as: str
+    audit_level: str
+    main_causes: str
+
+
+def _engine_column(row: Row, engine: Engine, part: str) -> str:
+    """The text of the column ``<engine>_<part>`` (empty when the row has none)."""
+    columns: Mapping[str, object] = row
+    return str(columns.get(f"{engine.name}_{part}") or "")
 
 
 def _model(row: Row) -> Text:
@@ -36,10 +52,10 @@ def _with_parser(engine: Engine) -> Callable[[Row], Text]:
     """The cell of ``engine``'s parser verdict: ``broken (qwen25+qwen3)``, or ``-`` when there is none."""
 
     def cell(row: Row) -> Text:
-        verdict = row.get(f"{engine.name}_verdict")
+        verdict = _engine_column(row, engine, "verdict")
         if not verdict:
             return Text("-", style="dim")
-        parser = str(row.get(f"{engine.name}_parser") or "").removeprefix(f"{engine.name} ")
+        parser = _engine_column(row, engine, "parser").removeprefix(f"{engine.name} ")
         return verdict_text(verdict).append(f" ({parser})", style="dim")
 
     return cell
@@ -51,7 +67,7 @@ Column = tuple[str, Callable[[Row], Text]]
 def columns(rows: Sequence[Row]) -> list[Column]:
     """The model, its verdict, its verdict with each engine's parser (the engines that gave some row one), its level
     and main causes."""
-    shown = [engine for engine in engines.ENGINES if any(row.get(f"{engine.name}_verdict") for row in rows)]
+    shown = [engine for engine in engines.ENGINES if any(_engine_column(row, engine, "verdict") for row in rows)]
     return [
         ("model", _model),
         ("verdict", _verdict),

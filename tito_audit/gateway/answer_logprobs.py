@@ -77,4 +77,9 @@ def _token(codec: TokenCodec, context: list[int], head: str, token_id: int) -> d
 
 def _unique(pairs: list[tuple[int, float]]) -> list[tuple[int, float]]:
     seen: set[int] = set()
-    return [(i, v) for i, v in pairs if not (i in seen or seen.add(i))]
+    unique = []
+    for i, v in pairs:
+        if i not in seen:
+            seen.add(i)
+            unique.append((i, v))
+    return unique

@@ -9,7 +9,7 @@ import contextlib
 import hmac
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -29,6 +29,10 @@ from tito_audit.session.inputs import MAX_DEPTH, too_deep
 
 log = logging.getLogger("tito_audit.gateway")
 
+Handler = Callable[[Request], Awaitable[Response]]
+ErrorShape = Callable[[int, str, str], dict[str, Any]]
+"""How a route writes an error's JSON body (OpenAI's shape, or its API's own): status, code, message."""
+
 
 def create_app(gateway: Gateway) -> Starlette:
     """The ASGI application serving ``gateway``."""
@@ -43,7 +47,7 @@ def create_app(gateway: Gateway) -> Starlette:
             key.encode(), config.api_key.encode()
         )
 
-    async def guarded(request: Request, handler: Any, shape: Any = error_body) -> Response:
+    async def guarded(request: Request, handler: Handler, shape: ErrorShape = error_body) -> Response:
         def failure(status: int, code: str, message: str) -> JSONResponse:
             return JSONResponse(shape(status, code, message), status_code=status)
 
@@ -122,7 +126,7 @@ def create_app(gateway: Gateway) -> Starlette:
     async def health(request: Request) -> Response:
         return JSONResponse(gateway.health())
 
-    def route(path: str, handler: Any, methods: list[str], shape: Any = error_body) -> Route:
+    def route(path: str, handler: Handler, methods: list[str], shape: ErrorShape = error_body) -> Route:
         async def endpoint(request: Request) -> Response:
             return await guarded(request, handler, shape)
 

@@ -22,8 +22,9 @@ from __future__ import annotations
 import copy
 import json
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from tito_audit.gateway.matchers import MATCHERS, Matcher, matcher
@@ -82,8 +83,8 @@ class Node:
     branch: int
     pending: Pending | None = None
     children: list[Node] = field(default_factory=list)
-    clock: Any = None
-    """A root's session clock (a replay renders with it)."""
+    clock: datetime = field(kw_only=True)
+    """The session clock of the node's root (a replay renders with it)."""
 
 
 @dataclass
@@ -204,7 +205,7 @@ def _grow(
     ops: list[Op],
     tools: list[dict] | None,
     branch: int | None,
-    clock: Any = None,
+    clock: datetime | None = None,
 ) -> Callable[[GatewaySession, Step, Pending], None]:
     """What committing the step does to the tree: a new node under ``parent`` on ``branch`` (None: a new branch)."""
 
@@ -289,7 +290,7 @@ def branch_records(tree: Tree) -> Iterator[dict[str, Any]]:
         yield record
 
 
-def _shared(one: list[Any], other: list[Any]) -> int:
+def _shared(one: Sequence[object], other: Sequence[object]) -> int:
     count = 0
     for a, b in zip(one, other, strict=False):
         if a != b:

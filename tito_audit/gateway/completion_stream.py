@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,7 +120,7 @@ class _Decoded:
     completion of n ids costs O(n) to stream, not O(n^2). A decoder whose text for the window is not a continuation of
     its context's text is read whole by the caller instead, as every piece was before."""
 
-    def __init__(self, decode: Any, before: list[int]) -> None:
+    def __init__(self, decode: Callable[[list[int]], str], before: list[int]) -> None:
         self._decode = decode
         self._before = before
         self._settled = 0
@@ -236,8 +237,8 @@ class CompletionStream:
         for name, piece in (("reasoning_content", increment.reasoning), ("content", increment.content)):
             if piece and (taken := self._texts[name].take(piece)):
                 out.append(Delta(name, taken))
-        for piece in increment.calls:
-            out += self._call_piece(piece.index, piece.name, piece.arguments)
+        for call in increment.calls:
+            out += self._call_piece(call.index, call.name, call.arguments)
         return out
 
     def _settle_text(self) -> list[Delta]:

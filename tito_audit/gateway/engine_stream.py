@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,7 +92,7 @@ async def stream(engine: Any, request: EngineRequest, deadline: Deadline) -> Asy
             yield piece
 
 
-async def _pieces(engine: Any, request: EngineRequest, deadline: Deadline) -> AsyncIterator[EnginePiece]:
+async def _pieces(engine: Any, request: EngineRequest, deadline: Deadline) -> AsyncGenerator[EnginePiece, None]:
     if callable(getattr(engine, "stream", None)):
         async for piece in engine.stream(request):
             yield piece
@@ -216,7 +216,8 @@ class _SglangEvents:
 
     def read(self, event: dict[str, Any]) -> EnginePiece:
         got = _ids(event.get("output_ids"), "output_ids")
-        meta = event.get("meta_info") if isinstance(event.get("meta_info"), dict) else {}
+        meta_info = event.get("meta_info")
+        meta = meta_info if isinstance(meta_info, dict) else {}
         reason = meta.get("finish_reason")
         if self.cumulative is None and self.ids:
             counted = meta.get("completion_tokens")

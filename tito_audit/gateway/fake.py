@@ -163,7 +163,7 @@ def drawn_logprobs(
         if top:
             rest = max(1.0 - math.exp(value), 1e-12)
             others = {others_rng.randrange(id_limit) for _ in range(top)} - {token}
-            pairs = [(token, values[-1])]
+            pairs = [(token, round(value, 6))]  # the value just kept, as a float
             pairs += [(other, round(math.log(rest * 0.5 ** (n + 1)), 6)) for n, other in enumerate(sorted(others))]
             alternatives.append(sorted(pairs, key=lambda pair: -pair[1])[:top])
     return values, alternatives if top else None

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tito_audit.errors import BadInputError
 from tito_audit.gateway.answer_logprobs import Wanted, openai_logprobs, wanted
@@ -43,6 +43,9 @@ from tito_audit.session import TitoSession
 from tito_audit.session.machinery import Machinery, ModelSourceSettings, machinery_for
 from tito_audit.session.policies import BRIDGES, POLICIES
 from tito_audit.session.proof import proof_for
+
+if TYPE_CHECKING:
+    from tito_audit.gateway.sampling_engines import Engine
 
 MAX_SESSION_ID = 256
 log = logging.getLogger("tito_audit.gateway")
@@ -101,7 +104,7 @@ class Gateway:
     """One model, one engine, one parser, many sessions. ``machinery`` (tests, a process that shares one) is used as
     built, render limits included; otherwise it is built from ``config``."""
 
-    def __init__(self, config: GatewayConfig, machinery: Machinery | None = None, engine: Any = None) -> None:
+    def __init__(self, config: GatewayConfig, machinery: Machinery | None = None, engine: Engine | None = None) -> None:
         if config.on_break not in POLICIES:
             raise BadInputError(f"--on-break must be one of {', '.join(POLICIES)}, not {config.on_break!r}")
         if config.bridge not in BRIDGES:

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Any
 
 from tito_audit.gateway.protocol import ChatRequest, RequestError
 from tito_audit.model.context_window import Context
+from tito_audit.session import TitoSession
+from tito_audit.session.machinery import Machinery
 
 TOKEN_BYTES_MARGIN = 4
 """Added to the longest token's decoded bytes: a decoder that drops a word's leading space when a token stands
@@ -33,7 +34,7 @@ alone, or writes one replacement character (3 bytes) for a byte, still gives a b
 class PromptBounds:
     """The context checks of one gateway (see the module docstring); thread-safe."""
 
-    def __init__(self, context: Context, machinery: Any) -> None:
+    def __init__(self, context: Context, machinery: Machinery) -> None:
         self.context = context
         self._machinery = machinery
         self._lock = threading.Lock()
@@ -64,7 +65,7 @@ class PromptBounds:
         if least > room:
             raise self._refusal(f"the messages' text alone is {size:,} bytes, at least {least:,} tokens", max_tokens)
 
-    def check_prompt(self, trial: Any, prompt_tokens: int, max_tokens: int) -> None:
+    def check_prompt(self, trial: TitoSession, prompt_tokens: int, max_tokens: int) -> None:
         """Refuse a prepared step whose prompt of ``prompt_tokens`` and ``max_tokens`` pass the context; its session
         copy ``trial`` forgets what the model's caches keep of it."""
         if prompt_tokens + max_tokens <= self.context.tokens:

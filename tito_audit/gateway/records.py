@@ -11,13 +11,16 @@ on a copy, without the session's lock.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from tito_audit.gateway.branches import Tree, branch_records
 from tito_audit.gateway.sessions import Pending
 from tito_audit.gateway.turn_steps import break_record, finished_view, turn_record
 from tito_audit.session import TitoSession
+
+T = TypeVar("T")
 
 
 class CpuTime:
@@ -27,7 +30,7 @@ class CpuTime:
     def __init__(self) -> None:
         self.seconds = 0.0
 
-    def timed(self, work: Any, *args: Any) -> Any:
+    def timed(self, work: Callable[..., T], *args: object) -> T:
         started = time.thread_time()
         try:
             return work(*args)

@@ -43,6 +43,7 @@ from tito_audit.errors import BadInputError
 from tito_audit.gateway.protocol import RequestError
 from tito_audit.gateway.sessions import GatewaySession, Pending, SessionMaker, SessionStore, ended_error
 from tito_audit.session import TitoSession
+from tito_audit.session.machinery import Machinery
 from tito_audit.session.snapshot import change, fold, restore
 
 SCHEMA = 1
@@ -228,7 +229,9 @@ def _open(path: Path) -> sqlite3.Connection:
         if str(mode).lower() != "wal":
             raise BadInputError(f"--store {path}: SQLite cannot keep it in WAL mode (journal mode {mode})")
         connection.execute("PRAGMA synchronous = FULL")
-        connection.isolation_level = ""  # transactions again: one per turn (the connection as a context manager)
+        # transactions again, one per turn (the connection as a context manager); "DEFERRED" is what the default ""
+        # stands for: a plain BEGIN
+        connection.isolation_level = "DEFERRED"
         with connection:
             connection.execute("BEGIN IMMEDIATE")  # takes the file's lock now, and keeps it (exclusive mode)
             for statement in TABLES:
@@ -329,7 +332,7 @@ def open_store(
     return durable
 
 
-def store_identity(machinery: Any, template_kwargs: dict[str, Any]) -> dict[str, Any]:
+def store_identity(machinery: Machinery, template_kwargs: dict[str, Any]) -> dict[str, Any]:
     """What sessions in a store were made with and a server must share to continue them: the model, its template,
     the template settings, the stop ids and the vocabulary's size."""
     template = machinery.loaded.template_source or ""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -37,7 +37,7 @@ from tito_audit.gateway.protocol import (
 from tito_audit.gateway.sampling_engines import EngineError, EngineOutput
 from tito_audit.gateway.sessions import UNKNOWN, GatewaySession, Pending, SessionMaker, SessionStore
 from tito_audit.model.token_ids import token_ids
-from tito_audit.session import RenderRefused, TitoBreak, TitoSession
+from tito_audit.session import RenderRefused, SessionBreak, SessionTurn, TitoBreak, TitoSession
 from tito_audit.session.buffer_logprobs import sampled_logprobs
 
 
@@ -46,7 +46,8 @@ class Step:
     """A prepared step: the session copy, the prompt it gives and the messages it appended."""
 
     trial: TitoSession
-    prompt: list[int]
+    prompt: Sequence[int]
+    """The next prompt's ids, the session's buffer shared (read-only), not copied."""
     history: list[dict]
     breaks_before: int
     retry: bool
@@ -272,7 +273,7 @@ def _tools_key(tools: list[dict] | None) -> str:
     return json.dumps(tools or [], sort_keys=True, ensure_ascii=False)
 
 
-def break_record(details: Any) -> dict[str, Any]:
+def break_record(details: SessionBreak) -> dict[str, Any]:
     """A :class:`~tito_audit.session.SessionBreak` as JSON (its evidence as text).
 
     Its counts are not the ``tito`` record's ``turn`` (the answer's number in the session, 1 for the first):
@@ -297,7 +298,7 @@ def break_record(details: Any) -> dict[str, Any]:
     }
 
 
-def turn_record(turn: Any) -> dict[str, Any]:
+def turn_record(turn: SessionTurn) -> dict[str, Any]:
     return {
         "message_index": turn.message_index,
         "sampled": turn.sampled,

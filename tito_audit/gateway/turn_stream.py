@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
@@ -34,6 +34,9 @@ from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, sessi
 from tito_audit.gateway.records import CpuTime
 from tito_audit.gateway.sampling_engines import EngineError
 from tito_audit.gateway.turn_steps import checked, pending_of, record_of, with_logprobs
+
+if TYPE_CHECKING:
+    from tito_audit.gateway.gateway import Gateway
 
 log = logging.getLogger("tito_audit.gateway")
 
@@ -65,7 +68,7 @@ Event = Started | Delta | Finished | Failed
 class TurnStream:
     """One streamed turn of one session (see the module docstring)."""
 
-    def __init__(self, gateway: Any, request: ChatRequest, session_id: str) -> None:
+    def __init__(self, gateway: Gateway, request: ChatRequest, session_id: str) -> None:
         self.gateway = gateway
         self.request = request
         self.session_id = session_id
@@ -83,7 +86,7 @@ class TurnStream:
         self._exit = contextlib.AsyncExitStack()
 
     @classmethod
-    async def open(cls, gateway: Any, request: ChatRequest, header_id: str | None) -> TurnStream:
+    async def open(cls, gateway: Gateway, request: ChatRequest, header_id: str | None) -> TurnStream:
         turn = cls(gateway, request, gateway.session_id(request, header_id))
         sampling = gateway.sampling(request)
         gateway.check_request(request)
@@ -191,7 +194,7 @@ async def _fed(completion: CompletionStream, ids: list[int], cpu: CpuTime) -> li
 
 
 async def open_response(
-    gateway: Any, request: ChatRequest, header_id: str | None, frames: Callable[[TurnStream], AsyncIterator[str]]
+    gateway: Gateway, request: ChatRequest, header_id: str | None, frames: Callable[[TurnStream], AsyncIterator[str]]
 ) -> TurnResponse:
     """A streamed turn opened and its response (the events ``frames`` makes of it): whatever fails in between, the
     turn is closed (nothing holds its session's lock but a response that will close it)."""

@@ -14,14 +14,14 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from tito_audit.audit.results import AuditReport
 from tito_audit.formatters.site import PageLinks, model_page
 from tito_audit.formatters.site.style import CSS
 from tito_audit.matrix.corpus import CorpusEntry
 from tito_audit.matrix.publish import Outcome
-from tito_audit.matrix.row import AUDITED, row_from_report
+from tito_audit.matrix.row import AUDITED, MatrixRow, cell, row_from_report
 from tito_audit.matrix.tables import _parquet_bytes
 from tito_audit.matrix.tasks import Identity, PairResult
 from tito_audit.outputs import ensure_folder, write_if_changed
@@ -52,49 +52,85 @@ COLUMNS = (
 """The columns of a corpus row; ``<engine>_verdict`` (the verdict with that engine's documented parsers, one column
 per engine) only when some audited row carries one."""
 ENGINE_VERDICTS = tuple(f"{engine.name}_verdict" for engine in engines.ENGINES)
+
+
+class _CorpusColumns(TypedDict):
+    name: str
+    origin: str
+    repo: str
+    downloads: int
+    aliases: list[str]
+    """The entry's hub ids besides ``repo`` (joined by spaces in the CSV and Parquet files)."""
+    model_ids: int
+    sha256: str
+    level: str
+    tokenizer: str
+    status: str
+    reason: str
+    verdict: str
+    variant_verdicts: str
+    main_causes: str
+    refused: str
+    way_out: str
+    mask: str
+    page: str
+    duration_seconds: float | None
+
+
+class CorpusRow(_CorpusColumns, total=False):
+    """A corpus row: one template, its columns those of :data:`COLUMNS` (a test holds the two equal). The
+    ``<engine>_verdict`` columns are present only on a row audited with that engine's parsers (and come last in
+    ``index.json``, in the order they were added); code that picks one by a computed name reads it through
+    :func:`~tito_audit.matrix.row.cell`."""
+
+    sglang_verdict: str
+    vllm_verdict: str
+
+
 INTEGER_COLUMNS = ("downloads", "model_ids")
 PAGES = "templates"
 INLINE_CSS = f"<style>\n{CSS.strip()}\n</style>"
 SHARED_CSS = '<link rel="stylesheet" href="../style.css">'
 
 
-def _refusal(row: dict[str, Any]) -> str:
+def _refusal(row: MatrixRow) -> str:
     """The first (most frequent) refusal reason of an audited row: what an unsupported template refuses."""
     shapes = row.get("refused_shapes") or ""
     return shapes.split("; ")[0].split("× ", 1)[-1] if shapes else ""
 
 
-def _row(entry: CorpusEntry) -> dict[str, Any]:
-    row: dict[str, Any] = dict.fromkeys(COLUMNS, "")
+def _row(entry: CorpusEntry) -> CorpusRow:
+    row = cast(CorpusRow, dict.fromkeys(COLUMNS, ""))
     row.update(
-        name=entry.name,
-        origin=entry.origin,
-        repo=entry.repo or "",
-        downloads=entry.downloads,
-        aliases=[i for i in entry.model_ids if i != entry.repo],
-        model_ids=len(entry.model_ids),
-        sha256=entry.sha256,
-        tokenizer=entry.tokenizer_id,
-        duration_seconds=None,
+        {
+            "name": entry.name,
+            "origin": entry.origin,
+            "repo": entry.repo or "",
+            "downloads": entry.downloads,
+            "aliases": [i for i in entry.model_ids if i != entry.repo],
+            "model_ids": len(entry.model_ids),
+            "sha256": entry.sha256,
+            "tokenizer": entry.tokenizer_id,
+            "duration_seconds": None,
+        }
     )
     for column in ENGINE_VERDICTS:
-        del row[column]
+        del cast("dict[str, object]", row)[column]
     return row
 
 
 def corpus_row(
     entry: CorpusEntry, identity: Identity | None, outcome: Outcome | None, corpus_label: str
-) -> tuple[dict[str, Any], tuple[AuditReport, PairResult] | None]:
+) -> tuple[CorpusRow, tuple[AuditReport, PairResult] | None]:
     """The row of ``entry`` and the report to publish as its page (None for a row that was not audited)."""
     row = _row(entry)
     if entry.problem:
-        row.update(status=entry.status, reason=entry.problem)
+        row.update({"status": entry.status, "reason": entry.problem})
         return row, None
     if identity is None or identity.failure is not None or outcome is None or isinstance(outcome, dict):
-        failure = (identity.failure if identity is not None else None) or outcome or {}
-        if not isinstance(failure, dict):
-            failure = {}
-        row.update(status=failure.get("status") or "not audited", reason=failure.get("reason") or "no result")
+        failure = (identity.failure if identity is not None else None) or outcome
+        status, reason = (failure["status"], failure["reason"]) if isinstance(failure, dict) else ("", "")
+        row.update({"status": status or "not audited", "reason": reason or "no result"})
         return row, None
     assert isinstance(outcome, PairResult)
     report = outcome.report
@@ -108,31 +144,33 @@ def corpus_row(
     report = replace(report, model=model)
     audit_row = row_from_report(report, "", outcome.duration_seconds)
     row.update(
-        level="full" if audit_row["audit_level"] == "full" else "text",
-        status=AUDITED,
-        verdict=audit_row["verdict"],
-        variant_verdicts=audit_row["variant_verdicts"],
-        main_causes=audit_row["main_causes"],
-        refused=_refusal(audit_row),
-        way_out=outcome.way_out.summary if outcome.way_out is not None else outcome.way_out_note,
-        mask=audit_row["mask"],
-        page=f"{PAGES}/{entry.name}.html",
-        duration_seconds=audit_row["duration_seconds"],
+        {
+            "level": "full" if audit_row["audit_level"] == "full" else "text",
+            "status": AUDITED,
+            "verdict": audit_row["verdict"],
+            "variant_verdicts": audit_row["variant_verdicts"],
+            "main_causes": audit_row["main_causes"],
+            "refused": _refusal(audit_row),
+            "way_out": outcome.way_out.summary if outcome.way_out is not None else outcome.way_out_note,
+            "mask": audit_row["mask"],
+            "page": f"{PAGES}/{entry.name}.html",
+            "duration_seconds": audit_row["duration_seconds"],
+        }
     )
     for column in ENGINE_VERDICTS:
-        if audit_row.get(column):
-            row[column] = audit_row[column]
+        if verdict := cell(audit_row, column):
+            cast("dict[str, object]", row)[column] = verdict
     if report.model.template_sha256 and report.model.template_sha256 != entry.sha256:
         loaded = report.model.template_sha256
         reason = f"the audit loaded a template of sha256 {loaded[:12]}…, not the entry's {entry.sha256[:12]}…"
-        row.update(status="not audited: another template was loaded", reason=reason, page="")
+        row.update({"status": "not audited: another template was loaded", "reason": reason, "page": ""})
         return row, None
     return row, (report, outcome)
 
 
-def not_staged_row(entry: CorpusEntry, status: str, reason: str) -> dict[str, Any]:
+def not_staged_row(entry: CorpusEntry, status: str, reason: str) -> CorpusRow:
     row = _row(entry)
-    row.update(status=status, reason=reason)
+    row.update({"status": status, "reason": reason})
     return row
 
 
@@ -142,7 +180,7 @@ def compact_page(report: AuditReport, result: PairResult) -> str:
     return page.replace(INLINE_CSS, SHARED_CSS, 1)
 
 
-def lookup_data(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def lookup_data(rows: Sequence[CorpusRow]) -> dict[str, Any]:
     """What the front page's search reads: every hub id (lowercased) and sha256 to its row's position, and the
     columns a result shows."""
     ids: dict[str, int] = {}
@@ -164,9 +202,9 @@ def lookup_data(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             row["downloads"],
             row["model_ids"],
             "; ".join(
-                f"with {engine.label}'s parser: {row[f'{engine.name}_verdict']}"
+                f"with {engine.label}'s parser: {verdict}"
                 for engine in engines.ENGINES
-                if row.get(f"{engine.name}_verdict")
+                if (verdict := cell(row, f"{engine.name}_verdict"))
             ),
         ]
         for row in rows
@@ -174,7 +212,7 @@ def lookup_data(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"ids": dict(sorted(ids.items())), "rows": shown}
 
 
-def _flat(rows: Sequence[dict[str, Any]]):
+def _flat(rows: Sequence[CorpusRow]):
     import pandas as pd
 
     columns = [c for c in COLUMNS if c not in ENGINE_VERDICTS or any(c in row for row in rows)]
@@ -188,7 +226,7 @@ def _flat(rows: Sequence[dict[str, Any]]):
 
 
 def write_corpus(
-    rows: Sequence[dict[str, Any]],
+    rows: Sequence[CorpusRow],
     pages: dict[str, str],
     out_dir: Path,
     settings: dict[str, Any],
@@ -217,7 +255,7 @@ def write_corpus(
     return [out_dir / name for name in names] + [out_dir / PAGES]
 
 
-def _parquet_of(rows: Sequence[dict[str, Any]]) -> bytes:
+def _parquet_of(rows: Sequence[CorpusRow]) -> bytes:
     return _parquet_bytes(rows, frame=_flat(rows))
 
 

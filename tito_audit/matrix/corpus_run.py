@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tito_audit.matrix.corpus import Corpus, read_corpus, stage, stage_root
-from tito_audit.matrix.corpus_publish import compact_page, corpus_row, not_staged_row, write_corpus
+from tito_audit.matrix.corpus_publish import CorpusRow, compact_page, corpus_row, not_staged_row, write_corpus
 from tito_audit.matrix.corpus_site import corpus_front_page
 from tito_audit.matrix.matrix_options import MatrixOptions
 from tito_audit.matrix.run import audit_models
@@ -28,7 +28,7 @@ STAGE_FAILED = "not audited: not staged"
 
 @dataclass
 class CorpusRun:
-    rows: list[dict[str, Any]]
+    rows: list[CorpusRow]
     written: list[Path] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     """One line per entry that could not be audited from the corpus (missing file, sha256 mismatch)."""
@@ -82,7 +82,7 @@ def run_corpus(
     ensure_folder(options.out_dir)
     done = audit_models(list(staged.values()), options, on_event)
     identities = {identity.model_id: identity for identity in done.identities}
-    rows: list[dict[str, Any]] = []
+    rows: list[CorpusRow] = []
     pages: dict[str, str] = {}
     for entry in corpus.entries:
         if entry.name in stage_failures:

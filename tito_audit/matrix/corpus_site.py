@@ -14,7 +14,8 @@ from typing import Any
 from tito_audit.audit.results import VERDICT_ORDER
 from tito_audit.formatters.site.glossary import NOT_AUDITED, verdict_chip
 from tito_audit.formatters.site.html import document, esc
-from tito_audit.matrix.row import AUDITED, verdict_of
+from tito_audit.matrix.corpus_publish import CorpusRow
+from tito_audit.matrix.row import AUDITED, cell, verdict_of
 from tito_audit.parse import engines
 
 SCRIPT = """
@@ -49,7 +50,7 @@ if (q) { box.value = q; show(q); }
 """
 
 
-def shares(rows: Sequence[dict[str, Any]]) -> list[tuple[str, int, int]]:
+def shares(rows: Sequence[CorpusRow]) -> list[tuple[str, int, int]]:
     """Per verdict (best first, then not audited): templates and the downloads of their repos."""
     templates: Counter[str] = Counter()
     downloads: Counter[str] = Counter()
@@ -59,7 +60,7 @@ def shares(rows: Sequence[dict[str, Any]]) -> list[tuple[str, int, int]]:
     return [(verdict, templates[verdict], downloads[verdict]) for verdict in (*VERDICT_ORDER, NOT_AUDITED)]
 
 
-def refusals(rows: Sequence[dict[str, Any]]) -> list[tuple[str, int]]:
+def refusals(rows: Sequence[CorpusRow]) -> list[tuple[str, int]]:
     """Rows not audited per status, and unsupported rows per refusal reason (first words), most first."""
     counted: Counter[str] = Counter()
     for row in rows:
@@ -74,7 +75,7 @@ def _percent(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "–"
 
 
-def _summary(rows: Sequence[dict[str, Any]]) -> str:
+def _summary(rows: Sequence[CorpusRow]) -> str:
     counted = shares(rows)
     total_downloads = sum(d for _, _, d in counted)
     ready = sum(d for verdict, _, d in counted if verdict == "ready")
@@ -94,19 +95,19 @@ def _summary(rows: Sequence[dict[str, Any]]) -> str:
     )
 
 
-def _refusal_list(rows: Sequence[dict[str, Any]]) -> str:
+def _refusal_list(rows: Sequence[CorpusRow]) -> str:
     items = "".join(f"<li>{count}× {esc(reason)}</li>" for reason, count in refusals(rows))
     return f"<details><summary>Refusals and rows not audited, by reason</summary><ul>{items}</ul></details>"
 
 
-def _table(rows: Sequence[dict[str, Any]]) -> str:
-    shown = [engine for engine in engines.ENGINES if any(row.get(f"{engine.name}_verdict") for row in rows)]
+def _table(rows: Sequence[CorpusRow]) -> str:
+    shown = [engine for engine in engines.ENGINES if any(cell(row, f"{engine.name}_verdict") for row in rows)]
     body = []
     for row in sorted(rows, key=lambda r: (-(r.get("downloads") or 0), r["name"].lower())):
         name = esc(row["name"])
         link = f'<a href="{esc(row["page"])}">{name}</a>' if row.get("page") else name
         why = row.get("main_causes") or row.get("refused") or row.get("reason") or ""
-        with_parsers = "".join(_engine_cell(row.get(f"{engine.name}_verdict") or "") for engine in shown)
+        with_parsers = "".join(_engine_cell(str(cell(row, f"{engine.name}_verdict") or "")) for engine in shown)
         body.append(
             f"<tr><td>{link}<br><small>{esc(row.get('repo') or '')}</small></td><td>{row.get('downloads') or 0}</td>"
             f"<td>{row.get('model_ids') or 0}</td><td>{verdict_chip(verdict_of(row))}</td>{with_parsers}"
@@ -126,7 +127,7 @@ def _engine_cell(verdict: str) -> str:
     return f"<td>{verdict_chip(verdict)}</td>" if verdict else '<td class="muted">–</td>'
 
 
-def corpus_front_page(rows: Sequence[dict[str, Any]], settings: dict[str, Any]) -> str:
+def corpus_front_page(rows: Sequence[CorpusRow], settings: dict[str, Any]) -> str:
     """The corpus's front page (byte-identical for the same rows and settings)."""
     ids = {i.lower() for row in rows for i in [row["repo"], *row["aliases"]] if i}
     audited = sum(1 for row in rows if row.get("status") == AUDITED)

@@ -26,7 +26,7 @@ from tito_audit.formatters.site.glossary import (
     verdict_class,
 )
 from tito_audit.formatters.site.html import attrs, document, esc
-from tito_audit.matrix.row import AUDITED, NOT_REACHABLE, conditions_cell, short_reason, verdict_of
+from tito_audit.matrix.row import AUDITED, NOT_REACHABLE, MatrixRow, cell, conditions_cell, short_reason, verdict_of
 from tito_audit.parse import engines
 from tito_audit.parse.engines import Engine
 
@@ -60,37 +60,37 @@ def columns() -> tuple[tuple[str, str], ...]:
     return tuple((title, f"{width:g}%") for title, width in (*fixed, *parsers, *after, ("way out", 100 - used)))
 
 
-def family_of(row: dict[str, Any]) -> str:
+def family_of(row: MatrixRow) -> str:
     return row.get("family") or OTHER_FAMILY
 
 
-def page_link(row: dict[str, Any]) -> str | None:
+def page_link(row: MatrixRow) -> str | None:
     """The model page of a row (its pair's representative's page for a ``same_as`` row)."""
     report = row.get("report")
     return str(PurePosixPath(report).with_suffix(".html")) if report else None
 
 
-def verdict_counts(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
+def verdict_counts(rows: Sequence[MatrixRow]) -> dict[str, int]:
     """Audited rows per verdict, best first (every verdict listed, zero included)."""
     counted = Counter(verdict_of(row) for row in rows if row.get("status") == AUDITED)
     return {verdict: counted.get(verdict, 0) for verdict in VERDICT_ORDER}
 
 
-def status_counts(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
+def status_counts(rows: Sequence[MatrixRow]) -> dict[str, int]:
     """Rows not audited, per status (``not audited: not reachable`` …), in sorted order."""
     counted = Counter(row["status"] for row in rows if row.get("status") != AUDITED)
     return dict(sorted(counted.items()))
 
 
-def families(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def families(rows: Sequence[MatrixRow]) -> dict[str, list[MatrixRow]]:
     """Rows by family, families in case-insensitive order (rows without one last, as ``other``)."""
-    grouped: dict[str, list[dict[str, Any]]] = {}
+    grouped: dict[str, list[MatrixRow]] = {}
     for row in rows:
         grouped.setdefault(family_of(row), []).append(row)
     return dict(sorted(grouped.items(), key=lambda kv: (kv[0] == OTHER_FAMILY, kv[0].casefold(), kv[0])))
 
 
-def _dots(rows: Sequence[dict[str, Any]]) -> str:
+def _dots(rows: Sequence[MatrixRow]) -> str:
     dots = []
     for row in rows:
         verdict = verdict_of(row)
@@ -100,7 +100,7 @@ def _dots(rows: Sequence[dict[str, Any]]) -> str:
     return f'<span class="dots" aria-hidden="true">{"".join(dots)}</span>'
 
 
-def _verdict_chart(rows: Sequence[dict[str, Any]]) -> str:
+def _verdict_chart(rows: Sequence[MatrixRow]) -> str:
     counts = verdict_counts(rows)
     audited = sum(counts.values())
     segments = "".join(
@@ -130,7 +130,7 @@ def _verdict_chart(rows: Sequence[dict[str, Any]]) -> str:
     )
 
 
-def _family_chart(grouped: dict[str, list[dict[str, Any]]]) -> str:
+def _family_chart(grouped: dict[str, list[MatrixRow]]) -> str:
     items = []
     for family, members in grouped.items():
         audited = [r for r in members if r.get("status") != NOT_REACHABLE]
@@ -150,32 +150,32 @@ def _family_chart(grouped: dict[str, list[dict[str, Any]]]) -> str:
     )
 
 
-def _steps(row: dict[str, Any]) -> str:
+def _steps(row: MatrixRow) -> str:
     cells = []
     for kind, column, _ in STEP_KINDS_SHOWN:
-        status = row.get(column) or "n/a"
+        status = str(cell(row, column) or "n/a")
         glyph, css = STEP_GLYPHS.get(status, ("?", "na"))
         label = esc(f"{kind} steps: {status}")
         cells.append(f'<span class="step {css}" title="{label}" aria-label="{label}">{glyph}</span>')
     return f'<div class="steps">{"".join(cells)}</div>'
 
 
-def _engine_verdict(row: dict[str, Any], engine: Engine) -> str:
+def _engine_verdict(row: MatrixRow, engine: Engine) -> str:
     """The row's verdict with ``engine``'s documented parsers (the parsers and when it breaks on hover), or why
     there is none."""
-    verdict = row.get(f"{engine.name}_verdict") or ""
-    parser = str(row.get(f"{engine.name}_parser") or "none recorded")
+    verdict = str(cell(row, f"{engine.name}_verdict") or "")
+    parser = str(cell(row, f"{engine.name}_parser") or "none recorded")
     if verdict not in VERDICTS:
         return f'<span class="muted small" title="{esc(engine.label)}\'s parser: {esc(parser)}">–</span>'
     title = f"with {engine.label}'s parser {parser.removeprefix(engine.name + ' ')}: {verdict}"
-    conditions = row.get(f"{engine.name}_conditions") or ""
+    conditions = cell(row, f"{engine.name}_conditions") or ""
     title += f" — {conditions}" if conditions else ""
-    way_out = row.get(f"{engine.name}_way_out") or ""
+    way_out = cell(row, f"{engine.name}_way_out") or ""
     title += f"; way out: {way_out}" if way_out else ""
     return f'<span title="{esc(title)}">{verdict_chip(verdict)}</span>'
 
 
-def _real_data(row: dict[str, Any]) -> str:
+def _real_data(row: MatrixRow) -> str:
     value = row.get("verdict_with_real_data") or ""
     if not value:
         return '<span class="muted">–</span>'
@@ -186,7 +186,7 @@ def _real_data(row: dict[str, Any]) -> str:
     return f'<span class="muted small" title="{esc(value)}">{esc(value.split(" (")[0])}</span>'
 
 
-def _level(row: dict[str, Any]) -> str:
+def _level(row: MatrixRow) -> str:
     text = "text" if row.get("audit_level") == "text-level only" else "full"
     title = (
         "text level: audited from the chat template alone (no vocabulary here)"
@@ -210,7 +210,7 @@ def _more(text: str, extra: str = "") -> str:
     )
 
 
-def _model_cell(row: dict[str, Any]) -> str:
+def _model_cell(row: MatrixRow) -> str:
     model = row["model_id"]
     org, _, name = model.rpartition("/")
     link = page_link(row)
@@ -226,7 +226,7 @@ def _model_cell(row: dict[str, Any]) -> str:
     return cell
 
 
-def _row(row: dict[str, Any], lead: bool) -> str:
+def _row(row: MatrixRow, lead: bool) -> str:
     verdict = verdict_of(row)
     causes = [c.strip() for c in (row.get("main_causes") or "").split(",") if c.strip()]
     if row.get("status") == AUDITED:
@@ -263,7 +263,7 @@ def _row(row: dict[str, Any], lead: bool) -> str:
     return f"<tr{row_attrs}>{''.join(cells)}</tr>"
 
 
-def _table(grouped: dict[str, list[dict[str, Any]]]) -> str:
+def _table(grouped: dict[str, list[MatrixRow]]) -> str:
     table_columns = columns()
     cols = "".join(f'<col style="width: {width}">' for _, width in table_columns)
     labels = "".join(f'<span title="{kind} steps">{label}</span>' for kind, _, label in STEP_KINDS_SHOWN)
@@ -284,7 +284,7 @@ def _table(grouped: dict[str, list[dict[str, Any]]]) -> str:
     )
 
 
-def _unreachable(rows: Sequence[dict[str, Any]]) -> str:
+def _unreachable(rows: Sequence[MatrixRow]) -> str:
     missing = [r for r in rows if r.get("status") == NOT_REACHABLE]
     if not missing:
         return ""
@@ -303,7 +303,7 @@ def _unreachable(rows: Sequence[dict[str, Any]]) -> str:
     )
 
 
-def _controls(grouped: dict[str, list[dict[str, Any]]]) -> str:
+def _controls(grouped: dict[str, list[MatrixRow]]) -> str:
     verdicts = "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in (*VERDICT_ORDER, NOT_AUDITED))
     names = [f for f, members in grouped.items() if any(r.get("status") != NOT_REACHABLE for r in members)]
     options = "".join(f'<option value="{esc(f)}">{esc(f)}</option>' for f in names)
@@ -368,7 +368,7 @@ LOOK_UP = (
 """The form that sends a model id to the corpus's front page (``corpus/index.html?q=ID``), which finds its row."""
 
 
-def front_page(rows: Sequence[dict[str, Any]], settings: dict[str, Any]) -> str:
+def front_page(rows: Sequence[MatrixRow], settings: dict[str, Any]) -> str:
     """The matrix's front page (self-contained; byte-identical for the same rows and settings)."""
     grouped = families(rows)
     audited = sum(1 for r in rows if r.get("status") == AUDITED)

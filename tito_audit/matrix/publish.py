@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from tito_audit.audit.results import AuditReport
 from tito_audit.formatters import fix_report
@@ -25,14 +26,14 @@ from tito_audit.formatters.site import PageLinks, model_page
 from tito_audit.matrix.disagreement_page import ModelComparison, disagreement_page
 from tito_audit.matrix.front_page import PARSERS_PAGE
 from tito_audit.matrix.matrix_options import MatrixOptions
-from tito_audit.matrix.row import VOLATILE_COLUMNS, add_combined, base_row, row_from_report
+from tito_audit.matrix.row import VOLATILE_COLUMNS, MatrixRow, add_combined, base_row, cell, row_from_report
 from tito_audit.matrix.tasks import Identity, PairResult
 from tito_audit.model.registry import family_of
 from tito_audit.model.resolve import folder_name
 from tito_audit.outputs import write_if_changed
 from tito_audit.parse import engines
 
-Outcome = PairResult | dict[str, Any]
+Outcome = PairResult | MatrixRow
 """A pair's result, or the failure row of its representative."""
 
 
@@ -40,7 +41,7 @@ def report_stem(model_id: str) -> str:
     return folder_name(model_id)
 
 
-def _without(data: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+def _without(data: Mapping[str, object], keys: tuple[str, ...]) -> dict[str, object]:
     return {k: v for k, v in data.items() if k not in keys}
 
 
@@ -49,7 +50,7 @@ class PreviousRun:
 
     def __init__(self, out_dir: Path) -> None:
         self.out_dir = out_dir
-        self.rows: dict[str, dict[str, Any]] = {}
+        self.rows: dict[str, MatrixRow] = {}
         with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
             self.rows = {row["model_id"]: row for row in json.loads((out_dir / "matrix.json").read_text("utf-8"))}
 
@@ -64,11 +65,12 @@ class PreviousRun:
             return report
         return replace(report, generated_at=earlier["generated_at"], duration_seconds=earlier["duration_seconds"])
 
-    def row_timing(self, row: dict[str, Any]) -> dict[str, Any]:
+    def row_timing(self, row: MatrixRow) -> MatrixRow:
         earlier = self.rows.get(row["model_id"])
         if earlier is None or _without(earlier, VOLATILE_COLUMNS) != _without(row, VOLATILE_COLUMNS):
             return row
-        return {**row, **{column: earlier.get(column) for column in VOLATILE_COLUMNS}}
+        # the earlier row as read back from matrix.json: its volatile columns are the ones this run would write
+        return cast(MatrixRow, {**row, **{column: earlier.get(column) for column in VOLATILE_COLUMNS}})
 
 
 def published_under(report: AuditReport, identity: Identity) -> AuditReport:
@@ -86,7 +88,7 @@ def published_under(report: AuditReport, identity: Identity) -> AuditReport:
 
 def _representative_row(
     identity: Identity, result: PairResult, options: MatrixOptions, previous: PreviousRun
-) -> dict[str, Any]:
+) -> MatrixRow:
     stem = report_stem(identity.model_id)
     report = previous.report_timing(published_under(result.report, identity), stem)
     write_if_changed(options.out_dir / "models" / f"{stem}.json", to_json(report))
@@ -97,7 +99,7 @@ def _representative_row(
     row = row_from_report(report, f"models/{stem}.md", result.duration_seconds)
     if result.way_out is not None:
         fix_report.write(report, result.way_out, options.out_dir / "fixes", stem)
-        row.update(way_out=result.way_out.summary, fix_report=f"fixes/{stem}.md")
+        row.update({"way_out": result.way_out.summary, "fix_report": f"fixes/{stem}.md"})
     if options.conversation_sources and report.text_level_only:
         row["verdict_with_real_data"] = "n/a (text level)"
     elif options.conversation_sources and result.real_data is not None:
@@ -105,41 +107,49 @@ def _representative_row(
     return row
 
 
-def _same_pair_row(identity: Identity, representative: dict[str, Any]) -> dict[str, Any]:
+def _same_pair_row(identity: Identity, representative: MatrixRow) -> MatrixRow:
     family = family_of(identity.model_id)
-    row = dict(representative)
+    row = representative.copy()
     row.update(
-        model_id=identity.resolved_id or identity.model_id,
-        family=family.family if family else "",
-        same_as=representative["model_id"],
-        source=identity.source,
-        location=identity.location,
-        revision=identity.revision or "",
+        {
+            "model_id": identity.resolved_id or identity.model_id,
+            "family": family.family if family else "",
+            "same_as": representative["model_id"],
+            "source": identity.source,
+            "location": identity.location,
+            "revision": identity.revision or "",
+        }
     )
     return row
 
 
-def _failure_row(identity: Identity, failure: dict[str, Any]) -> dict[str, Any]:
+def _failure_row(identity: Identity, failure: MatrixRow) -> MatrixRow:
     return base_row(identity.model_id, failure["status"], failure["reason"])
 
 
-def publish(identities: list[Identity], outcomes: dict[str, Outcome], options: MatrixOptions) -> list[dict[str, Any]]:
+def _keyed(row: MatrixRow, digest: str) -> MatrixRow:
+    keyed = row.copy()
+    keyed["results_key"] = digest
+    return keyed
+
+
+def publish(identities: list[Identity], outcomes: dict[str, Outcome], options: MatrixOptions) -> list[MatrixRow]:
     """The rows of ``identities`` (in their order), writing the representatives' pages."""
     previous = PreviousRun(options.out_dir)
-    representatives: dict[str, dict[str, Any]] = {}
+    representatives: dict[str, MatrixRow] = {}
     rows = []
     for identity in identities:
         if identity.failure is not None or identity.key is None:
             rows.append(previous.row_timing(identity.failure or base_row(identity.model_id, "")))
             continue
         outcome = outcomes[identity.key.digest]
-        key = {"results_key": identity.key.digest}  # everything that decided the row: its files, settings and code
+        digest = identity.key.digest  # the results key: everything that decided the row (its files, settings, code)
         if isinstance(outcome, dict):
-            row = previous.row_timing(_failure_row(identity, outcome) | key)
+            row = previous.row_timing(_keyed(_failure_row(identity, outcome), digest))
         elif identity.key.digest in representatives:  # the representative's timing, already settled
             row = _same_pair_row(identity, representatives[identity.key.digest])
         else:
-            row = previous.row_timing(_representative_row(identity, outcome, options, previous) | key)
+            row = previous.row_timing(_keyed(_representative_row(identity, outcome, options, previous), digest))
             representatives[identity.key.digest] = row
         rows.append(row)
     prune_pages(rows, options.out_dir)
@@ -151,7 +161,9 @@ def write_disagreements(identities: list[Identity], outcomes: dict[str, Outcome]
     """``parsers.html``: every representative's engines side by side (see :mod:`.disagreement_page`)."""
     entries, seen = [], set()
     for identity in identities:
-        outcome = outcomes.get(identity.key.digest) if identity.key is not None else None
+        if identity.key is None:
+            continue
+        outcome = outcomes.get(identity.key.digest)
         if not isinstance(outcome, PairResult) or outcome.engines is None or identity.key.digest in seen:
             continue
         seen.add(identity.key.digest)
@@ -163,7 +175,7 @@ def write_disagreements(identities: list[Identity], outcomes: dict[str, Outcome]
     write_if_changed(out_dir / PARSERS_PAGE, disagreement_page(entries, installed_here))
 
 
-def prune_pages(rows: list[dict[str, Any]], out_dir: Path) -> None:
+def prune_pages(rows: list[MatrixRow], out_dir: Path) -> None:
     """Remove per-model and way-out pages that no row refers to (a model that left the matrix, a way out that
     changed, an id that became the duplicate of another)."""
     for folder, column, suffixes in (
@@ -173,7 +185,8 @@ def prune_pages(rows: list[dict[str, Any]], out_dir: Path) -> None:
         path = out_dir / folder
         if not path.is_dir():
             continue
-        kept = {Path(row[column]).stem for row in rows if row.get(column) and not row.get("same_as")}
+        pages = (cell(row, column) for row in rows if not row.get("same_as"))
+        kept = {Path(page).stem for page in pages if isinstance(page, str) and page}
         kept |= {f"{stem}.training" for stem in kept}  # a way out's training-form diff: <stem>.training.diff
         for item in path.iterdir():
             if item.suffix in suffixes and item.stem not in kept:

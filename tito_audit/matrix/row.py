@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from typing import Any
+from collections.abc import Mapping
+from typing import TypedDict, cast
 
 from tito_audit.audit.core.causes import QUIET
 from tito_audit.audit.results import AuditReport, worst_verdict
@@ -82,11 +83,86 @@ CONDITIONS_SHOWN = 3
 """Conditions a matrix cell names (the rest counted); the model's page names them all."""
 
 
-def base_row(model_id: str, status: str, reason: str = "") -> dict[str, Any]:
+class MatrixRow(TypedDict):
+    """A curated matrix row: one model id, its columns in :data:`COLUMNS` order (a test holds the two equal). Every
+    column is text except ``seed``, ``count`` (None on a row that was not audited) and ``duration_seconds``. The
+    engine and step-kind columns are named from :data:`~tito_audit.parse.engines.ENGINES` and
+    :data:`~tito_audit.conversations.conversation.STEP_KINDS`; code that picks one by a computed name reads and writes
+    it through :func:`cell` and :func:`set_cells`."""
+
+    model_id: str
+    family: str
+    status: str
+    reason: str
+    same_as: str
+    audit_level: str
+    stop_tokens: str
+    verdict: str
+    conditions: str
+    sglang_verdict: str
+    sglang_conditions: str
+    sglang_parser: str
+    sglang_way_out: str
+    vllm_verdict: str
+    vllm_conditions: str
+    vllm_parser: str
+    vllm_way_out: str
+    written_values: str
+    variant_verdicts: str
+    rollout_tool: str
+    rollout_user: str
+    rollout_system: str
+    rollout_assistant: str
+    append_tool: str
+    append_user: str
+    append_system: str
+    append_assistant: str
+    main_causes: str
+    way_out: str
+    fix_report: str
+    verdict_with_real_data: str
+    real_data_causes: str
+    roundtrip_findings: str
+    bridge: str
+    mask: str
+    drift: str
+    findings: str
+    refused_shapes: str
+    report: str
+    source: str
+    location: str
+    revision: str
+    backend: str
+    tokenizer_sha256: str
+    template_sha256: str
+    results_key: str
+    seed: int | None
+    count: int | None
+    tool_version: str
+    library_versions: str
+    generated_at: str
+    duration_seconds: float | None
+
+
+def cell(row: Mapping[str, object], column: str) -> object:
+    """The value of a column picked by a computed name (``f"{engine.name}_verdict"``), None when the row has none;
+    a literal name reads the typed key itself."""
+    return row.get(column)
+
+
+def set_cells(row: MatrixRow, cells: Mapping[str, object]) -> None:
+    """Write columns picked by computed names (the engine and step-kind columns) into ``row``."""
+    unknown = set(cells) - set(COLUMNS)
+    if unknown:
+        raise KeyError(f"not matrix columns: {sorted(unknown)}")
+    cast("dict[str, object]", row).update(cells)
+
+
+def base_row(model_id: str, status: str, reason: str = "") -> MatrixRow:
     family = family_of(model_id)
-    row: dict[str, Any] = dict.fromkeys(COLUMNS, "")
-    row.update(model_id=model_id, family=family.family if family else "", status=status, reason=reason)
-    row.update(seed=None, count=None, duration_seconds=None)
+    row = cast(MatrixRow, dict.fromkeys(COLUMNS, ""))
+    row.update({"model_id": model_id, "family": family.family if family else "", "status": status, "reason": reason})
+    row.update({"seed": None, "count": None, "duration_seconds": None})
     return row
 
 
@@ -168,7 +244,7 @@ def written_values_cell(report: AuditReport) -> str:
     return "; ".join(filter(None, [parts, f"read back as another value: {back}" if back else ""]))
 
 
-def row_from_report(report: AuditReport, report_link: str, duration: float) -> dict[str, Any]:
+def row_from_report(report: AuditReport, report_link: str, duration: float) -> MatrixRow:
     row = base_row(report.model.model_id, AUDITED)
     rollout_causes: Counter[str] = Counter()
     roundtrip: set[str] = set()
@@ -190,51 +266,58 @@ def row_from_report(report: AuditReport, report_link: str, duration: float) -> d
         mismatched += variant.drift.mismatched_tokens
         total += variant.drift.total_tokens
     row.update(
-        audit_level="text-level only" if report.text_level_only else "full",
-        stop_tokens=stop_tokens_cell(report),
-        verdict=worst_verdict([v.verdict for v in report.variants]),  # derived: a row never contradicts its variants
-        written_values=written_values_cell(report),
-        conditions=conditions_line(report.conditions, limit=CONDITIONS_SHOWN),
-        variant_verdicts="; ".join(
-            [f"{v.name}: {v.verdict}" for v in report.variants]
-            + [f"{item.setting}: refused setting" for item in report.refused_settings]
-        ),
-        main_causes=", ".join(cause for cause, _ in sorted(rollout_causes.items(), key=lambda kv: (-kv[1], kv[0]))),
-        roundtrip_findings=", ".join(sorted(roundtrip)) if not report.text_level_only else "n/a (text level)",
-        bridge=f"{bridge_cases - bridge_failed}/{bridge_cases} equal" if bridge_cases else "n/a",
-        mask=mask_cell(report),
-        drift=(
-            f"{drift_failed}/{drift_steps} steps; {mismatched}/{total} tokens"
+        {
+            "audit_level": "text-level only" if report.text_level_only else "full",
+            "stop_tokens": stop_tokens_cell(report),
+            "verdict": worst_verdict([v.verdict for v in report.variants]),
+            "written_values": written_values_cell(report),
+            "conditions": conditions_line(report.conditions, limit=CONDITIONS_SHOWN),
+            "variant_verdicts": "; ".join(
+                [f"{v.name}: {v.verdict}" for v in report.variants]
+                + [f"{item.setting}: refused setting" for item in report.refused_settings]
+            ),
+            "main_causes": ", ".join(
+                cause for cause, _ in sorted(rollout_causes.items(), key=lambda kv: (-kv[1], kv[0]))
+            ),
+            "roundtrip_findings": ", ".join(sorted(roundtrip)) if not report.text_level_only else "n/a (text level)",
+            "bridge": f"{bridge_cases - bridge_failed}/{bridge_cases} equal" if bridge_cases else "n/a",
+            "mask": mask_cell(report),
+            "drift": f"{drift_failed}/{drift_steps} steps; {mismatched}/{total} tokens"
             if drift_steps and not report.text_level_only
-            else "n/a"
-        ),
-        findings=", ".join(sorted(findings)),
-        refused_shapes="; ".join(
-            f"{count}× {reason}" for reason, count in sorted(refused.items(), key=lambda kv: -kv[1])
-        ),
-        report=report_link,
-        source=report.model.source,
-        location=report.model.path,
-        revision=report.model.revision or "",
-        backend=report.model.backend,
-        tokenizer_sha256=tokenizer_digest(report.model.file_sha256),
-        template_sha256=report.model.template_sha256 or "",
-        seed=report.settings.seed,
-        count=report.settings.count,
-        tool_version=report.tool_version,
-        library_versions=", ".join(f"{k} {v}" for k, v in sorted(report.library_versions.items())),
-        generated_at=report.generated_at,
-        duration_seconds=round(duration, 2),
+            else "n/a",
+            "findings": ", ".join(sorted(findings)),
+            "refused_shapes": "; ".join(
+                f"{count}× {reason}" for reason, count in sorted(refused.items(), key=lambda kv: -kv[1])
+            ),
+            "report": report_link,
+            "source": report.model.source,
+            "location": report.model.path,
+            "revision": report.model.revision or "",
+            "backend": report.model.backend,
+            "tokenizer_sha256": tokenizer_digest(report.model.file_sha256),
+            "template_sha256": report.model.template_sha256 or "",
+            "seed": report.settings.seed,
+            "count": report.settings.count,
+            "tool_version": report.tool_version,
+            "library_versions": ", ".join(f"{k} {v}" for k, v in sorted(report.library_versions.items())),
+            "generated_at": report.generated_at,
+            "duration_seconds": round(duration, 2),
+        }
     )
     for engine in engines.ENGINES:
-        row.update(engine_cells(report, engine))
+        set_cells(row, engine_cells(report, engine))
     for kind in STEP_KINDS:
-        row[f"rollout_{kind}"] = _kind_status(report, "rollout", kind)
-        row[f"append_{kind}"] = _kind_status(report, "append", kind)
+        set_cells(
+            row,
+            {
+                f"rollout_{kind}": _kind_status(report, "rollout", kind),
+                f"append_{kind}": _kind_status(report, "append", kind),
+            },
+        )
     return row
 
 
-def add_combined(row: dict[str, Any], verdict: str, causes: str) -> None:
+def add_combined(row: MatrixRow, verdict: str, causes: str) -> None:
     """The combined audit (generated + real trajectories): its verdict and the causes it found."""
     row["verdict_with_real_data"] = verdict
     row["real_data_causes"] = causes
@@ -247,16 +330,23 @@ def short_reason(reason: str) -> str:
     return reason
 
 
-def conditions_cell(row: dict[str, Any]) -> str:
+def conditions_cell(row: MatrixRow) -> str:
     """When the row's verdicts break: the perfect inverse's conditions, then each engine's parser's (``with SGLang's
     parser: plain loop ready; breaks when …``; each where its verdict is worse than ready)."""
     parts = [row.get("conditions") or ""]
     for engine in engines.ENGINES:
-        if row.get(f"{engine.name}_conditions"):
-            parts.append(f"with {engine.label}'s parser: {row[f'{engine.name}_conditions']}")
+        if conditions := cell(row, f"{engine.name}_conditions"):
+            parts.append(f"with {engine.label}'s parser: {conditions}")
     return " · ".join(part for part in parts if part)
 
 
-def verdict_of(row: dict[str, Any]) -> str:
+class Verdicted(TypedDict):
+    """The columns :func:`verdict_of` reads, which a matrix row and a corpus row share."""
+
+    status: str
+    verdict: str
+
+
+def verdict_of(row: Verdicted) -> str:
     """A row's verdict, or ``not audited`` for the rows without one."""
     return row["verdict"] if row.get("status") == AUDITED and row.get("verdict") else NOT_AUDITED

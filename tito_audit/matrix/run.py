@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from tito_audit.audit.serialization import DecodeError
 from tito_audit.matrix.backends import backend_for
 from tito_audit.matrix.matrix_options import MATRIX_EXAMPLES_PER_GROUP, MatrixOptions
 from tito_audit.matrix.publish import Outcome, publish, report_stem
+from tito_audit.matrix.row import MatrixRow, base_row
 from tito_audit.matrix.store import ResultsStore, StoreCounts
 from tito_audit.matrix.tasks import Identity, PairOutcome, ProgressEvent, pair_result
 from tito_audit.outputs import ensure_folder
@@ -44,11 +44,16 @@ __all__ = [
 ]
 
 
+def _failure_status(failure: MatrixRow | None) -> str:
+    """What the progress line says of an id or pair that was not audited."""
+    return (failure["status"] if failure is not None else "") or "not audited"
+
+
 @dataclass
 class MatrixRun:
     """The rows of a run and what it took to produce them."""
 
-    rows: list[dict[str, Any]]
+    rows: list[MatrixRow]
     model_ids: int = 0
     pairs: int = 0
     """Distinct (template, tokenizer) pairs among the ids that resolved."""
@@ -123,8 +128,7 @@ def audit_models(
     members: dict[str, list[Identity]] = {}
     for identity in identities:
         if identity.key is None:
-            failure = identity.failure or {}
-            done(identity.model_id, str(failure.get("status") or "not audited"))
+            done(identity.model_id, _failure_status(identity.failure))
         else:
             members.setdefault(identity.key.digest, []).append(identity)
     outcomes: dict[str, Outcome] = {}
@@ -147,8 +151,8 @@ def audit_models(
             store.put(identity.key, outcome.result)
             outcomes[identity.key.digest] = pair_result(outcome.result)
         else:
-            outcomes[identity.key.digest] = outcome.failure or {}
-        failed = None if outcome.result is not None else str((outcome.failure or {}).get("status") or "not audited")
+            outcomes[identity.key.digest] = outcome.failure or base_row(identity.model_id, "")
+        failed = None if outcome.result is not None else _failure_status(outcome.failure)
         for member in members[identity.key.digest]:
             same = f"the pair of {identity.model_id}" if member is not identity else None
             done(member.model_id, failed or same)

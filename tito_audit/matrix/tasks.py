@@ -15,9 +15,10 @@ import functools
 import gc
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from tito_audit.audit.audit_options import AuditOptions
 from tito_audit.audit.parse_step.disagreement import EngineComparison
@@ -26,9 +27,12 @@ from tito_audit.audit.serialization import DecodeError, from_dict
 from tito_audit.errors import AuditError, ResolutionError
 from tito_audit.formatters.fix_report import FixPage
 from tito_audit.matrix.matrix_options import MatrixOptions
-from tito_audit.matrix.row import AUDIT_ERROR, FAILED_TO_LOAD, NOT_REACHABLE, base_row
+from tito_audit.matrix.row import AUDIT_ERROR, FAILED_TO_LOAD, NOT_REACHABLE, MatrixRow, base_row
 from tito_audit.matrix.store import PairKey, pair_key
 from tito_audit.model.registry import family_of
+
+if TYPE_CHECKING:
+    from tito_audit.model.load_folder import LoadedModel
 
 ProgressEvent = tuple[str, str, int, int]
 """(model id, stage or variant, done, total)."""
@@ -47,7 +51,7 @@ class Identity:
     source: str = ""
     location: str = ""
     revision: str | None = None
-    failure: dict[str, Any] | None = None
+    failure: MatrixRow | None = None
 
 
 @dataclass
@@ -98,7 +102,7 @@ class PairOutcome:
 
     model_id: str
     result: dict[str, Any] | None = None
-    failure: dict[str, Any] | None = None
+    failure: MatrixRow | None = None
 
 
 @functools.cache
@@ -264,7 +268,9 @@ def audit_pair(model_id: str, options: MatrixOptions, events: Any = None) -> Pai
         gc.collect()
 
 
-def compare(loaded: Any, settings: AuditOptions, emit: Any) -> EngineComparison | None:
+def compare(
+    loaded: LoadedModel, settings: AuditOptions, emit: Callable[[str, int, int], None]
+) -> EngineComparison | None:
     """The engines' parsers side by side on the model's completions, when its documented parsers of two or more
     engines are installed (:mod:`tito_audit.audit.parse_step.disagreement`)."""
     from tito_audit.audit.parse_step.disagreement import compare_engines
@@ -278,11 +284,15 @@ def compare(loaded: Any, settings: AuditOptions, emit: Any) -> EngineComparison 
     return compare_engines(loaded, plan.choices, settings)
 
 
+RunAudit: TypeAlias = "Callable[[LoadedModel, AuditOptions], AuditReport]"
+"""How the way-out search audits a candidate fix (the model with the fixed template, the settings)."""
+
+
 class WayOutOverBudget(Exception):
     """The way-out search would pass ``MatrixOptions.way_out_budget``; the message says so in one line."""
 
 
-def budgeted(run_audit: Any, report: AuditReport, options: MatrixOptions) -> Any:
+def budgeted(run_audit: RunAudit, report: AuditReport, options: MatrixOptions) -> RunAudit:
     """``run_audit`` for the way-out search, refusing (:class:`WayOutOverBudget`) the audit that would pass the
     budget: variant audits (each fix is audited under every variant of ``report``), counted, not timed, so that
     the same template and settings always end the same way."""
@@ -292,7 +302,7 @@ def budgeted(run_audit: Any, report: AuditReport, options: MatrixOptions) -> Any
     variants = max(len(report.variants), 1)
     spent = 0
 
-    def run(loaded: Any, settings: AuditOptions) -> AuditReport:
+    def run(loaded: LoadedModel, settings: AuditOptions) -> AuditReport:
         nonlocal spent
         if spent + variants > budget:
             raise WayOutOverBudget(
@@ -305,7 +315,7 @@ def budgeted(run_audit: Any, report: AuditReport, options: MatrixOptions) -> Any
     return run
 
 
-def explain(report: AuditReport, loaded: Any) -> None:
+def explain(report: AuditReport, loaded: LoadedModel) -> None:
     """The template lines behind each cause's first example, for the published pages; a model whose explanation
     fails keeps its row (the report says why instead)."""
     from tito_audit.formatters.fix_report import MAX_DIFF_LINE

@@ -100,7 +100,9 @@ class DeferredChecks(BufferSteps):
         if made is None:
             return False
         bridge, text = made
-        pending = PendingTurn(len(state.messages), completion, len(state.buffer), self.stop_ids, assistant, logprobs)
+        pending = PendingTurn(
+            len(state.messages), completion, len(state.buffer), self._machinery.stop_ids, assistant, logprobs
+        )
         start, text_start = len(state.buffer), len(state.view_text)
         end = start + len(completion)
         # in place: the cost of a step is what it appends (fork() copies the lists a server tries a step on)
@@ -143,7 +145,9 @@ class DeferredChecks(BufferSteps):
         messages = [*state.messages, assistant, *appended]
         roles = [str(m.get("role")) for m in appended]
         buffer, mask, view_ids, view_text = state.buffer, state.mask, state.view_ids, state.view_text
-        pending = PendingTurn(len(state.messages), completion, len(buffer), self.stop_ids, assistant, logprobs)
+        pending = PendingTurn(
+            len(state.messages), completion, len(buffer), self._machinery.stop_ids, assistant, logprobs
+        )
         if completion is not None:
             piece = self._decode_in_context(completion)
             buffer, mask = buffer + completion, mask + [1] * len(completion)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Literal, TypedDict
 
 from tito_audit.audit.checks.bridge import stand_in_bridge
 from tito_audit.audit.core.diff import common_prefix_length
@@ -12,10 +12,23 @@ from tito_audit.model.render import RenderError
 from tito_audit.session.breaks import SessionBreak, render_refused
 from tito_audit.session.buffer_logprobs import carried
 from tito_audit.session.machinery import Machinery
+from tito_audit.session.parsing import ParserArgument
 from tito_audit.session.turn_records import PendingTurn
 
 OnBreak = Literal["raise", "warn", "rerender"]
 Bridge = Literal["auto", "template", "history-free"]
+
+
+class SessionOptions(TypedDict):
+    """A session's settings besides its model and tools, as :class:`~tito_audit.session.TitoSession` takes them."""
+
+    on_break: OnBreak
+    clock: datetime | None
+    parser: ParserArgument
+    bridge: Bridge
+    check_every: int
+
+
 BRIDGES: dict[str, str] = {
     "auto": (
         "the default: a tool step whose shape the template's proof covers is bridged from a short local render (the "

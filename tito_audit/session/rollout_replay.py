@@ -17,7 +17,7 @@ prompt ids ``prompt_ids``/``prompt_token_ids``/``input_ids``/``prompt_tokens``; 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -201,7 +201,7 @@ def replay(records: list[Any], guard: TitoSession, model_id: str, source: str) -
 
 
 def _token_issue(
-    codec: TokenCodec, record: int, turn: int, kind: str, expected: list[int], actual: list[int], detail: str
+    codec: TokenCodec, record: int, turn: int, kind: str, expected: Sequence[int], actual: Sequence[int], detail: str
 ) -> TurnIssue:
     """An issue located at the first token where ``expected`` and ``actual`` differ, with both windows."""
     at = common_prefix_length(expected, actual)
@@ -228,7 +228,7 @@ def _follow(
         return
     session = guard.spawn(tools=tools, on_break="rerender", bridge="template")  # each break at its own turn
     try:
-        expected = session.start(messages[: assistants[0]])
+        expected: Sequence[int] = session.start(messages[: assistants[0]])
         for turn, (prompt, _) in enumerate(pairs):
             broke = None
             if turn > 0:

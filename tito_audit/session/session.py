@@ -47,7 +47,7 @@ from tito_audit.session.deferred import DeferredChecks, FullCheck
 from tito_audit.session.inputs import as_assistant_message, check_depth, check_text, message_copy
 from tito_audit.session.machinery import Machinery, ModelSourceSettings, build_machinery, machinery_for
 from tito_audit.session.parsing import ParserArgument, SessionParser, resolve_parser, split_extend_arguments
-from tito_audit.session.policies import BRIDGES, POLICIES, Bridge, OnBreak
+from tito_audit.session.policies import BRIDGES, POLICIES, Bridge, OnBreak, SessionOptions
 from tito_audit.session.shared_list import INTS, AppendOnly, as_list
 from tito_audit.session.state import NEW, SessionState
 from tito_audit.session.turn_records import SessionTurn
@@ -130,7 +130,7 @@ class TitoSession(DeferredChecks):
             mirrors, cache_dir, revision, allow_hub, trust_remote_code, template, template_name
         )
         machinery = machinery_for(model, source, template_kwargs, tuple(stop_tokens))
-        options = {"on_break": on_break, "clock": clock, "parser": parser, "bridge": bridge, "check_every": check_every}
+        options = SessionOptions(on_break=on_break, clock=clock, parser=parser, bridge=bridge, check_every=check_every)
         return cls(machinery, tools=tools, **options)
 
     @classmethod
@@ -149,7 +149,7 @@ class TitoSession(DeferredChecks):
     ) -> TitoSession:
         """A session for a model already loaded (:func:`tito_audit.model.load_folder.load_model`); not cached."""
         machinery = build_machinery(loaded, template_kwargs, extra_stop_tokens=stop_tokens)
-        options = {"on_break": on_break, "clock": clock, "parser": parser, "bridge": bridge, "check_every": check_every}
+        options = SessionOptions(on_break=on_break, clock=clock, parser=parser, bridge=bridge, check_every=check_every)
         return cls(machinery, tools=tools, **options)
 
     def spawn(
@@ -350,7 +350,7 @@ class TitoSession(DeferredChecks):
         *,
         logprobs: Sequence[float | None] | None = None,
         copy: bool = True,
-    ) -> list[int]:
+    ) -> Sequence[int]:
         """Append the sampled ids, the assistant message and the messages after it; return the next prompt's ids.
 
         ``completion_ids``: what the engine returned for the last prompt, kept exactly as they are (stop token

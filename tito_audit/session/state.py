@@ -16,7 +16,7 @@ with one entry per token are shared with the copy, which appends to a tail of it
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from tito_audit.conversations.conversation import Message
 from tito_audit.session.breaks import SessionBreak
@@ -82,8 +82,9 @@ class SessionState:
 
     def copy(self) -> SessionState:
         """An independent copy (see the module docstring); the caches go with it (their keys say where they hold)."""
-        shared = {name: AppendOnly.of(getattr(self, name), code) for name, code in PER_TOKEN.items()}
-        lists = {
+        # the fields are named by their data (PER_TOKEN, the list fields), so their values are Any to replace()
+        shared: dict[str, Any] = {name: AppendOnly.of(getattr(self, name), code) for name, code in PER_TOKEN.items()}
+        lists: dict[str, Any] = {
             f.name: list(getattr(self, f.name))
             for f in fields(self)
             if f.name not in PER_TOKEN and isinstance(getattr(self, f.name), list)

@@ -6,6 +6,7 @@ checking the sampled ids, rendering a step's prompt. The log-probabilities of th
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from tito_audit.audit.core.join import Join, join
 from tito_audit.conversations.conversation import Message
@@ -31,7 +32,7 @@ class BufferSteps:
     _machinery: Machinery
     _tools: list[dict] | None
     on_break: str
-    clock: object
+    clock: datetime
 
     def _history_free(
         self, completion: list[int] | None, assistant: Message, appended: list[Message], logprobs: Logprobs | None
@@ -39,7 +40,9 @@ class BufferSteps:
         """``bridge="history-free"``: the completion as sampled, then the stand-in suffix of the new messages (appended
         in place: a step costs what it appends)."""
         state = self._state
-        pending = PendingTurn(len(state.messages), completion, len(state.buffer), self.stop_ids, assistant, logprobs)
+        pending = PendingTurn(
+            len(state.messages), completion, len(state.buffer), self._machinery.stop_ids, assistant, logprobs
+        )
         start = len(state.buffer) + len(completion or [])
         suffix = history_free_bridge(self._machinery, appended, self._tools, pending, state.steps + 1)
         state.steps += 1
@@ -66,7 +69,9 @@ class BufferSteps:
     def _append_last(self, completion: list[int] | None, assistant: Message, logprobs: Logprobs | None) -> None:
         """``finish``: the last completion as sampled, no bridge after it; the session is finished."""
         state = self._state
-        pending = PendingTurn(len(state.messages), completion, len(state.buffer), self.stop_ids, assistant, logprobs)
+        pending = PendingTurn(
+            len(state.messages), completion, len(state.buffer), self._machinery.stop_ids, assistant, logprobs
+        )
         if completion is not None:
             state.buffer += completion
             state.mask += [1] * len(completion)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.responses import JSONResponse, Response
 
@@ -37,6 +37,9 @@ from tito_audit.gateway.protocol import (
     take_message,
 )
 from tito_audit.gateway.turn_stream import Event, Failed, Finished, Started, open_response, sse
+
+if TYPE_CHECKING:
+    from tito_audit.gateway.gateway import Gateway
 
 STOP_REASONS = {"tool_calls": "tool_use", "stop": "end_turn", "length": "max_tokens"}
 ERROR_TYPES = {
@@ -55,7 +58,7 @@ def error_body(status: int, code: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message, "code": code}}
 
 
-async def handle(gateway: Any, body: Any, header_id: str | None) -> Response:
+async def handle(gateway: Gateway, body: Any, header_id: str | None) -> Response:
     if not isinstance(body, dict):
         raise RequestError(400, "invalid_request", "the request body must be a JSON object")
     metadata = body.get("metadata")
@@ -243,7 +246,13 @@ async def events(stream: AsyncIterator[Event], message_id: str) -> AsyncIterator
 
     async for event in stream:
         if isinstance(event, Started):
-            head = {"id": message_id, "type": "message", "role": "assistant", "model": event.model, "content": []}
+            head: dict[str, object] = {
+                "id": message_id,
+                "type": "message",
+                "role": "assistant",
+                "model": event.model,
+                "content": [],
+            }
             head.update(
                 stop_reason=None, stop_sequence=None, usage={"input_tokens": event.prompt_tokens, "output_tokens": 0}
             )
@@ -275,9 +284,9 @@ async def events(stream: AsyncIterator[Event], message_id: str) -> AsyncIterator
             answer = event.answer
             for index in sorted(opened.values()):
                 yield frame("content_block_stop", index=index)
-            delta = {"stop_reason": STOP_REASONS.get(answer.finish, "end_turn"), "stop_sequence": None}
+            stop = {"stop_reason": STOP_REASONS.get(answer.finish, "end_turn"), "stop_sequence": None}
             yield frame(
-                "message_delta", delta=delta, usage={"output_tokens": answer.completion_tokens}, tito=answer.tito
+                "message_delta", delta=stop, usage={"output_tokens": answer.completion_tokens}, tito=answer.tito
             )
             kept = True
         elif isinstance(event, Failed):

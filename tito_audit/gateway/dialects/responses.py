@@ -23,7 +23,7 @@ from __future__ import annotations
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.responses import JSONResponse, Response
 
@@ -39,6 +39,9 @@ from tito_audit.gateway.protocol import (
 )
 from tito_audit.gateway.turn_stream import TurnStream, open_response
 
+if TYPE_CHECKING:
+    from tito_audit.gateway.gateway import Gateway
+
 REMEMBERED = 65536
 """Response ids whose session the gateway still knows (older ones, and those of a session that ended: 400
 ``previous_response_not_found``, as OpenAI's API answers a response id it does not have)."""
@@ -48,7 +51,7 @@ ASSISTANT_SIDE = ("reasoning", "function_call")
 class Responses:
     """``POST /v1/responses`` for one gateway: the response ids it answered, by session."""
 
-    def __init__(self, gateway: Any) -> None:
+    def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
         self.owners: OrderedDict[str, str] = OrderedDict()
 
