@@ -58,10 +58,22 @@ def _toy_engine(name: str, *, installed: bool = True, **defects: bool) -> Engine
     )
 
 
+def use_engines(monkeypatch, registry: tuple) -> None:
+    """Swap the engine registry for ``registry`` and declare its engines' matrix columns, as a real engine's are
+    declared when the matrix's row module loads (``matrix/row.py``'s COLUMNS, which the typed row holds equal)."""
+    from tito_audit.matrix import row
+
+    shipped = row.engine_columns()
+    monkeypatch.setattr(engines, "ENGINES", registry)
+    first = row.COLUMNS.index(shipped[0])
+    others = tuple(column for column in row.COLUMNS if column not in shipped)
+    monkeypatch.setattr(row, "COLUMNS", (*others[:first], *row.engine_columns(), *others[first:]))
+
+
 @pytest.fixture
 def two_engines(monkeypatch):
     registry = (_toy_engine("alpha"), _toy_engine("beta", strip=True), _toy_engine("gamma", installed=False))
-    monkeypatch.setattr(engines, "ENGINES", registry)
+    use_engines(monkeypatch, registry)
     return registry
 
 
