@@ -34,6 +34,7 @@ from tito_audit.model.render import frozen_clock
 from tito_audit.model.variants import template_inputs, variants_for
 from tito_audit.parse.choice import choose_parsers
 from tito_audit.parse.engines import ENGINES
+from tito_audit.parse.vllm_encoder import connect
 
 __all__ = [
     "DEFAULT_COUNT",
@@ -102,6 +103,7 @@ def audit(
     if options.count < 1 and options.conversations is None:
         raise BadInputError("--count must be at least 1")
     started = time.monotonic()
+    connect(loaded)  # an engine-rendered model renders through vLLM's encoder, in vLLM's worker
     codec = codec_for(loaded)
     check_stop_tokens(codec, options.extra_stop_tokens)
     notes: list[str] = list(loaded.notes)
@@ -114,6 +116,7 @@ def audit(
         inputs = []
         notes.append(
             f"the model renders through {loaded.backend} without Jinja: there are no template variants to detect"
+            + (" (pass the encoder's settings with --kwarg)" if loaded.encoder is not None else "")
         )
     cut = window_note(options.conversations or [], options.max_messages)
     if cut is not None:
