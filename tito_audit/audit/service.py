@@ -92,6 +92,7 @@ def _model_info(loaded: LoadedModel) -> ModelInfo:
         available_templates=list(loaded.available_templates),
         file_sha256=loaded.file_hashes,
         generation_config_found=loaded.generation_config_found,
+        rendered_by=loaded.encoder.rendered_by if loaded.encoder is not None else "",
     )
 
 

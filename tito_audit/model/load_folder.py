@@ -54,6 +54,12 @@ class LoadedModel:
     that can reach vLLM's worker (:func:`tito_audit.parse.vllm_encoder.connect`); None until then."""
 
     @property
+    def renders_through(self) -> str:
+        """How prose names what renders a model without a Jinja template: ``rendered by vLLM's DeepSeek V4 encoder
+        (no Jinja template)``, ``renders through mistral-common``."""
+        return self.encoder.rendered_by if self.encoder is not None else f"renders through {self.backend}"
+
+    @property
     def template_sha256(self) -> str | None:
         if self.template_source is None:
             return None
