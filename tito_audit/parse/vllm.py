@@ -24,10 +24,12 @@ What the adapter does with a completion, and so what vLLM's server does (the wor
 
 A template-only model has no vocabulary. Its parsers run on the stand-in tokenizer the audit renders it with
 (:mod:`tito_audit.model.standin`: byte-level, knowing the special tokens of the model's configs and template), sent
-to the worker with the request, where every parser of the pair is one of :data:`STANDIN_PARSERS`: read in vLLM
-0.33's code, they take no more from the tokenizer than the ids of the special tokens their format writes (looked up
-by text) and the decoding of the sampled ids, which the stand-in gives for the same text. The verdict is then a
-text-level one, and the parser's name says so (``vllm hermes on a stand-in vocabulary``).
+to the worker with the request, where every parser of the pair is one of :data:`STANDIN_PARSERS` (read in vLLM
+0.33's code, they take no more from the tokenizer than the ids of the special tokens their format writes, looked up
+by text, and the decoding of the sampled ids, which the stand-in gives for the same text) and where vLLM's hand-over
+keeps special tokens for a request that declares tools (where it skips them, what the parser is handed depends on
+which tokens the real vocabulary marks special, which a stand-in only guesses: ``deepseek_v31``'s, for one). The
+verdict is then a text-level one, and the parser's name says so (``vllm hermes on a stand-in vocabulary``).
 """
 
 from __future__ import annotations
@@ -173,6 +175,13 @@ class VLLMParser:
         self._model = OpenedModel(files, inline, tool, reasoning)
         self.harmony = False
         self._ask({"op": "ping"}, opening=True)
+        if inline is not None and not self._model.opened.get("keeps_special_tokens"):
+            raise ParserNeedsTokenizer(
+                f"--parser {self.name}: vLLM's parsers read the model's tokenizer, and this folder has none (a "
+                "template-only model, audited at text level; with tools declared, vLLM's hand-over for these "
+                "parsers skips special tokens, and which tokens are special is the vocabulary's, which a stand-in "
+                "only guesses)"
+            )
 
     def _standin(self, tokenizer: Any) -> dict[str, str]:
         """The files of the stand-in vocabulary (name -> text) for a folder without one, or

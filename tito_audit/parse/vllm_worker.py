@@ -51,6 +51,8 @@ from typing import Any, BinaryIO
 
 from tito_audit.parse.vllm_process import tokenizer_mode
 
+PROBE_TOOLS = [{"type": "function", "function": {"name": "probe", "parameters": {"type": "object", "properties": {}}}}]
+"""A request's tools, for asking what a parser's adjustment does to a request that declares some."""
 RENDERER_CONFIG = {"renderer_num_workers": 1, "enable_prompt_embeds": False, "multimodal_config": None}
 """What vLLM's renderers read of the server's model configuration for a text-only model (``renderers/base.py``)."""
 
@@ -125,12 +127,21 @@ class Engine:
             self.models[key] = model
             while len(self.models) > MODELS_KEPT:
                 self.models.popitem(last=False)
-        if (tool is not None or reasoning is not None) and (tool, reasoning) not in model.parsers:
+        opened: dict[str, Any] = {"tokenizer": type(model.tokenizer).__name__, "harmony": model.harmony}
+        if tool is not None or reasoning is not None:
+            if (tool, reasoning) not in model.parsers:
+                try:
+                    model.parsers[(tool, reasoning)] = self._parser_class(model, tool, reasoning)
+                except Exception as exc:
+                    return {"error": _one_line(exc), "kind": "parser"}
+            # whether the hand-over keeps special tokens for a request that declares tools (else what the parser is
+            # handed depends on which tokens the vocabulary marks special)
             try:
-                model.parsers[(tool, reasoning)] = self._parser_class(model, tool, reasoning)
-            except Exception as exc:
-                return {"error": _one_line(exc), "kind": "parser"}
-        return {"tokenizer": type(model.tokenizer).__name__, "harmony": model.harmony, "mode": model.mode}
+                probe = self._adjusted(model, model.parsers[(tool, reasoning)], {"tools": PROBE_TOOLS})
+                opened["keeps_special_tokens"] = not probe.to_sampling_params(1, {}).skip_special_tokens
+            except Exception:  # a parser that cannot adjust a probe request is not known to keep them
+                opened["keeps_special_tokens"] = False
+        return opened | {"mode": model.mode}
 
     def _load(self, files: dict[str, str], inline: dict[str, str]) -> SimpleNamespace:
         """The tokenizer of the folder ``files`` (name -> file) and ``inline`` (name -> the file's text: a stand-in
@@ -198,11 +209,16 @@ class Engine:
             parser.set_prompt_token_ids(request["prompt_ids"])
         return parser
 
-    def hand_over(self, model: SimpleNamespace, parser_cls: Any, request: dict[str, Any]) -> dict[str, Any]:
+    def _adjusted(self, model: SimpleNamespace, parser_cls: Any, request: dict[str, Any]) -> Any:
+        """The chat request as a parser made for it adjusts it (``renderers/online_renderer.py``)."""
         chat = self._request(request)
         tool_choice = chat.tool_choice or "none"
         if parser_cls.always_adjust_request or parser_cls.reasoning_parser_cls is not None or tool_choice != "none":
             chat = self._parser(model, parser_cls, chat, request).adjust_request(request=chat)
+        return chat
+
+    def hand_over(self, model: SimpleNamespace, parser_cls: Any, request: dict[str, Any]) -> dict[str, Any]:
+        chat = self._adjusted(model, parser_cls, request)
         ids = [int(i) for i in request["ids"]]
         sampling = chat.to_sampling_params(max(len(ids), 1), {})
         engine_request = SimpleNamespace(
