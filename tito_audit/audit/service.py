@@ -115,10 +115,10 @@ def audit(
             notes.append(f"warning: --kwarg {name} is not read by the template as a keyword argument")
     else:
         inputs = []
-        notes.append(
-            f"the model renders through {loaded.backend} without Jinja: there are no template variants to detect"
-            + (" (pass the encoder's settings with --kwarg)" if loaded.encoder is not None else "")
-        )
+        if loaded.encoder is None:  # an engine-rendered model's load note says so, naming the encoder's settings
+            notes.append(
+                f"the model renders through {loaded.backend} without Jinja: there are no template variants to detect"
+            )
     cut = window_note(options.conversations or [], options.max_messages)
     if cut is not None:
         notes.append(cut)
