@@ -90,6 +90,7 @@ def test_an_encoder_that_hands_over_ids_and_a_folder_without_any_are_refused_in_
 
 
 @requires_v4
+@pytest.mark.shared
 def test_engine_rendered_models_resolve_through_a_mirror_of_the_kind():
     loaded = load_by_id(V4, mirrors=[ENGINE_RENDERED], allow_hub=False)
     assert loaded.resolved.source == "mirror" and loaded.backend == ENGINE_ENCODER
@@ -104,6 +105,7 @@ def v4():
     return connect(load_by_id(V4, mirrors=[ENGINE_RENDERED], allow_hub=False))
 
 
+@pytest.mark.shared
 def test_the_serving_path_hands_the_encoder_reasoning_content_as_reasoning(v4):
     """vLLM's chat request renames ``reasoning_content`` to ``reasoning`` before the encoder (which reads only the
     latter) sees it: with tools declared, an earlier turn's reasoning stays; without, the encoder drops it itself."""
@@ -121,6 +123,7 @@ def test_the_serving_path_hands_the_encoder_reasoning_content_as_reasoning(v4):
     assert "let me think" not in dropped and "<｜Assistant｜></think>\n\n<｜DSML｜tool_calls>" in dropped
 
 
+@pytest.mark.shared
 def test_every_prefix_of_a_conversation_is_one_request_and_a_refused_one_is_a_refusal(v4, monkeypatch):
     renderer = Renderer(v4, codec_for(v4))
     calls = []
@@ -135,6 +138,7 @@ def test_every_prefix_of_a_conversation_is_one_request_and_a_refused_one_is_a_re
         renderer.prefixes([{"role": "developer", "content": ""}], None, [(1, True)])
 
 
+@pytest.mark.shared
 def test_an_engine_rendered_row_carries_a_verdict_and_vllms_parser_verdict_without_vllm_in_this_process(v4):
     report = audit(v4, AuditOptions(count=6, parser="auto"))
     assert report.verdict in ("ready", "ready-tool-only", "broken", "unsupported")
