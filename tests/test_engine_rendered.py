@@ -185,8 +185,9 @@ def test_a_parser_that_reads_more_than_special_tokens_keeps_no_tokenizer_here(te
         vllm.VLLMParser("openai", None, template_only.resolved.path, template_only.tokenizer)
     # hunyuan_a13b reads no token at all, but vLLM's hand-over for it skips special tokens even with tools declared:
     # what it is handed then depends on which tokens the real vocabulary marks special
-    with pytest.raises(ParserNeedsTokenizer, match="hand-over for these parsers skips special tokens"):
+    with pytest.raises(ParserNeedsTokenizer, match="hand-over for these parsers skips special tokens") as skips:
         vllm.VLLMParser("hunyuan_a13b", None, template_only.resolved.path, template_only.tokenizer)
+    assert skips.value.why.startswith("with tools declared")  # the report's note gives the reason too
 
 
 @requires_vllm

@@ -176,12 +176,11 @@ class VLLMParser:
         self.harmony = False
         self._ask({"op": "ping"}, opening=True)
         if inline is not None and not self._model.opened.get("keeps_special_tokens"):
-            raise ParserNeedsTokenizer(
-                f"--parser {self.name}: vLLM's parsers read the model's tokenizer, and this folder has none (a "
-                "template-only model, audited at text level; with tools declared, vLLM's hand-over for these "
-                "parsers skips special tokens, and which tokens are special is the vocabulary's, which a stand-in "
-                "only guesses)"
+            why = (
+                "with tools declared, vLLM's hand-over for these parsers skips special tokens, and which tokens are "
+                "special is the vocabulary's, which a stand-in only guesses"
             )
+            raise self._needs_tokenizer(why)
 
     def _standin(self, tokenizer: Any) -> dict[str, str]:
         """The files of the stand-in vocabulary (name -> text) for a folder without one, or
@@ -193,11 +192,15 @@ class VLLMParser:
                 if beyond
                 else "no stand-in vocabulary was given"
             )
-            raise ParserNeedsTokenizer(
-                f"--parser {self.name}: vLLM's parsers read the model's tokenizer, and this folder has none "
-                f"(a template-only model, audited at text level; {why})"
-            )
+            raise self._needs_tokenizer(why)
         return standin_files(tokenizer)
+
+    def _needs_tokenizer(self, why: str) -> ParserNeedsTokenizer:
+        return ParserNeedsTokenizer(
+            f"--parser {self.name}: vLLM's parsers read the model's tokenizer, and this folder has none (a "
+            f"template-only model, audited at text level; {why})",
+            why,
+        )
 
     def _ask(self, request: dict[str, Any], opening: bool = False) -> dict[str, Any]:
         try:
