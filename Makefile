@@ -71,9 +71,11 @@ audit: install-matrix
 	$(BIN)/tito-audit audit $(MODEL) --mirror $(MIRROR) --json out/$(subst /,--,$(MODEL)).json \
 		--markdown out/$(subst /,--,$(MODEL)).md || [ $$? -eq 1 ]
 
-# the published matrix: every registry model reachable through the shared corpus (no hub)
+# the published matrix: every registry model reachable through the shared corpus (no hub): real vocabularies, then
+# engine-rendered models (no chat template: vLLM's encoder renders them), then template-only folders
 matrix: install-matrix
-	HF_HUB_OFFLINE=1 $(BIN)/tito-audit matrix --mirror ../shared/tokenizers --mirror ../shared/templates \
+	HF_HUB_OFFLINE=1 $(BIN)/tito-audit matrix --mirror ../shared/tokenizers --mirror ../shared/engine-rendered \
+		--mirror ../shared/templates \
 		--conversations ../shared/conversations/tau-bench/gpt-4o-airline.json \
 		--conversations ../shared/conversations/swe-agent/function_calling_simple.traj \
 		--conversations ../shared/conversations/swe-agent/marshmallow-1867__function_calling.traj \

@@ -347,7 +347,7 @@ class ModelInfo:
     path: str
     revision: str | None
     backend: str
-    """``jinja`` (``apply_chat_template``) or ``mistral-common`` (no Jinja, no variants)."""
+    """``jinja`` (``apply_chat_template``), ``mistral-common`` or ``vllm-encoder`` (no Jinja, no variants)."""
     tokenizer_class: str
     template_name: str | None
     template_origin: str
@@ -357,6 +357,8 @@ class ModelInfo:
     file_sha256: dict[str, str]
     """sha256 of every tokenizer, template and config file read."""
     generation_config_found: bool
+    rendered_by: str = ""
+    """What renders a model no template renders (``rendered by vLLM's DeepSeek V4 encoder (no Jinja template)``)."""
 
 
 @dataclass

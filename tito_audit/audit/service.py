@@ -34,6 +34,7 @@ from tito_audit.model.render import frozen_clock
 from tito_audit.model.variants import template_inputs, variants_for
 from tito_audit.parse.choice import choose_parsers
 from tito_audit.parse.engines import ENGINES
+from tito_audit.parse.vllm_encoder import connect
 
 __all__ = [
     "DEFAULT_COUNT",
@@ -91,6 +92,7 @@ def _model_info(loaded: LoadedModel) -> ModelInfo:
         available_templates=list(loaded.available_templates),
         file_sha256=loaded.file_hashes,
         generation_config_found=loaded.generation_config_found,
+        rendered_by=loaded.encoder.rendered_by if loaded.encoder is not None else "",
     )
 
 
@@ -102,6 +104,7 @@ def audit(
     if options.count < 1 and options.conversations is None:
         raise BadInputError("--count must be at least 1")
     started = time.monotonic()
+    connect(loaded)  # an engine-rendered model renders through vLLM's encoder, in vLLM's worker
     codec = codec_for(loaded)
     check_stop_tokens(codec, options.extra_stop_tokens)
     notes: list[str] = list(loaded.notes)
@@ -112,9 +115,10 @@ def audit(
             notes.append(f"warning: --kwarg {name} is not read by the template as a keyword argument")
     else:
         inputs = []
-        notes.append(
-            f"the model renders through {loaded.backend} without Jinja: there are no template variants to detect"
-        )
+        if loaded.encoder is None:  # an engine-rendered model's load note says so, naming the encoder's settings
+            notes.append(
+                f"the model renders through {loaded.backend} without Jinja: there are no template variants to detect"
+            )
     cut = window_note(options.conversations or [], options.max_messages)
     if cut is not None:
         notes.append(cut)

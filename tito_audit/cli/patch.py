@@ -66,9 +66,7 @@ def patch_command(
 
     loaded = load(model, source)
     if loaded.template_source is None:
-        raise BadInputError(
-            f"{loaded.resolved.model_id} renders through {loaded.backend}: there is no template to patch"
-        )
+        raise BadInputError(f"{loaded.resolved.model_id} {loaded.renders_through}: there is no template to patch")
     training_file = training_path or output.with_name(f"{output.stem}.training{output.suffix or '.jinja'}")
     diff_file = diff_path or output.with_name(output.name + ".diff")
     if training_file.resolve() in (output.resolve(), diff_file.resolve()):

@@ -34,18 +34,22 @@ PROGRESS_EVERY = 10.0
 
 
 def load(model: str, source: ModelSource) -> LoadedModel:
-    """Resolve and load ``model`` the way every command does (registry special tokens included)."""
+    """Resolve and load ``model`` the way every command does (registry special tokens included; an engine-rendered
+    model connected to the encoder that renders it)."""
     from tito_audit.model.load_by_id import load_by_id
+    from tito_audit.parse.vllm_encoder import connect
 
-    return load_by_id(
-        model,
-        mirrors=source.mirror,
-        cache_dir=source.cache_dir,
-        revision=source.revision,
-        allow_hub=not source.no_hub,
-        trust_remote_code=source.trust_remote_code,
-        template_file=source.template,
-        template_name=source.template_name,
+    return connect(
+        load_by_id(
+            model,
+            mirrors=source.mirror,
+            cache_dir=source.cache_dir,
+            revision=source.revision,
+            allow_hub=not source.no_hub,
+            trust_remote_code=source.trust_remote_code,
+            template_file=source.template,
+            template_name=source.template_name,
+        )
     )
 
 

@@ -32,13 +32,15 @@ def next_commands(
 ) -> list[tuple[str, str]]:
     """What to run next, as (what it gives, the command): the template lines behind each cause when something
     failed, and the search for a verified fix when the verdict is ``broken`` or ``ready-tool-only`` and no setting
-    suffices (``fix_offered``: False when a search already found none). Print each command on a line of its own,
+    suffices (``fix_offered``: False when a search already found none; never for a model rendered without a Jinja
+    template, which has none to fix). Print each command on a line of its own,
     unwrapped (a terminal wraps it for the eye; a copy gives it whole)."""
     lines = []
     if report.explanations:
         lines.append(("the template lines behind each cause", suggested("explain", report, model_words)))
     recommendation = report.recommendation
     suffices = recommendation is not None and recommendation.suffices
-    if report.verdict in (BROKEN, READY_TOOL_ONLY) and not suffices and fix_offered is not False:
+    fixable = report.model.template_sha256 is not None and fix_offered is not False
+    if report.verdict in (BROKEN, READY_TOOL_ONLY) and not suffices and fixable:
         lines.append(("a verified fix", suggested("patch", report, model_words, PATCH_OUTPUT)))
     return lines

@@ -187,11 +187,12 @@ def _real_data(row: MatrixRow) -> str:
 
 
 def _level(row: MatrixRow) -> str:
-    text = "text" if row.get("audit_level") == "text-level only" else "full"
+    level = str(row.get("audit_level") or "")
+    text = "text" if level == "text-level only" else "full"
     title = (
         "text level: audited from the chat template alone (no vocabulary here)"
         if text == "text"
-        else "full: the real tokenizer"
+        else "full: the real tokenizer" + level.removeprefix("full")
     )
     warn = ""
     if row.get("stop_tokens") == "unknown":

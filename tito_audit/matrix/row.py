@@ -188,6 +188,14 @@ def _kind_status(report: AuditReport, check: str, kind: str) -> str:
     return "refused" if refused == cases else "stable"
 
 
+def level_cell(report: AuditReport) -> str:
+    """``full``, ``text-level only``, or for an engine-rendered model ``full, rendered by vLLM's DeepSeek V4 encoder
+    (no Jinja template)``: the row says what rendered it when no template did."""
+    if report.text_level_only:
+        return "text-level only"
+    return f"full, {report.model.rendered_by}" if report.model.rendered_by else "full"
+
+
 UNKNOWN_STOPS = "unknown"
 
 
@@ -267,7 +275,7 @@ def row_from_report(report: AuditReport, report_link: str, duration: float) -> M
         total += variant.drift.total_tokens
     row.update(
         {
-            "audit_level": "text-level only" if report.text_level_only else "full",
+            "audit_level": level_cell(report),
             "stop_tokens": stop_tokens_cell(report),
             "verdict": worst_verdict([v.verdict for v in report.variants]),
             "written_values": written_values_cell(report),

@@ -14,6 +14,7 @@ from typing import Any
 
 from tito_audit import inputs
 from tito_audit.errors import BadInputError, ModelLoadError, TemplateMissingError
+from tito_audit.model.engine_rendered import ENGINE_ENCODER, EngineEncoder, encoder_of_folder
 from tito_audit.model.resolve import ResolvedModel, staged_folder
 from tito_audit.model.standin import build_standin_tokenizer, has_vocabulary
 from tito_audit.model.threads import first_import
@@ -31,7 +32,8 @@ class LoadedModel:
     resolved: ResolvedModel
     tokenizer: Any
     backend: str
-    """``jinja`` (rendered through ``apply_chat_template``'s Jinja) or ``mistral-common`` (no Jinja)."""
+    """``jinja`` (rendered through ``apply_chat_template``'s Jinja), ``mistral-common`` (no Jinja) or
+    ``vllm-encoder`` (no template: vLLM's encoder for the architecture renders it, :mod:`.engine_rendered`)."""
     tokenizer_class: str
     template_name: str | None
     template_source: str | None
@@ -45,6 +47,17 @@ class LoadedModel:
     text_level_only: bool = False
     """No vocabulary: a stand-in tokenizer renders the template; token-level results are not claimed."""
     notes: list[str] = field(default_factory=list)
+    encoder: EngineEncoder | None = None
+    """The engine's encoder that renders an engine-rendered model (backend ``vllm-encoder``), else None."""
+    engine_renderer: Any = None
+    """What runs that encoder (an :class:`~tito_audit.model.engine_rendered.EncoderRenderer`), connected by the stage
+    that can reach vLLM's worker (:func:`tito_audit.parse.vllm_encoder.connect`); None until then."""
+
+    @property
+    def renders_through(self) -> str:
+        """How prose names what renders a model without a Jinja template: ``rendered by vLLM's DeepSeek V4 encoder
+        (no Jinja template)``, ``renders through mistral-common``."""
+        return self.encoder.rendered_by if self.encoder is not None else f"renders through {self.backend}"
 
     @property
     def template_sha256(self) -> str | None:
@@ -54,10 +67,13 @@ class LoadedModel:
 
 
 def codec_for(loaded: LoadedModel) -> TokenCodec:
-    """The token view of a loaded model the way the audit uses it: backends without Jinja (mistral-common)
-    tokenize message by message; the template's own added tokens cut the tokenization cache."""
+    """The token view of a loaded model the way the audit uses it: mistral-common tokenizes message by message (an
+    engine's encoder hands over text, tokenized whole as a template's render is); the template's own added tokens cut
+    the tokenization cache."""
     return TokenCodec(
-        loaded.tokenizer, piecewise_control_tokens=loaded.backend != JINJA, template_source=loaded.template_source
+        loaded.tokenizer,
+        piecewise_control_tokens=loaded.backend == MISTRAL_COMMON,
+        template_source=loaded.template_source,
     )
 
 
@@ -193,6 +209,7 @@ def load_model(
     templates = _templates_of(tokenizer) if backend == JINJA else {}
 
     origin = "tokenizer"
+    encoder: EngineEncoder | None = None
     if template_file is not None:
         try:
             source = inputs.read_text(Path(template_file), "--template", inputs.MAX_TEMPLATE_BYTES)
@@ -213,7 +230,13 @@ def load_model(
             )
         source, chosen_name = templates[template_name], template_name
     elif not templates:
-        raise TemplateMissingError(f"{resolved.model_id} has no chat template; pass one with --template FILE")
+        encoder = _engine_encoder(resolved, text_level_only)
+        backend, source, chosen_name, origin = ENGINE_ENCODER, None, None, f"{encoder.label} ({encoder.source})"
+        notes.append(
+            f"{encoder.rendered_by}: vLLM picks it for the architecture config.json names, and it writes the prompt, "
+            f"the history and the generation prompt; it reads {', '.join(encoder.reads)} (no Jinja source to sweep "
+            "settings from: pass them with --kwarg)"
+        )
     else:
         chosen_name = (
             "tool_use" if "tool_use" in templates else ("default" if "default" in templates else sorted(templates)[0])
@@ -237,4 +260,20 @@ def load_model(
         file_hashes=resolved.file_hashes(),
         text_level_only=text_level_only,
         notes=notes,
+        encoder=encoder,
     )
+
+
+def _engine_encoder(resolved: ResolvedModel, text_level_only: bool) -> EngineEncoder:
+    """The encoder vLLM renders a folder without a chat template with (the engine-rendered kind), or the error that
+    says the folder has no template."""
+    encoder = None if text_level_only else encoder_of_folder(resolved.files())
+    if encoder is None:
+        raise TemplateMissingError(f"{resolved.model_id} has no chat template; pass one with --template FILE")
+    if not encoder.renders_text:
+        raise TemplateMissingError(
+            f"{resolved.model_id} ships no chat template: vLLM renders it with {encoder.label} ({encoder.source}), "
+            "which hands the engine token ids rather than text; tito-audit does not audit such a model yet (pass a "
+            "template with --template FILE)"
+        )
+    return encoder

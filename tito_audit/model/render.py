@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import logging
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -18,8 +17,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tito_audit.errors import TemplateTimeoutError
-from tito_audit.model.load_folder import JINJA, LoadedModel
+from tito_audit.errors import ModelLoadError, TemplateTimeoutError
+from tito_audit.model.engine_rendered import ENGINE_ENCODER, RenderRefusal, encoder_texts
+from tito_audit.model.load_folder import JINJA, MISTRAL_COMMON, LoadedModel
+from tito_audit.model.mistral_render import mistral_ids, mistral_text
 from tito_audit.model.render_guard import (  # noqa: F401  (the clocks and limits are read from here too)
     ALTERNATE_CLOCK,
     DEFAULT_CLOCK,
@@ -241,6 +242,8 @@ class Renderer:
 
     def text(self, messages: Sequence[Message], tools: list[dict] | None, gp: bool) -> str:
         """render(M, gp); raises :class:`RenderError` when the template refuses."""
+        if self.model.backend == ENGINE_ENCODER:
+            return self._engine_texts(messages, tools, [(len(messages), gp)], strict=True)[0] or ""
         self.renders += 1
         self._refuse_if_timed_out()
         tokenizer = self.model.tokenizer
@@ -259,7 +262,7 @@ class Renderer:
                             **self.kwargs,
                         )
                     )
-                return self._bounded(self._backend_text(list(messages), tools, gp))
+                return self._bounded(mistral_text(tokenizer, list(messages), tools, gp, self.kwargs))
         except (RenderTimeout, RenderTooLong) as exc:
             self._timeout(exc)
             raise RenderError(one_line(exc)) from exc
@@ -286,6 +289,8 @@ class Renderer:
         """
         keys = list(dict.fromkeys(needed))
         texts = self._fast_texts(messages, tools, keys) if self._fast is not None else None
+        if self.model.backend == ENGINE_ENCODER:  # vLLM's encoder writes the text, tokenized here whole
+            texts = [text or "" for text in self._engine_texts(messages, tools, keys, strict=True)]
         if texts is None:
             texts = []
             for k, gp in keys:
@@ -293,10 +298,10 @@ class Renderer:
                     texts.append(self.text(messages[:k], tools, gp))
                 except RenderError as exc:
                     raise PrefixRenderError(k, gp, str(exc)) from exc
-        if self.uses_jinja:
+        if self.model.backend != MISTRAL_COMMON:
             all_ids = self.codec.encode_many(texts)
         else:
-            all_ids = [self._backend_ids(list(messages[:k]), tools, gp) for k, gp in keys]
+            all_ids = [mistral_ids(self.model.tokenizer, list(messages[:k]), tools, gp, self.kwargs) for k, gp in keys]
         return {key: RenderedPrefix(text, ids) for key, text, ids in zip(keys, texts, all_ids, strict=True)}
 
     def texts(
@@ -305,6 +310,8 @@ class Renderer:
         """Render ``messages[:k]`` for each ``(k, gp)`` as text only (no tokenization); None where the template
         refuses. Batched through the direct path when it is on, one by one otherwise."""
         keys = list(dict.fromkeys(needed))
+        if self.model.backend == ENGINE_ENCODER:
+            return dict(zip(keys, self._engine_texts(messages, tools, keys, strict=False), strict=True))
         if self._fast is not None:
             try:
                 texts = self._fast_texts(messages, tools, keys)
@@ -381,28 +388,23 @@ class Renderer:
                 return None
         return texts
 
-    # -- backends without Jinja (mistral-common) ----------------------------------------------
-    def _backend_call(self, messages: list[Message], tools: list[dict] | None, gp: bool, tokenize: bool) -> Any:
-        tokenizer = self.model.tokenizer
-        logging.getLogger("transformers").setLevel(logging.ERROR)
-        ends_with_assistant = bool(messages) and messages[-1].get("role") == "assistant"
-        extra: dict[str, Any] = (
-            {"continue_final_message": True} if ends_with_assistant and not gp else {"add_generation_prompt": gp}
-        )
-        if tokenize:
-            extra["return_dict"] = False
-        return tokenizer.apply_chat_template(messages, tools=tools, tokenize=tokenize, **extra, **self.kwargs)
-
-    def _backend_text(self, messages: list[Message], tools: list[dict] | None, gp: bool) -> str:
-        """mistral-common renders no conversation that ends with an assistant turn; we render that turn as a
-        continuation and close it with the end-of-sequence token, as the backend does in history."""
-        text = self._backend_call(messages, tools, gp, tokenize=False)
-        if messages and messages[-1].get("role") == "assistant" and not gp:
-            text += self.model.tokenizer.eos_token
-        return text
-
-    def _backend_ids(self, messages: list[Message], tools: list[dict] | None, gp: bool) -> list[int]:
-        ids = list(self._backend_call(messages, tools, gp, tokenize=True))
-        if messages and messages[-1].get("role") == "assistant" and not gp:
-            ids.append(self.model.tokenizer.eos_token_id)
-        return ids
+    # -- an engine's encoder (engine-rendered models) ---------------------------------------
+    def _engine_texts(
+        self, messages: Sequence[Message], tools: list[dict] | None, keys: Sequence[tuple[int, bool]], strict: bool
+    ) -> list[str | None]:
+        """The encoder's text for each ``(k, gp)`` prefix, in one request to vLLM's worker: a refused prefix (or an
+        encoder that cannot run) raises :class:`PrefixRenderError` when ``strict``, else is None."""
+        self.renders += len(keys)
+        self._refuse_if_timed_out()
+        try:
+            rendered = encoder_texts(self.model, self.kwargs, messages, tools, keys, self.limits.max_chars)
+        except ModelLoadError:
+            raise
+        except Exception as exc:
+            if not strict:
+                return [None] * len(keys)
+            raise PrefixRenderError(*keys[0], one_line(exc)) from exc
+        for key, text in zip(keys, rendered, strict=True):
+            if strict and isinstance(text, RenderRefusal):
+                raise PrefixRenderError(*key, text.reason)
+        return [text if isinstance(text, str) else None for text in rendered]

@@ -84,11 +84,12 @@ def engine_choices(model_id: str, tokenizer: Any, model_dir: Path | None = None)
         why = f"default: the {engine.label} parsers documented for {model_id}"
         try:
             choices.append(_engine_choice(engine, pair.tool, pair.reasoning, why, pair.source, (tokenizer, model_dir)))
-        except ParserNeedsTokenizer:
+        except ParserNeedsTokenizer as needs:
             name = engine.parser_name(pair.tool, pair.reasoning)
             notes.append(
                 f"{needs_tokenizer_prefix(engine)}{name}) read the model's tokenizer, which is not here "
-                "(a template-only model, audited at text level), so there is no verdict with them"
+                f"(a template-only model, audited at text level{'; ' + needs.why if needs.why else ''}), so there is "
+                "no verdict with them"
             )
         except ParserRefused as refused:
             name = engine.parser_name(pair.tool, pair.reasoning)

@@ -67,7 +67,7 @@ def _sglang_check(tool: str | None, reasoning: str | None) -> None:
 
 
 def _vllm_parser(tool: str | None, reasoning: str | None, tokenizer: Any, model_dir: Path | None) -> CompletionParser:
-    return vllm.VLLMParser(tool, reasoning, model_dir)
+    return vllm.VLLMParser(tool, reasoning, model_dir, tokenizer)
 
 
 def _found(module: str) -> bool:

@@ -63,9 +63,13 @@ class ParserUnavailable(BadInputError):
 
 
 class ParserNeedsTokenizer(ParserUnavailable):
-    """The engine is installed but its parsers read the model's tokenizer, which is not here: a template-only folder
-    (the audit runs at text level with a stand-in vocabulary, which no engine's parser could be given honestly). Under
-    ``--parser auto`` that engine has no verdict for the model, and the note says so."""
+    """The engine is installed but its parsers read more of the model's tokenizer than a template-only folder's
+    stand-in vocabulary can stand for (the audit runs at text level with one). Under ``--parser auto`` that engine has
+    no verdict for the model, and the note says so, with ``why`` (what the stand-in cannot stand for) when known."""
+
+    def __init__(self, message: str, why: str = "") -> None:
+        super().__init__(message)
+        self.why = why
 
 
 class ParserRefused(ParserUnavailable):

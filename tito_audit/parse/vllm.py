@@ -21,6 +21,15 @@ What the adapter does with a completion, and so what vLLM's server does (the wor
    that reports are reproducible;
 4. the message returned is the one the next render sees: each call's ``arguments`` turned back into an object
    (vLLM's renderer turns a string that is not a JSON object into ``{}``), a ``null`` content into ``""``.
+
+A template-only model has no vocabulary. Its parsers run on the stand-in tokenizer the audit renders it with
+(:mod:`tito_audit.model.standin`: byte-level, knowing the special tokens of the model's configs and template), sent
+to the worker with the request, where every parser of the pair is one of :data:`STANDIN_PARSERS` (read in vLLM
+0.33's code, they take no more from the tokenizer than the ids of the special tokens their format writes, looked up
+by text, and the decoding of the sampled ids, which the stand-in gives for the same text) and where vLLM's hand-over
+keeps special tokens for a request that declares tools (where it skips them, what the parser is handed depends on
+which tokens the real vocabulary marks special, which a stand-in only guesses: ``deepseek_v31``'s, for one). The
+verdict is then a text-level one, and the parser's name says so (``vllm hermes on a stand-in vocabulary``).
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
+import tempfile
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -36,11 +45,13 @@ from typing import Any
 from tito_audit.conversations.conversation import ASSISTANT, Message
 from tito_audit.errors import BadInputError
 from tito_audit.model.standin import has_vocabulary
+from tito_audit.model.threads import first_import
 from tito_audit.parse.handover import Sampled, parse_input
 from tito_audit.parse.parser import ParseInput, ParserNeedsTokenizer, ParserRefused, ParserUnavailable
 from tito_audit.parse.vllm_process import (
     INSTALL,
     VERSION,
+    OpenedModel,
     WorkerError,
     available,
     engine_folder,
@@ -59,11 +70,13 @@ __all__ = [
     "available",
     "check_names",
     "engine_folder",
+    "json_safe",
     "model_files",
     "reasoning_parser_names",
     "rendered_arguments",
     "shutdown",
     "stable_call_id",
+    "standin_files",
     "tokenizer_mode",
     "tool_parser_names",
     "worker",
@@ -71,6 +84,44 @@ __all__ = [
 ]
 
 ENGINE = "vllm"
+
+STANDIN_PARSERS: dict[str, str] = {
+    # tool-call parsers
+    "apertus": "",
+    "deepseek_v31": "",
+    "gigachat3": "",
+    "glm45": "",
+    "glm47": "",
+    "granite": "",
+    "granite4": "",
+    "hermes": "",
+    "hunyuan_a13b": "",
+    "kimi_k2": "",
+    "lfm2": "",
+    "minimax_m2": "",
+    "mistral": "Transformers format",
+    "muse_glimmer": "",
+    "qwen3_coder": "",
+    "qwen3_xml": "",
+    "seed_oss": "",
+    "step3p5": "",
+    # reasoning parsers (glm45, kimi_k2, minimax_m2, mistral, step3p5, hunyuan_a13b and muse_glimmer name one too)
+    "deepseek_r1": "",
+    "deepseek_v3": "",
+    "nemotron_v3": "",
+    "qwen3": "",
+}
+"""vLLM 0.33 parsers that read no more of the tokenizer than the ids of their format's special tokens, looked up by
+text (``vocab.get("<tool_call>")``), and the decoding of the sampled ids: they run on a template-only model's
+stand-in vocabulary. Each maps to what the row says beside the stand-in, where the parser's path depends on the
+serving configuration: ``mistral`` takes another path with mistral-common's tokenizer (its version, its grammar)
+than with a Hugging Face one, and only the latter reads the chat template audited here (vLLM's documented
+Transformers format, ``--tokenizer-mode hf``). Not among them: harmony's (``openai``, ``openai_gptoss``), which read
+ids in the o200k encoding themselves, and any parser not read yet."""
+STANDIN = " on a stand-in vocabulary"
+"""What a parser's name says when it ran on a stand-in vocabulary (``vllm hermes on a stand-in vocabulary``)."""
+LINKED_WITH_STANDIN = ("config.json", "generation_config.json")
+"""The files of a template-only folder the worker is given beside the stand-in vocabulary's own."""
 
 
 @cache
@@ -103,7 +154,9 @@ class VLLMParser:
 
     engine = ENGINE
 
-    def __init__(self, tool: str | None, reasoning: str | None, model_dir: Path | None) -> None:
+    def __init__(self, tool: str | None, reasoning: str | None, model_dir: Path | None, tokenizer: Any = None) -> None:
+        """``tokenizer``: the tokenizer the audit renders with, sent to the worker when the folder has no vocabulary
+        (a template-only model's stand-in) and the pair's parsers read no more than its special tokens."""
         if tool is None and reasoning is None:
             raise BadInputError("--parser vllm: name a tool-call parser, a reasoning parser or both")
         self.tool = tool
@@ -113,40 +166,56 @@ class VLLMParser:
         if model_dir is None:
             raise ParserNeedsTokenizer(f"--parser {self.name}: vLLM's parsers need the model's folder (its tokenizer)")
         self.model_dir = Path(model_dir)
-        self._files = model_files(self.model_dir)
-        if not has_vocabulary(self._files):
-            raise ParserNeedsTokenizer(
-                f"--parser {self.name}: vLLM's parsers read the model's tokenizer, and this folder has none "
-                "(a template-only model, audited at text level)"
-            )
-        self._key = hashlib.sha256(json.dumps(self._files, sort_keys=True).encode()).hexdigest()
-        self._opened = 0
-        self._lock = threading.Lock()
+        files, inline = model_files(self.model_dir), None
+        if not has_vocabulary(files):
+            inline = self._standin(tokenizer)
+            files = {name: path for name, path in files.items() if name in LINKED_WITH_STANDIN}
+            formats = sorted({STANDIN_PARSERS[name] for name in (tool, reasoning) if name and STANDIN_PARSERS[name]})
+            self.name += STANDIN + (f" ({', '.join(formats)})" if formats else "")
+        self._model = OpenedModel(files, inline, tool, reasoning)
         self.harmony = False
         self._ask({"op": "ping"}, opening=True)
+        if inline is not None and not self._model.opened.get("keeps_special_tokens"):
+            why = (
+                "with tools declared, vLLM's hand-over for these parsers skips special tokens, and which tokens are "
+                "special is the vocabulary's, which a stand-in only guesses"
+            )
+            raise self._needs_tokenizer(why)
+
+    def _standin(self, tokenizer: Any) -> dict[str, str]:
+        """The files of the stand-in vocabulary (name -> text) for a folder without one, or
+        :class:`ParserNeedsTokenizer` when a parser of the pair reads more of the tokenizer than it knows."""
+        beyond = [name for name in (self.tool, self.reasoning) if name is not None and name not in STANDIN_PARSERS]
+        if tokenizer is None or beyond:
+            why = (
+                f"{', '.join(beyond)} reads more of it than the special tokens a stand-in vocabulary knows"
+                if beyond
+                else "no stand-in vocabulary was given"
+            )
+            raise self._needs_tokenizer(why)
+        return standin_files(tokenizer)
+
+    def _needs_tokenizer(self, why: str) -> ParserNeedsTokenizer:
+        return ParserNeedsTokenizer(
+            f"--parser {self.name}: vLLM's parsers read the model's tokenizer, and this folder has none (a "
+            f"template-only model, audited at text level; {why})",
+            why,
+        )
 
     def _ask(self, request: dict[str, Any], opening: bool = False) -> dict[str, Any]:
-        running, generation = worker()
-        with self._lock:
-            if self._opened != generation:
-                try:
-                    opened = running.ask(
-                        {"op": "open", "model": self._key, "files": self._files}
-                        | {"tool": self.tool, "reasoning": self.reasoning}
-                    )
-                except WorkerError as exc:
-                    if exc.kind == "import":
-                        raise ParserUnavailable(f"--parser {self.name}: {exc}") from None
-                    if exc.kind in ("tokenizer", "parser"):
-                        raise ParserRefused(f"--parser {self.name}: {exc}") from None
-                    raise BadInputError(f"--parser {self.name}: {exc}") from None
-                self.harmony = bool(opened.get("harmony"))
-                self._opened = generation
+        try:
+            running = self._model.open()
+        except WorkerError as exc:
+            if exc.kind == "import":
+                raise ParserUnavailable(f"--parser {self.name}: {exc}") from None
+            if exc.kind in ("tokenizer", "parser"):
+                raise ParserRefused(f"--parser {self.name}: {exc}") from None
+            raise BadInputError(f"--parser {self.name}: {exc}") from None
+        self.harmony = bool(self._model.opened.get("harmony"))
         if opening:
             return {}
-        request = request | {"model": self._key, "tool": self.tool, "reasoning": self.reasoning}
         try:
-            return running.ask(request)
+            return self._model.ask(running, request)
         except WorkerError as exc:
             raise BadInputError(f"--parser {self.name}: vLLM's parser raised on a completion: {exc}") from None
 
@@ -163,7 +232,7 @@ class VLLMParser:
                 "prompt_ids": list(sampled.prompt_ids),
                 "stopped": sampled.stopped,
                 "tools": sampled.tools,
-                "template_kwargs": _json_safe(sampled.template_kwargs),
+                "template_kwargs": json_safe(sampled.template_kwargs),
             }
         )
         return parse_input(sampled, str(answer["text"]))
@@ -176,7 +245,7 @@ class VLLMParser:
                 "ids": list(given.ids),
                 "prompt_ids": list(given.prompt_ids),
                 "tools": given.tools,
-                "template_kwargs": _json_safe(given.template_kwargs),
+                "template_kwargs": json_safe(given.template_kwargs),
                 "earlier_calls": given.earlier_calls,
             }
         )
@@ -239,6 +308,14 @@ def rendered_arguments(raw: Any) -> Any:
     return value if isinstance(value, dict) else {}
 
 
-def _json_safe(values: dict[str, Any]) -> dict[str, Any]:
-    """Template keyword arguments as JSON carries them (a value JSON cannot carry goes as its text)."""
+def standin_files(tokenizer: Any) -> dict[str, str]:
+    """A stand-in tokenizer's files as ``save_pretrained`` writes them (name -> text), for the worker to load as
+    vLLM loads a folder."""
+    with tempfile.TemporaryDirectory(prefix="tito-audit-standin-") as tmp, first_import():
+        tokenizer.save_pretrained(tmp)
+        return {path.name: path.read_text(encoding="utf-8") for path in sorted(Path(tmp).iterdir()) if path.is_file()}
+
+
+def json_safe(values: Any) -> Any:
+    """Template keyword arguments (or messages) as JSON carries them (a value JSON cannot carry goes as its text)."""
     return json.loads(json.dumps(values, default=str))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import importlib.util
 import json
 import os
@@ -216,6 +217,46 @@ def shutdown() -> None:
 atexit.register(shutdown)
 
 
+class OpenedModel:
+    """A model opened in this process's worker: its folder's files (name -> file) and, for a template-only model, the
+    stand-in vocabulary sent with them (name -> text), with the parser pair opened on it, if any; opened again in a
+    worker started after the last one died (the worker keeps a few models, the least recently used goes)."""
+
+    def __init__(
+        self,
+        files: dict[str, str],
+        inline: dict[str, str] | None = None,
+        tool: str | None = None,
+        reasoning: str | None = None,
+    ) -> None:
+        self.files = files
+        self.inline = dict(inline or {})
+        self.tool = tool
+        self.reasoning = reasoning
+        self.key = hashlib.sha256(json.dumps([files, self.inline], sort_keys=True).encode()).hexdigest()
+        self.opened: dict[str, Any] = {}
+        """The worker's answer to opening it (``tokenizer``, ``harmony``, ``mode``)."""
+        self._generation = 0
+        self._lock = threading.Lock()
+
+    def open(self) -> _Worker:
+        """The running worker, with the model opened in it (raises :class:`WorkerError` when the worker cannot open
+        it, :class:`ParserUnavailable` when there is no worker)."""
+        running, generation = worker()
+        with self._lock:
+            if self._generation != generation:
+                request: dict[str, Any] = {"op": "open", "model": self.key, "files": self.files}
+                if self.inline:
+                    request["inline"] = self.inline
+                self.opened = running.ask(request | {"tool": self.tool, "reasoning": self.reasoning})
+                self._generation = generation
+        return running
+
+    def ask(self, running: _Worker, request: dict[str, Any]) -> dict[str, Any]:
+        """``request`` about this model, answered by ``running`` (the worker :meth:`open` gave)."""
+        return running.ask(request | {"model": self.key, "tool": self.tool, "reasoning": self.reasoning})
+
+
 def model_files(model_dir: Path) -> dict[str, str]:
     """The files of a model's folder by name, git symlink stubs followed (the worker links them into a folder of its
     own: vLLM reads the tokenizer from one folder)."""
@@ -229,9 +270,16 @@ def model_files(model_dir: Path) -> dict[str, str]:
 
 
 def tokenizer_mode(files: dict[str, str]) -> str:
-    """vLLM's ``--tokenizer-mode`` for a folder: ``mistral`` where it holds Mistral's own tokenizer files (vLLM's
+    """vLLM's ``--tokenizer-mode`` for a folder, as its server's ``auto`` resolves it: the mode of the encoder vLLM
+    renders the architecture ``config.json`` names with (``deepseek_v4``: ``config/model.py``; see
+    :mod:`tito_audit.model.engine_rendered`); ``mistral`` where the folder holds Mistral's own tokenizer files (vLLM's
     ``auto`` picks it for a Mistral-format repository, ``tokenizers/registry.py``, which it tells by the weights this
-    folder may not have), else ``auto``."""
+    folder may not have); else ``auto``."""
+    from tito_audit.model.engine_rendered import encoder_of_folder
+
+    encoder = encoder_of_folder({name: Path(path) for name, path in files.items()})
+    if encoder is not None:
+        return encoder.mode
     names = {Path(name).name for name in files}
     mistral = "tekken.json" in names or any(name.startswith("tokenizer.model.v") for name in names)
     return "mistral" if mistral else "auto"

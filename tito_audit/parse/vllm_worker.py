@@ -22,7 +22,16 @@ What it runs, step by step as vLLM 0.33's OpenAI server does (files under ``vllm
 - ``parse``: a new parser for the request (``serving.py`` ``_make_parser``: one per request), the prompt's ids set,
   the calls earlier in the conversation counted, ``Parser.parse`` on the handed text and the sampled ids, and the
   message fields picked as ``entrypoints/openai/chat_completion/message_assembly.py``
-  ``assemble_chat_message_fields`` picks them (call ids included, random where vLLM draws them).
+  ``assemble_chat_message_fields`` picks them (call ids included, random where vLLM draws them);
+- ``render`` (an engine-rendered model: no chat template, an encoder picked by the architecture): each prefix of the
+  conversation as the server renders a chat request (``renderers/online_renderer.py`` ``preprocess_chat``): the
+  request validated as ``ChatCompletionRequest`` (which renames a message's ``reasoning_content`` to ``reasoning``,
+  ``chat_completion/protocol.py``), its tools dumped, its chat parameters built, and the renderer of the model's
+  tokenizer mode (``renderers/registry.py``: ``DeepseekV4Renderer`` for ``deepseek_v4``) rendering the messages
+  (``parse_chat_messages``, then the tokenizer's encoder); the text it hands the engine, or why it refused.
+
+``open`` loads a folder's files, or, for a template-only model, the stand-in vocabulary tito-audit built (its files
+sent with the request: only parsers that read no more than the special tokens' ids are opened on one).
 """
 
 from __future__ import annotations
@@ -42,6 +51,11 @@ from typing import Any, BinaryIO
 
 from tito_audit.parse.vllm_process import tokenizer_mode
 
+PROBE_TOOLS = [{"type": "function", "function": {"name": "probe", "parameters": {"type": "object", "properties": {}}}}]
+"""A request's tools, for asking what a parser's adjustment does to a request that declares some."""
+RENDERER_CONFIG = {"renderer_num_workers": 1, "enable_prompt_embeds": False, "multimodal_config": None}
+"""What vLLM's renderers read of the server's model configuration for a text-only model (``renderers/base.py``)."""
+
 MODELS_KEPT = 4
 TEMPORARY_FOLDER = re.compile(r"\S*tito-audit-vllm-[A-Za-z0-9_]+")
 """Tokenizers kept loaded at once (the least recently used goes)."""
@@ -56,6 +70,7 @@ class Engine:
         from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
         from vllm.parser import ParserManager
         from vllm.reasoning import ReasoningParserManager
+        from vllm.renderers.registry import RENDERER_REGISTRY
         from vllm.tokenizers import get_tokenizer
         from vllm.tool_parsers import ToolParserManager
         from vllm.v1.engine.detokenizer import IncrementalDetokenizer
@@ -63,6 +78,7 @@ class Engine:
         self.assemble = assemble_chat_message_fields
         self.request_type = ChatCompletionRequest
         self.parser_manager = ParserManager
+        self.renderers = RENDERER_REGISTRY
         self.get_tokenizer = get_tokenizer
         self.detokenizer = IncrementalDetokenizer
         self.tool_names = sorted(ToolParserManager.list_registered())
@@ -84,6 +100,8 @@ class Engine:
         if model is None:
             return {"error": "the model was not opened in this worker", "kind": "internal"}
         self.models.move_to_end(str(request["model"]))
+        if op == "render":
+            return self.render(model, request)
         parser_cls = model.parsers[(request.get("tool"), request.get("reasoning"))]
         if op == "hand_over":
             return self.hand_over(model, parser_cls, request)
@@ -103,34 +121,52 @@ class Engine:
         model = self.models.get(key)
         if model is None:
             try:
-                model = self._load(request["files"])
+                model = self._load(request["files"], request.get("inline") or {})
             except Exception as exc:
                 return {"error": f"vLLM cannot load the model's tokenizer: {_one_line(exc)}", "kind": "tokenizer"}
             self.models[key] = model
             while len(self.models) > MODELS_KEPT:
                 self.models.popitem(last=False)
-        if (tool, reasoning) not in model.parsers:
+        opened: dict[str, Any] = {"tokenizer": type(model.tokenizer).__name__, "harmony": model.harmony}
+        if tool is not None or reasoning is not None:
+            if (tool, reasoning) not in model.parsers:
+                try:
+                    model.parsers[(tool, reasoning)] = self._parser_class(model, tool, reasoning)
+                except Exception as exc:
+                    return {"error": _one_line(exc), "kind": "parser"}
+            # whether the hand-over keeps special tokens for a request that declares tools (else what the parser is
+            # handed depends on which tokens the vocabulary marks special)
             try:
-                model.parsers[(tool, reasoning)] = self._parser_class(model, tool, reasoning)
-            except Exception as exc:
-                return {"error": _one_line(exc), "kind": "parser"}
-        return {"tokenizer": type(model.tokenizer).__name__, "harmony": model.harmony}
+                probe = self._adjusted(model, model.parsers[(tool, reasoning)], {"tools": PROBE_TOOLS})
+                opened["keeps_special_tokens"] = not probe.to_sampling_params(1, {}).skip_special_tokens
+            except Exception:  # a parser that cannot adjust a probe request is not known to keep them
+                opened["keeps_special_tokens"] = False
+        return opened | {"mode": model.mode}
 
-    def _load(self, files: dict[str, str]) -> SimpleNamespace:
-        """The tokenizer of the folder ``files`` (name -> file) make, loaded as vLLM's server loads it."""
+    def _load(self, files: dict[str, str], inline: dict[str, str]) -> SimpleNamespace:
+        """The tokenizer of the folder ``files`` (name -> file) and ``inline`` (name -> the file's text: a stand-in
+        vocabulary, which wins over a file of the same name) make, loaded as vLLM's server loads it."""
+        mode = tokenizer_mode(files)
         with tempfile.TemporaryDirectory(prefix="tito-audit-vllm-") as tmp:
             root = Path(tmp)
             for name, target in files.items():
-                link = root / name
-                link.parent.mkdir(parents=True, exist_ok=True)
-                link.symlink_to(target)
+                if name not in inline:
+                    link = root / name
+                    link.parent.mkdir(parents=True, exist_ok=True)
+                    link.symlink_to(target)
+            for name, text in inline.items():
+                (root / name).parent.mkdir(parents=True, exist_ok=True)
+                (root / name).write_text(text, encoding="utf-8")
             model_type = _model_type(root / "config.json")
-            tokenizer = self.get_tokenizer(str(root), trust_remote_code=False, tokenizer_mode=tokenizer_mode(files))
+            tokenizer = self.get_tokenizer(str(root), trust_remote_code=False, tokenizer_mode=mode)
         hf_config = SimpleNamespace(model_type=model_type)
         config = SimpleNamespace(
             hf_config=hf_config, hf_text_config=hf_config, hf_overrides=None, model=str(root), architecture=None
         )
-        return SimpleNamespace(tokenizer=tokenizer, config=config, harmony=model_type == "gpt_oss", parsers={})
+        harmony = model_type == "gpt_oss"
+        return SimpleNamespace(
+            tokenizer=tokenizer, config=config, harmony=harmony, mode=mode, parsers={}, renderer=None
+        )
 
     def _parser_class(self, model: SimpleNamespace, tool: str | None, reasoning: str | None) -> Any:
         composed = self.parser_manager.get_parser(
@@ -173,11 +209,16 @@ class Engine:
             parser.set_prompt_token_ids(request["prompt_ids"])
         return parser
 
-    def hand_over(self, model: SimpleNamespace, parser_cls: Any, request: dict[str, Any]) -> dict[str, Any]:
+    def _adjusted(self, model: SimpleNamespace, parser_cls: Any, request: dict[str, Any]) -> Any:
+        """The chat request as a parser made for it adjusts it (``renderers/online_renderer.py``)."""
         chat = self._request(request)
         tool_choice = chat.tool_choice or "none"
         if parser_cls.always_adjust_request or parser_cls.reasoning_parser_cls is not None or tool_choice != "none":
             chat = self._parser(model, parser_cls, chat, request).adjust_request(request=chat)
+        return chat
+
+    def hand_over(self, model: SimpleNamespace, parser_cls: Any, request: dict[str, Any]) -> dict[str, Any]:
+        chat = self._adjusted(model, parser_cls, request)
         ids = [int(i) for i in request["ids"]]
         sampling = chat.to_sampling_params(max(len(ids), 1), {})
         engine_request = SimpleNamespace(
@@ -209,6 +250,51 @@ class Engine:
                 for call in fields.tool_calls
             ],
         }
+
+    # -- render (engine-rendered models) -----------------------------------------------------------------------------
+    def render(self, model: SimpleNamespace, request: dict[str, Any]) -> dict[str, Any]:
+        """Each ``[k, add_generation_prompt]`` of ``prefixes``: the text vLLM's renderer hands the engine for
+        ``messages[:k]`` (the module docstring, ``render``), or the one-line reason it refused."""
+        if model.renderer is None:
+            config = SimpleNamespace(
+                model_config=SimpleNamespace(
+                    **RENDERER_CONFIG,
+                    hf_config=model.config.hf_config,
+                    hf_text_config=model.config.hf_text_config,
+                    supports_multimodal_inputs=False,
+                ),
+                parallel_config=SimpleNamespace(_api_process_rank=0),
+            )
+            model.renderer = self.renderers.load_renderer(model.mode, config, model.tokenizer)
+        texts: list[str | None] = []
+        errors: list[str | None] = []
+        for k, add_generation_prompt in request["prefixes"]:
+            try:
+                texts.append(self._render_one(model.renderer, request, int(k), bool(add_generation_prompt)))
+                errors.append(None)
+            except Exception as exc:  # vLLM's server answers such a request with an error
+                texts.append(None)
+                errors.append(_one_line(exc))
+        return {"texts": texts, "errors": errors}
+
+    def _render_one(self, renderer: Any, request: dict[str, Any], k: int, add_generation_prompt: bool) -> str:
+        body: dict[str, Any] = {
+            "messages": request["messages"][:k],
+            "model": "tito-audit",
+            "add_generation_prompt": add_generation_prompt,
+        }
+        if request.get("tools"):
+            body["tools"] = request["tools"]
+        if request.get("template_kwargs"):
+            body["chat_template_kwargs"] = request["template_kwargs"]
+        chat = self.request_type.model_validate(body)
+        tools = None if chat.tools is None else [tool.model_dump() for tool in chat.tools]
+        params = chat.build_chat_params(None, "auto").with_defaults({"tools": tools, "tokenize": False})
+        _, prompt = renderer.render_messages(chat.messages, params)
+        text = prompt.get("prompt")
+        if not isinstance(text, str):
+            raise ValueError("vLLM's renderer handed the engine token ids, not text")
+        return text
 
 
 def _model_type(config: Path) -> str | None:

@@ -28,6 +28,7 @@ from tito_audit.model.load_folder import LoadedModel, codec_for
 from tito_audit.model.render import DEFAULT_CLOCK, Renderer, RenderLimits, frozen_clock
 from tito_audit.model.tokens import TokenCodec
 from tito_audit.model.variants import template_inputs
+from tito_audit.parse.vllm_encoder import connect
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,7 @@ def build_machinery(
             f"{loaded.resolved.model_id}: only the chat template is available (no vocabulary); a session needs "
             "the model's real tokenizer to keep token ids"
         )
+    connect(loaded)  # an engine-rendered model renders through vLLM's encoder, in vLLM's worker
     codec = codec_for(loaded)
     check_stop_tokens(codec, extra_stop_tokens)
     kwargs = dict(template_kwargs or {})
@@ -115,7 +117,7 @@ def build_machinery(
         known = {item.name for item in template_inputs(loaded.template_source, codec.tokenizer.special_tokens_map)}
         for name in sorted(set(kwargs) - known):
             notes.append(f"template_kwargs: {name} is not read by the template as a keyword argument")
-    elif kwargs:
+    elif kwargs and loaded.encoder is None:
         notes.append(f"template_kwargs are ignored: {loaded.backend} renders without a Jinja template")
     # The probes that find the stop tokens are refused as an audit refuses them: one render past the limit (or too
     # long) ends the opening of the session (TemplateTimeoutError), after one limit, not one per probe. Once open, a

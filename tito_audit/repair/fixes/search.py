@@ -163,7 +163,7 @@ def search_fix(loaded: LoadedModel, before: AuditReport, options: AuditOptions, 
     """The verified fix for ``loaded``'s template (see the module docstring)."""
     outcome = FixOutcome(before=before, before_source=loaded.template_source or "")
     if loaded.template_source is None:
-        outcome.reason = f"renders through {loaded.backend}: there is no template to edit"
+        outcome.reason = f"{loaded.renders_through}: there is no template to edit"
         return outcome
     causes = causes_of(before)
     source = TemplateSource.parse(loaded.template_source)
