@@ -1,4 +1,4 @@
-"""``tito-audit serve MODEL --engine URL|fake``: the TITO gateway (see README, "Gateway")."""
+"""``tito-audit serve MODEL --engine URL|standin|fake``: the TITO gateway (see README, "Gateway")."""
 
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ EngineOpt = Annotated[
         "--engine",
         metavar="ENGINE",
         help="The engine's base URL (http://HOST:PORT), llamacpp:PATH (a GGUF sampled in this process on CPU: the "
-        "llamacpp extra) or 'fake' (built in, no GPU).",
+        "llamacpp extra), standin[:SEED] (an engine on 127.0.0.1 that writes as the model family does, vLLM- or "
+        "SGLang-shaped as --engine-api says; no GPU) or 'fake' (built in, no GPU).",
     ),
 ]
 EngineApiOpt = Annotated[
@@ -120,7 +121,8 @@ MaxTokensOpt = Annotated[
     int, typer.Option("--max-tokens", min=1, help="max_tokens for requests that name none (engines default low).")
 ]
 FakeSeedOpt = Annotated[
-    int, typer.Option("--seed", help="Seed of the fake engine (and of llamacpp's turns that name no seed).")
+    int,
+    typer.Option("--seed", help="Seed of the fake and stand-in engines (and of llamacpp's turns that name no seed)."),
 ]
 SessionBytesOpt = Annotated[
     str,

@@ -32,6 +32,7 @@ from tito_audit.gateway.records import CpuTime, RecordSource
 from tito_audit.gateway.sampling_engines import ENGINE_APIS, EngineError, EngineRequest, make_engine, within_max_tokens
 from tito_audit.gateway.sessions import GatewaySession, SessionStore
 from tito_audit.gateway.sqlite_journal import SqliteJournal, open_store, store_identity
+from tito_audit.gateway.standin.engine import check_engine_option, standin_engine
 from tito_audit.gateway.tool_results import check_tool_results
 from tito_audit.gateway.turn_steps import Step, prepare, settle
 from tito_audit.model.context_window import context_of
@@ -109,8 +110,7 @@ class Gateway:
             raise BadInputError(f"--on-break must be one of {', '.join(POLICIES)}, not {config.on_break!r}")
         if config.bridge not in BRIDGES:
             raise BadInputError(f"--bridge must be one of {', '.join(BRIDGES)}, not {config.bridge!r}")
-        if config.engine != "fake" and not config.engine.startswith(("http://", "https://", "llamacpp:")):
-            raise BadInputError(f"--engine must be an http(s):// URL, llamacpp:PATH or 'fake', not {config.engine!r}")
+        check_engine_option(config.engine)
         if config.engine_api not in ENGINE_APIS:
             raise BadInputError(f"--engine-api must be one of {', '.join(ENGINE_APIS)}, not {config.engine_api!r}")
         try:
@@ -154,6 +154,7 @@ class Gateway:
             )
             if engine is None and config.engine.startswith(LLAMACPP):
                 engine = make_llamacpp(config.engine, machinery.codec, config.seed)
+            engine = engine or standin_engine(config, machinery, config.engine_model or self.model_id)
             self.engine = engine or make_engine(
                 config.engine,
                 config.engine_api,

@@ -290,7 +290,7 @@ def make_engine(engine: str, api: str, timeout: float, ready: Any = None, connec
     if engine == "fake" or engine.startswith("llamacpp:"):
         return ready
     if not engine.startswith(("http://", "https://")):
-        raise ValueError(f"--engine must be an http(s):// URL, llamacpp:PATH or 'fake', not {engine!r}")
+        raise ValueError(f"--engine must be an http(s):// URL, llamacpp:PATH, standin[:SEED] or 'fake', not {engine!r}")
     return HttpEngine(engine, api, timeout, connections)
 
 
