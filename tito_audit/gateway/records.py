@@ -95,7 +95,7 @@ class RecordSource:
             "check": check,
             "messages": view.messages,
             "unsampled": sample.unsampled(),
-            "trainable": self._trainable([self._counts(sample)]),
+            "trainable": self._trainable([self._counts(sample)], kept_by_session=True),
         }
 
     def trainable(self) -> dict[str, Any]:
@@ -103,25 +103,31 @@ class RecordSource:
         if self.tree is not None:
             return self._trainable([self._counts(sample) for sample in samples(self.tree, checked=False)])
         view, check = unchecked_view(self.session, self.pending)
-        return self._trainable([self._counts(Sample(0, None, view, check, [True] * len(view.turns), None))])
+        sample = Sample(0, None, view, check, [True] * len(view.turns), None)
+        return self._trainable([self._counts(sample)], kept_by_session=True)
 
     @staticmethod
     def _counts(sample: Sample) -> dict[str, Any]:
         sampled, kept, lost = sample.counts()
         return {"sampled": sampled, "in_loss": kept, "lost": lost}
 
-    def _trainable(self, branches: list[dict[str, Any]]) -> dict[str, Any]:
+    def _trainable(self, branches: list[dict[str, Any]], kept_by_session: bool = False) -> dict[str, Any]:
         """``{"sampled", "in_loss", "lost": {cause: ids}}`` over the samples ``branches`` count: every id the engine
-        sampled for the session, those in the loss of a sample, and the others by cause."""
+        sampled for the session, those in the loss of a sample, and the others by cause. ``kept_by_session``: a
+        session that only appends, whose own turns hold every answer it kept (``--store`` reads them back), so the
+        ids sampled are those plus the ones the table counted lost."""
         in_loss = sum(b["in_loss"] for b in branches)
         lost = dict(self.lost)
         for counts in branches:
             for cause, ids in counts["lost"].items():
                 lost[cause] = lost.get(cause, 0) + ids
-        rest = self.sampled - in_loss - sum(lost.values())
+        sampled = self.sampled
+        if kept_by_session:
+            sampled = sum(b["sampled"] for b in branches) + sum(self.lost.values())
+        rest = sampled - in_loss - sum(lost.values())
         if rest > 0:
             lost[UNEXPLAINED] = rest
-        return {"sampled": self.sampled, "in_loss": in_loss, "lost": lost}
+        return {"sampled": sampled, "in_loss": in_loss, "lost": lost}
 
 
 UNEXPLAINED = "unexplained"

@@ -301,17 +301,11 @@ class SessionStore:
         (no await: nothing interrupts it), the branch tree told (``step.on_commit``), then the journal keeps it; a turn
         the journal does not keep puts ``entry`` back as it was and raises its :class:`RequestError`."""
         before = (entry.session, entry.history, entry.pending, entry.requests, entry.sent)
+        counts = (list(entry.lookups), dict(entry.ignored), entry.sampled, dict(entry.lost))
         replaced = entry.pending if step.retry and step.on_commit is None else None
         entry.session, entry.history, entry.pending = step.trial, step.history, pending
         entry.sent = (step.history, step.sent) if step.sent is not None else None
         entry.requests += 1
-        if step.on_commit is not None:
-            step.on_commit(entry, step, pending)
-        try:
-            self.journal.save(entry, before[0], before[1])
-        except BaseException:
-            entry.session, entry.history, entry.pending, entry.requests, entry.sent = before
-            raise
         entry.sampled += len(pending.ids)
         if step.found is not None:
             entry.lookups.append({"request": entry.requests, **step.found.record()})
@@ -319,6 +313,14 @@ class SessionStore:
             entry.ignored.setdefault(name, entry.requests)
         if replaced is not None:  # an append-only session keeps one answer per prompt: the one it replaces is lost
             entry.lost[RESENT_LOSS] = entry.lost.get(RESENT_LOSS, 0) + len(replaced.ids)
+        if step.on_commit is not None:
+            step.on_commit(entry, step, pending)
+        try:
+            self.journal.save(entry, before[0], before[1])
+        except BaseException:
+            entry.session, entry.history, entry.pending, entry.requests, entry.sent = before
+            entry.lookups, entry.ignored, entry.sampled, entry.lost = counts
+            raise
         if self.committed is not None:
             self.committed(entry, step, pending)
 
