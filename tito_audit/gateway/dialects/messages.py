@@ -72,13 +72,25 @@ async def handle(gateway: Gateway, body: Any, header_id: SessionName | None) -> 
     metadata = body.get("metadata")
     user = metadata.get("user_id") if isinstance(metadata, dict) and isinstance(metadata.get("user_id"), str) else None
     names: list[str] = []
-    named = (user, "metadata.user_id") if user else None
+    named = user_session(user) if user else None
     request = read_request(chat_body(body, user, names), names, named, not_acted_on(body, MESSAGES_FIELDS))
     message_id = f"msg_{uuid.uuid4().hex}"
     if body.get("stream"):
         return await open_response(gateway, request, header_id, lambda turn: events(turn.events(), message_id))
     answer = await gateway.turn(request, header_id)
     return JSONResponse(message(answer, message_id), headers=session_headers(answer.tito["session"]))
+
+
+def user_session(user_id: str) -> tuple[str, str]:
+    """The session ``metadata.user_id`` names: the ``session_id`` of a user id that is a JSON object holding one (as
+    Claude Code writes it: device, account and session), else the user id itself."""
+    try:
+        value = json.loads(user_id) if user_id.startswith("{") else None
+    except ValueError:
+        value = None
+    if isinstance(value, dict) and isinstance(value.get("session_id"), str) and value["session_id"]:
+        return value["session_id"], "metadata.user_id's session_id"
+    return user_id, "metadata.user_id"
 
 
 def chat_body(body: dict[str, Any], user: str | None, names: list[str] | None = None) -> dict[str, Any]:
