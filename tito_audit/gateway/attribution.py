@@ -156,7 +156,9 @@ def _canonical(message: dict) -> str:
 def _assistant_edit(was: dict, now: dict) -> Action:
     calls_was, calls_now = was.get("tool_calls") or [], now.get("tool_calls") or []
     if calls_was and not calls_now:
-        return AS_TEXT
+        return AS_TEXT if _calls_as_text(was, now) else EDITED
+    if (was.get("content") or "") != (now.get("content") or ""):
+        return EDITED
     if calls_was and len(calls_was) == len(calls_now):
         plain_was = [{k: v for k, v in c.items() if k != "id"} for c in calls_was]
         plain_now = [{k: v for k, v in c.items() if k != "id"} for c in calls_now]

@@ -184,17 +184,21 @@ def _on_tree(tree: Tree, request: ChatRequest, sent: list[dict], key: Matcher, m
     return _continue(tree, node, request, sent, end, key, make)
 
 
-def _root_maker(tree: Tree, request: ChatRequest, sent: list[dict], key: Matcher) -> dict[str, Any]:
-    """Who made a new root: a request without the tools the loop offers is a side request; other tools, or another
-    system prompt, a change of them; otherwise what the harness did to the history of the branch it was on."""
-    active = tree.tips.get(tree.active)
-    tools = active[0].tools if active is not None else None
-    if tools and not request.tools:
+def _root_maker(tree: Tree, request: ChatRequest, sent: list[dict], key: Matcher) -> dict[str, Any] | None:
+    """Who made a new root. A request that offers no tools where the loop offers some is a side request; otherwise the
+    last branch with the request's tools is the history the harness changed (a compaction's restart, another system
+    prompt); a request with tools after side requests only is the loop itself (None: the side requests before it are
+    named so in the record, :func:`samples`); other tools than the loop's are a change of tools."""
+    tools = _tools_key(request.tools)
+    if not request.tools and any(node.tools for node, _ in tree.tips.values()):
         return made_by_harness(SIDE_REQUEST, None)
-    if _tools_key(tools) != _tools_key(request.tools):
-        return made_by_harness(TOOLS_OR_SYSTEM, "tools")
-    action, where = harness_edit(tree.held(tree.active, key), sent, request.name)
-    return made_by_harness(action, where)
+    same = [number for number, (node, _) in tree.tips.items() if _tools_key(node.tools) == tools]
+    if same:
+        action, where = harness_edit(tree.held(max(same), key), sent, request.name)
+        return made_by_harness(action, where)
+    if not any(node.tools for node, _ in tree.tips.values()):
+        return None
+    return made_by_harness(TOOLS_OR_SYSTEM, "tools")
 
 
 def _segments(messages: list[dict], first: int) -> list[tuple[dict, list[dict]]]:
@@ -405,6 +409,8 @@ def samples(tree: Tree, checked: bool = True) -> Iterator[Sample]:
         if node.pending is not None:
             owned.append(True)
         made_by = next((step.made_by for step in reversed(path) if step.branch == number and step.made_by), None)
+        if made_by is None and not node.tools and any(other.tools for other, _ in tree.tips.values()):
+            made_by = made_by_harness(SIDE_REQUEST, None)  # a branch without tools beside the loop's, made before it
         yield Sample(number, tree.forks.get(number), view, check, owned, made_by)
 
 
