@@ -148,11 +148,23 @@ StoreOpt = Annotated[
     ),
 ]
 OnRewriteOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--on-rewrite",
         metavar="MODE",
-        help="refuse (409) or branch: a request that rewrites history opens a new branch.",
+        help="branch (a request that rewrites history, a side request, a compaction: a new branch of the session, "
+        "kept as a training sample) or refuse (400). Default: branch; refuse with --store.",
+        show_default=False,
+    ),
+]
+MaxModelLenOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-model-len",
+        metavar="TOKENS",
+        min=1,
+        help="The context the engine serves the model with (its --max-model-len). Default: the model's config.json.",
+        show_default=False,
     ),
 ]
 MatchOpt = Annotated[
@@ -222,8 +234,9 @@ def serve_command(
     max_total_bytes: TotalBytesOpt = "8GiB",
     seed: FakeSeedOpt = 0,
     store: StoreOpt = None,
-    on_rewrite: OnRewriteOpt = "refuse",
+    on_rewrite: OnRewriteOpt = None,
     match: MatchOpt = "strict",
+    max_model_len: MaxModelLenOpt = None,
     kwarg: KwargOpt = [],  # noqa: B006
     stop_token: StopTokenOpt = [],  # noqa: B006
 ) -> None:
@@ -236,14 +249,14 @@ def serve_command(
     Bounds: --max-sessions, --max-session-bytes, --max-total-bytes, --max-render-chars, --max-render-seconds.
 
     Endpoints: POST /v1/chat/completions (OpenAI chat), POST /v1/responses (OpenAI Responses), POST /v1/messages
-    (Anthropic Messages); GET /sessions/ID (the session's ids, loss mask, log-probabilities, turns, breaks), DELETE
-    /sessions/ID; GET /healthz.
+    (Anthropic Messages); GET /sessions (a page of sessions, each with its trainable summary), GET /sessions/ID (the
+    session's ids, loss mask, log-probabilities, turns, breaks, branches), DELETE /sessions/ID; GET /healthz.
 
-    Statuses: 400 a bad request, 401 no or a wrong --api-key, 404 an unknown or ended session, 409 a history that
-    differs from the session's, 413 a request, render or session too large, 422 a break under --on-break raise or a
-    render the template refused, 502 the engine failed or answered badly, 503 every session busy, 504 the engine did
-    not answer within --engine-timeout, 507 --max-total-bytes reached or --store could not write (each code and when:
-    docs/gateway.md)."""
+    Statuses: 400 a bad request (or, under --on-rewrite refuse, a history that differs from the session's), 401 no or
+    a wrong --api-key, 404 an unknown or ended session, 413 a request, render or session too large, 422 a break under
+    --on-break raise or a render the template refused, 502 the engine failed or answered badly, 503 every session
+    busy, 504 the engine did not answer within --engine-timeout, 507 --max-total-bytes reached or --store could not
+    write (each code and when: docs/gateway.md)."""
     try:
         import httpx  # noqa: F401
         import starlette  # noqa: F401
@@ -291,6 +304,7 @@ def serve_command(
         store=store,
         on_rewrite=on_rewrite,
         match=match,
+        max_model_len=max_model_len,
     )
     sock = bind(host, port)  # before the model loads and before any banner: a busy port is one error line
     try:
@@ -306,7 +320,8 @@ def serve_command(
         err.print(f"warning: serving on {host} without --api-key: anyone who reaches it can use it", highlight=False)
     err.print(
         f"tito-audit gateway: {gateway.model_id} on http://{host}:{port}/v1 (engine {gateway.engine.name}, "
-        f"parser {gateway.parser_name}, on_break {on_break}, bridge {bridge}, on_rewrite {on_rewrite}, match {match}; "
+        f"parser {gateway.parser_name}, on_break {on_break}, bridge {bridge}, on_rewrite {config.rewrites}, "
+        f"match {match}, context {gateway.context.tokens} ({gateway.context.source}); "
         + (f"sessions in {store}, {len(gateway.store)} restored)" if store is not None else "sessions in memory only)"),
         highlight=False,
         soft_wrap=True,

@@ -14,7 +14,11 @@ there: a retry). From that node the request goes on:
   the steps that led there, then the rest of the request); with no node in common, a new root.
 
 Every branch keeps its own session (buffer, loss mask, and whatever per-position data the record carries); the
-record lists each (:func:`branch_records`) with the branch it forked from and the tokens they share.
+record lists each (:func:`branch_records`) with the branch it forked from and the tokens they share, as a training
+sample: each sampled answer is in the loss of the branch it was sampled on only (a branch that carries an answer of
+the branch it forked from keeps it as context), so every sampled id is in the loss of exactly one sample. A retry (the
+same history again) samples a new answer on a branch of its own beside the first, which keeps its answer. Each new
+branch names who made it (:mod:`.attribution`): the harness and what it did, at the message it did it to.
 """
 
 from __future__ import annotations
@@ -27,10 +31,29 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from tito_audit.gateway.attribution import (
+    RESENT,
+    SIDE_REQUEST,
+    TOOLS_OR_SYSTEM,
+    harness_edit,
+    loss_cause,
+    made_by_break,
+    made_by_harness,
+    maker_of,
+)
 from tito_audit.gateway.matchers import MATCHERS, Matcher, matcher
 from tito_audit.gateway.protocol import ChatRequest, RequestError
+from tito_audit.gateway.session_lookup import Reach
 from tito_audit.gateway.sessions import GatewaySession, Pending, SessionMaker
-from tito_audit.gateway.turn_steps import Step, finished_view, prepare, turn_record
+from tito_audit.gateway.turn_steps import (
+    Step,
+    break_record,
+    finished_view,
+    opening,
+    prepare,
+    turn_record,
+    unchecked_view,
+)
 from tito_audit.session import TitoSession
 
 ON_REWRITE = ("refuse", "branch")
@@ -71,7 +94,8 @@ class Rewrites:
 
 
 Op = tuple[Any, ...]
-"""``("start", messages)`` or ``("extend", ids or None, assistant message, messages[, logprobs])``."""
+"""``("start", messages)`` or ``("extend", ids or None, assistant message, messages, logprobs, owner)``: ``owner`` is
+the branch the appended answer was sampled on (None for an answer the gateway did not sample)."""
 
 
 @dataclass(eq=False)
@@ -85,6 +109,8 @@ class Node:
     children: list[Node] = field(default_factory=list)
     clock: datetime = field(kw_only=True)
     """The session clock of the node's root (a replay renders with it)."""
+    made_by: dict[str, Any] | None = field(default=None, kw_only=True)
+    """Who made the branch this node begins (:mod:`.attribution`); None on a node that grows its branch."""
 
 
 @dataclass
@@ -100,6 +126,39 @@ class Tree:
 
     def held_bytes(self, but: int | None = None) -> int:
         return sum(session.held_bytes for branch, (_, session) in self.tips.items() if branch != but)
+
+    def held(self, branch: int, key: Matcher) -> list[dict]:
+        """The history branch ``branch`` holds (as ``key`` keys it), its last answer included: what a client that
+        goes on with it sends back."""
+        tip = self.tips.get(branch)
+        if tip is None:
+            return []
+        node = tip[0]
+        messages = [m for step in _path(node) for m in step.delta]
+        return messages + ([key(node.pending.echo)] if node.pending is not None else [])
+
+
+def reach_on_tree(tree: Tree, sent: list[dict], key: Matcher) -> Reach:
+    """How far ``sent`` continues a session's tree (:class:`~tito_audit.gateway.session_lookup.Reach`): the deepest
+    node whose history it starts with, whether an answer sampled on the way is in it, and whether it grows a tip."""
+    best = Reach(0, False, False)
+    stack = [(root, 0, False) for root in tree.roots]
+    while stack:
+        node, start, answered = stack.pop()
+        end = start + len(node.delta)
+        if sent[start:end] != node.delta:
+            continue
+        echoes = end < len(sent) and node.pending is not None and sent[end] == key(node.pending.echo)
+        depth = end + int(echoes)
+        tip = tree.tips.get(node.branch)
+        grows = echoes and tip is not None and tip[0] is node and depth < len(sent)
+        here = Reach(depth, answered or echoes, grows)
+        if (here.depth, here.grows) > (best.depth, best.grows):
+            best = here
+        for child in node.children:
+            sampled_on = bool(child.ops) and child.ops[0][0] == "extend" and child.ops[0][1] is not None
+            stack.append((child, end, answered or sampled_on))
+    return best
 
 
 def _on_tree(tree: Tree, request: ChatRequest, sent: list[dict], key: Matcher, make: SessionMaker) -> Step:
@@ -118,30 +177,45 @@ def _on_tree(tree: Tree, request: ChatRequest, sent: list[dict], key: Matcher, m
             best = (*rank, node)
         stack += [(child, end) for child in node.children]
     if best is None:
-        return _new_root(tree, request, sent, make)
+        return _new_root(tree, request, sent, make, _root_maker(tree, request, sent, key))
     end, _, node = best
     if end == len(sent):
-        return _retry(tree, node, sent, make)
+        return _retry(tree, node, request, sent, key, make)
     return _continue(tree, node, request, sent, end, key, make)
 
 
+def _root_maker(tree: Tree, request: ChatRequest, sent: list[dict], key: Matcher) -> dict[str, Any] | None:
+    """Who made a new root. A request that offers no tools where the loop offers some is a side request; otherwise the
+    last branch with the request's tools is the history the harness changed (a compaction's restart, another system
+    prompt); a request with tools after side requests only is the loop itself (None: the side requests before it are
+    named so in the record, :func:`samples`); other tools than the loop's are a change of tools."""
+    tools = _tools_key(request.tools)
+    if not request.tools and any(node.tools for node, _ in tree.tips.values()):
+        return made_by_harness(SIDE_REQUEST, None)
+    same = [number for number, (node, _) in tree.tips.items() if _tools_key(node.tools) == tools]
+    if same:
+        action, where = harness_edit(tree.held(max(same), key), sent, request.name)
+        return made_by_harness(action, where)
+    if not any(node.tools for node, _ in tree.tips.values()):
+        return None
+    return made_by_harness(TOOLS_OR_SYSTEM, "tools")
+
+
 def _segments(messages: list[dict], first: int) -> list[tuple[dict, list[dict]]]:
-    """``messages[first:]`` (an assistant turn first) as (assistant turn, the messages after it) pairs."""
+    """``messages[first:]`` (an assistant turn first) as (assistant turn, the messages after it) pairs. An assistant
+    turn that follows another (a canned reply after the model's, a compaction's restart) is one of the messages after
+    the first: rendered as the template writes two assistant turns in a row, outside the loss."""
     out: list[tuple[dict, list[dict]]] = []
     for index in range(first, len(messages)):
         message = messages[index]
-        if message["role"] == "assistant":
+        if message["role"] == "assistant" and (not out or out[-1][1]):
             out.append((message, []))
         else:
             out[-1][1].append(message)
-    for number, (_, after) in enumerate(out):
-        if not after:
-            where = (
-                "the last assistant turn" if number == len(out) - 1 else f"assistant turn {number + 1} of the rewrite"
-            )
-            raise RequestError(
-                400, "invalid_request", f"nothing follows {where}: send the tool results or a user message"
-            )
+    if not out[-1][1] or out[-1][1][-1]["role"] == "assistant":
+        raise RequestError(
+            400, "invalid_request", "nothing follows the last assistant turn: send the tool results or a user message"
+        )
     return out
 
 
@@ -154,48 +228,45 @@ def _continue(
         sampled = number == 0 and node.pending is not None and key(assistant) == key(node.pending.echo)
         if sampled:
             assert node.pending is not None
-            ops.append(("extend", node.pending.ids, node.pending.message, after, node.pending.logprobs))
+            ops.append(("extend", node.pending.ids, node.pending.message, after, node.pending.logprobs, node.branch))
         else:
-            ops.append(("extend", None, assistant, after))
+            ops.append(("extend", None, assistant, after, None, None))
     tip = tree.tips.get(node.branch)
     grows = tip is not None and tip[0] is node and ops[0][1] is not None
     trial = tip[1].fork() if grows and tip is not None else _replay(node, make)
     before = len(trial.breaks)
     _apply(trial, ops)
-    on_commit = _grow(node, sent[end:], ops, node.tools, node.branch if grows else None)
+    made_by = None
+    if not grows:
+        action, where = harness_edit(tree.held(node.branch, key), sent, request.name)
+        made_by = made_by_harness(action, where)
+    on_commit = _grow(node, sent[end:], ops, node.tools, node.branch if grows else None, made_by=made_by)
     other = tree.held_bytes(but=node.branch if grows else None)
     return Step(trial, trial.buffer, sent, before, False, on_commit=on_commit, other_bytes=other, tools=node.tools)
 
 
-def _retry(tree: Tree, node: Node, sent: list[dict], make: SessionMaker) -> Step:
+def _retry(tree: Tree, node: Node, request: ChatRequest, sent: list[dict], key: Matcher, make: SessionMaker) -> Step:
+    """The prompt of ``node`` asked again: a new answer on a branch of its own beside the node (the node keeps its
+    answer: each sampled answer stays in one training sample)."""
     tip = tree.tips.get(node.branch)
-    if tip is not None and tip[0] is node:  # the tip's turn sampled again
+    if tip is not None and tip[0] is node:  # the tip's turn sampled again: the tip's session is at that prompt
         trial = tip[1].fork()
-
-        def again(entry: GatewaySession, step: Step, pending: Pending) -> None:
-            node.pending = pending
-            tree.tips[node.branch] = (node, step.trial)
-            tree.active = node.branch
-            entry.tools = node.tools
-
-        other = tree.held_bytes(but=node.branch)
-        return Step(trial, trial.buffer, sent, len(trial.breaks), True, again, other, node.tools)
-    trial = _replay(node, make)  # a prompt further up a branch: a new answer to it is a new branch
-    on_commit = _grow(node.parent, node.delta, node.ops, node.tools, None, node.clock)
+        made_by = made_by_harness(RESENT, None)
+    else:  # a prompt further up a branch
+        trial = _replay(node, make)
+        action, where = harness_edit(tree.held(node.branch, key), sent, request.name)
+        made_by = made_by_harness(action, where)
+    on_commit = _grow(node.parent, node.delta, node.ops, node.tools, None, node.clock, made_by=made_by)
     return Step(trial, trial.buffer, sent, len(trial.breaks), True, on_commit, tree.held_bytes(), node.tools)
 
 
-def _new_root(tree: Tree, request: ChatRequest, sent: list[dict], make: SessionMaker) -> Step:
-    messages = request.messages
-    first = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), len(messages))
-    if first == 0:
-        raise RequestError(400, "invalid_request", "messages[0]: a conversation cannot open with an assistant turn")
-    ops: list[Op] = [("start", messages[:first])]
-    if first < len(messages):
-        ops += [("extend", None, assistant, after) for assistant, after in _segments(messages, first)]
+def _new_root(tree: Tree, request: ChatRequest, sent: list[dict], make: SessionMaker, made_by: dict[str, Any]) -> Step:
+    """A branch that shares no prompt with the others: every message of the request is its first prompt (an assistant
+    turn among them is context, never in the loss)."""
     trial = make(request.tools)
-    _apply(trial, ops)
-    on_commit = _grow(None, sent, ops, request.tools, None)
+    opening(trial, request)
+    ops: list[Op] = [("start", request.messages)]
+    on_commit = _grow(None, sent, ops, request.tools, None, made_by=made_by)
     return Step(trial, trial.buffer, sent, 0, False, on_commit, tree.held_bytes(), request.tools)
 
 
@@ -206,14 +277,17 @@ def _grow(
     tools: list[dict] | None,
     branch: int | None,
     clock: datetime | None = None,
+    *,
+    made_by: dict[str, Any] | None = None,
 ) -> Callable[[GatewaySession, Step, Pending], None]:
-    """What committing the step does to the tree: a new node under ``parent`` on ``branch`` (None: a new branch)."""
+    """What committing the step does to the tree: a new node under ``parent`` on ``branch`` (None: a new branch,
+    made by ``made_by``)."""
 
     def commit(entry: GatewaySession, step: Step, pending: Pending) -> None:
         tree = entry.tree if entry.tree is not None else Tree()
         entry.tree = tree
         number = branch if branch is not None else len(tree.forks)
-        node = Node(parent, delta, ops, tools, number, pending, clock=clock or step.trial.clock)
+        node = Node(parent, delta, ops, tools, number, pending, clock=clock or step.trial.clock, made_by=made_by)
         (parent.children if parent is not None else tree.roots).append(node)
         if branch is None:
             tree.forks[number] = parent.branch if parent is not None else None
@@ -224,12 +298,17 @@ def _grow(
     return commit
 
 
-def _path_ops(node: Node | None) -> list[Op]:
+def _path(node: Node | None) -> list[Node]:
+    """The nodes from a root down to ``node``."""
     path: list[Node] = []
     while node is not None:
         path.append(node)
         node = node.parent
-    return [op for step in reversed(path) for op in step.ops]
+    return path[::-1]
+
+
+def _path_ops(node: Node | None) -> list[Op]:
+    return [op for step in _path(node) for op in step.ops]
 
 
 def _replay(node: Node, make: SessionMaker) -> TitoSession:
@@ -251,7 +330,7 @@ def _apply(session: TitoSession, ops: list[Op]) -> None:
             if op[0] == "start":
                 session.start(op[1])
             else:
-                session.extend(op[1], op[2], op[3], logprobs=op[4] if len(op) > 4 else None)
+                session.extend(op[1], op[2], op[3], logprobs=op[4])
 
 
 def _tools_key(tools: list[dict] | None) -> str:
@@ -265,29 +344,116 @@ def snapshot(tree: Tree) -> Tree:
     return Tree(tips=tips, forks=dict(tree.forks), active=tree.active)
 
 
+@dataclass
+class Sample:
+    """One branch as a training sample: its session with the last answer appended (``view``), the check of it, and
+    which of its turns are in its loss (those sampled on this branch)."""
+
+    branch: int
+    parent: int | None
+    view: TitoSession
+    check: dict[str, Any]
+    owned: list[bool]
+    """Per turn of ``view``: whether its sampled ids are this sample's to train on."""
+    made_by: dict[str, Any] | None
+
+    @property
+    def loss_mask(self) -> list[int]:
+        """The view's loss mask with the turns sampled on other branches taken out (they are context here)."""
+        mask = list(self.view.loss_mask)
+        for turn, owned in zip(self.view.turns, self.owned, strict=True):
+            if not owned:
+                start, end = turn.completion
+                mask[start:end] = [0] * (end - start)
+        return mask
+
+    def per_position(self, name: str) -> list[Any]:
+        """A :data:`PER_POSITION` field of the sample: the loss mask as :attr:`loss_mask`, the log-probabilities only
+        where it is 1, the rest as the view has them."""
+        if name == "loss_mask":
+            return self.loss_mask
+        values = list(getattr(self.view, name))
+        if name == "logprobs":
+            return [v if m else None for v, m in zip(values, self.loss_mask, strict=True)]
+        return values
+
+    def counts(self) -> tuple[int, int, dict[str, int]]:
+        """(sampled ids this branch owns, those of them in its loss, the others by cause)."""
+        mask = self.view.loss_mask
+        sampled = kept = 0
+        for turn, owned in zip(self.view.turns, self.owned, strict=True):
+            if owned and turn.sampled:
+                start, end = turn.completion
+                sampled += end - start
+                kept += sum(mask[start:end])
+        lost: dict[str, int] = {}
+        if kept < sampled:  # the template re-rendered sampled ids (on_break rerender): its cause labels say why
+            cause = next((b.cause for b in self.view.breaks), "unknown")
+            lost[loss_cause(maker_of(cause), cause)] = sampled - kept
+        return sampled, kept, lost
+
+    def unsampled(self) -> list[int]:
+        """The indices of the assistant messages in the sample the gateway never sampled (context, not loss)."""
+        sampled = {turn.message_index for turn in self.view.turns if turn.sampled}
+        return [i for i, m in enumerate(self.view.messages) if m.get("role") == "assistant" and i not in sampled]
+
+
+def samples(tree: Tree, checked: bool = True) -> Iterator[Sample]:
+    """Each branch of ``tree`` (a :func:`snapshot`) as a :class:`Sample`, in branch order (a branch's parent first);
+    ``checked=False`` skips the check of the steps bridged without rendering the history (counts only)."""
+    for number, (node, session) in sorted(tree.tips.items()):
+        view, check = finished_view(session, node.pending) if checked else unchecked_view(session, node.pending)
+        path = _path(node)
+        owners = [op[5] if op[1] is not None else None for step in path for op in step.ops if op[0] == "extend"]
+        owned = [owner == number for owner in owners]
+        if node.pending is not None:
+            owned.append(True)
+        made_by = next((step.made_by for step in reversed(path) if step.branch == number and step.made_by), None)
+        if made_by is None and not node.tools and any(other.tools for other, _ in tree.tips.values()):
+            made_by = made_by_harness(SIDE_REQUEST, None)  # a branch without tools beside the loop's, made before it
+        yield Sample(number, tree.forks.get(number), view, check, owned, made_by)
+
+
 def branch_records(tree: Tree) -> Iterator[dict[str, Any]]:
     """Each branch of ``tree`` (a :func:`snapshot`) as the record lists it, one at a time: the branch it forked from
-    and where, the tokens it shares with that branch, its per-position fields (:data:`PER_POSITION`), turns,
-    breaks and messages (its last answer included, as ``finish`` would append it). A branch's parent has a lower
-    number: its view is there when the branch is read."""
+    and where, who made it, the tokens it shares with that branch, its per-position fields (:data:`PER_POSITION`, the
+    loss mask on the answers sampled on this branch only), turns (``in_loss``: whether the turn is this sample's),
+    breaks (a count, and who made them), the assistant turns never sampled, its ``trainable`` counts and messages (its
+    last answer included, as ``finish`` would append it). A branch's parent has a lower number: its view is there when
+    the branch is read."""
     views: dict[int, TitoSession] = {}
-    for number, (node, session) in sorted(tree.tips.items()):
-        view, check = finished_view(session, node.pending)
-        views[number] = view
-        parent = tree.forks.get(number)
+    for sample in samples(tree):
+        view = sample.view
+        views[sample.branch] = view
+        parent = sample.parent
         base = views[parent] if parent is not None else None
         record: dict[str, Any] = {
-            "branch": number,
+            "branch": sample.branch,
             "parent": parent,
+            "made_by": sample.made_by,
             "shared_tokens": _shared(view.buffer, base.buffer) if base is not None else 0,
             "shared_messages": _shared(view.messages, base.messages) if base is not None else 0,
         }
-        record.update({name: list(getattr(view, name)) for name in PER_POSITION})
-        record["turns"] = [turn_record(t) for t in view.turns]
+        record.update({name: sample.per_position(name) for name in PER_POSITION})
+        record["turns"] = [{**turn_record(t), "in_loss": o} for t, o in zip(view.turns, sample.owned, strict=True)]
         record["breaks"] = len(view.breaks)
-        record["check"] = check
+        record["break_makers"] = [made_by_break(b.causes) for b in view.breaks]
+        record["unsampled"] = sample.unsampled()
+        sampled, kept, lost = sample.counts()
+        record["trainable"] = {"sampled": sampled, "in_loss": kept, "lost": lost}
+        record["check"] = sample.check
         record["messages"] = view.messages
         yield record
+
+
+def active_sample(tree: Tree) -> Sample:
+    """The branch the last request went on, as a :class:`Sample`."""
+    return next(sample for sample in samples(tree) if sample.branch == tree.active)
+
+
+def breaks_of(sample: Sample) -> list[dict[str, Any]]:
+    """A sample's breaks as the record lists them, each with its maker."""
+    return [{**break_record(b), "made_by": made_by_break(b.causes)} for b in sample.view.breaks]
 
 
 def _shared(one: Sequence[object], other: Sequence[object]) -> int:

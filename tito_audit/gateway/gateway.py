@@ -6,7 +6,6 @@ import asyncio
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from tito_audit.errors import BadInputError
 from tito_audit.gateway.answer_logprobs import Wanted, openai_logprobs, wanted
-from tito_audit.gateway.branches import Rewrites, snapshot
+from tito_audit.gateway.branches import Rewrites, reach_on_tree, snapshot
 from tito_audit.gateway.fake import FakeEngine
 from tito_audit.gateway.llamacpp import PREFIX as LLAMACPP
 from tito_audit.gateway.llamacpp import make_llamacpp
@@ -27,10 +26,19 @@ from tito_audit.gateway.memory_budget import (
 )
 from tito_audit.gateway.plain import TEXT_PARSER, TextParser
 from tito_audit.gateway.prompt_bounds import PromptBounds
-from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, read_request
+from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, SessionName, read_request
 from tito_audit.gateway.records import CpuTime, RecordSource
 from tito_audit.gateway.sampling_engines import ENGINE_APIS, EngineError, EngineRequest, make_engine, within_max_tokens
-from tito_audit.gateway.sessions import GatewaySession, SessionStore
+from tito_audit.gateway.session_lookup import (
+    ConversationIndex,
+    Found,
+    Reach,
+    checked_id,
+    first_exchange,
+    found_by_conversation,
+    reach_of_history,
+)
+from tito_audit.gateway.sessions import GatewaySession, Pending, SessionStore
 from tito_audit.gateway.sqlite_journal import SqliteJournal, open_store, store_identity
 from tito_audit.gateway.standin.engine import check_engine_option, standin_engine
 from tito_audit.gateway.tool_results import check_tool_results
@@ -48,7 +56,6 @@ from tito_audit.session.proof import proof_for
 if TYPE_CHECKING:
     from tito_audit.gateway.sampling_engines import Engine
 
-MAX_SESSION_ID = 256
 log = logging.getLogger("tito_audit.gateway")
 
 
@@ -91,14 +98,24 @@ class GatewayConfig:
     trust_remote_code: bool = False
     template: str | Path | None = None
     template_name: str | None = None
-    on_rewrite: str = "refuse"
-    """``refuse`` (409) or ``branch``: a request whose history differs from the session's opens a new branch."""
+    on_rewrite: str | None = None
+    """``branch`` (a request whose history differs from the session's opens a new branch, kept as a training sample)
+    or ``refuse`` (400); None: ``branch``, or ``refuse`` with ``store`` (whose sessions only append)."""
     match: str = "strict"
     """What counts as the same message: ``strict``, ``tool-call-format`` or ``role-content`` (:mod:`.matchers`)."""
     store: str | Path | None = None
     """A SQLite file that keeps the sessions across restarts (:mod:`.sqlite_journal`); None: memory only."""
     engine_deadline: float = 1800.0
     """Seconds an engine's whole turn may take, streamed or not (504 past it; ``--engine-timeout`` bounds each wait)."""
+    max_model_len: int | None = None
+    """The context the engine serves the model with (vLLM's ``--max-model-len``); None: as the model's config says."""
+
+    @property
+    def rewrites(self) -> str:
+        """``--on-rewrite`` as it applies (see :attr:`on_rewrite`)."""
+        if self.on_rewrite is not None:
+            return self.on_rewrite
+        return "refuse" if self.store is not None else "branch"
 
 
 class Gateway:
@@ -114,7 +131,7 @@ class Gateway:
         if config.engine_api not in ENGINE_APIS:
             raise BadInputError(f"--engine-api must be one of {', '.join(ENGINE_APIS)}, not {config.engine_api!r}")
         try:
-            self.rewrites = Rewrites(config.on_rewrite, config.match)
+            self.rewrites = Rewrites(config.rewrites, config.match)
         except ValueError as exc:
             raise BadInputError(str(exc)) from None
         if config.store is not None and self.rewrites.branch:
@@ -139,7 +156,7 @@ class Gateway:
         self.model_id = machinery.loaded.resolved.model_id
         fake = config.engine == "fake"
         self.parser, self.parser_name = self._parser(config.parser, fake)
-        self.context = context_of(machinery.loaded)
+        self.context = context_of(machinery.loaded, config.max_model_len)
         if config.max_tokens > self.context.tokens:
             raise BadInputError(f"--max-tokens {config.max_tokens} is past {self._context_said()}")
         if config.engine_deadline <= 0:
@@ -165,6 +182,9 @@ class Gateway:
         except ValueError as exc:
             raise BadInputError(str(exc)) from None
         self.stop_ids = sorted(machinery.stop_ids)
+        self.conversations = ConversationIndex()
+        self.store.committed = self._index
+        self.store.ending = self.conversations.drop
         self.durable: SqliteJournal | None = None
         if config.store is not None:
             identity = store_identity(machinery, config.template_kwargs)
@@ -196,22 +216,43 @@ class Gateway:
             bridge=self.config.bridge,  # type: ignore[arg-type]
         )
 
-    async def chat(self, body: Any, header_id: str | None) -> Answer:
+    async def chat(self, body: Any, header: SessionName | str | None) -> Answer:
         """``POST /v1/chat/completions``: one turn of one session."""
         request = read_request(body)
-        return await self.turn(request, header_id, wanted(body))
+        return await self.turn(request, header, wanted(body))
 
-    def session_id(self, request: ChatRequest, header_id: str | None) -> str:
-        """The request's session: ``X-Session-Id``, else the request's ``user``, else a new one."""
-        session_id = header_id or request.user or f"s-{uuid.uuid4().hex}"
-        if len(session_id) > MAX_SESSION_ID or "/" in session_id or not session_id.isprintable():
-            raise RequestError(
-                400,
-                "invalid_request",
-                f"the session id (X-Session-Id or user) must be printable, without '/', at most {MAX_SESSION_ID} "
-                "characters",
-            )
-        return session_id
+    def find(self, request: ChatRequest, header: SessionName | str | None) -> Found:
+        """The request's session (:mod:`.session_lookup`): the one its headers name, else its body, else the session
+        its conversation continues, else a new one."""
+        if isinstance(header, str):
+            header = (header, "the X-Session-Id header")
+        named = header or request.named
+        if named is not None:
+            return Found(checked_id(*named), "named", named[1])
+        return found_by_conversation(request, self.rewrites.key, self.conversations, self._reach)
+
+    def session_id(self, request: ChatRequest, header: SessionName | str | None) -> str:
+        """The id of the request's session (:meth:`find`)."""
+        return self.find(request, header).session_id
+
+    def _reach(self, session_id: str, sent: list[dict]) -> Reach | None:
+        """How far ``sent`` continues session ``session_id`` (None: it is gone or answered nothing yet)."""
+        entry = self.store.peek(session_id)
+        if entry is None or entry.session is None or entry.pending is None:
+            return None
+        if entry.tree is not None:
+            return reach_on_tree(entry.tree, sent, self.rewrites.key)
+        answered = [t.message_index for t in entry.session.turns if t.sampled]
+        return reach_of_history(entry.history, self.rewrites.key(entry.pending.echo), answered, sent)
+
+    def _index(self, entry: GatewaySession, step: Any, pending: Pending) -> None:
+        """Index a session by its first answered exchange when a turn that begins a conversation is kept."""
+        history = step.history
+        if entry.requests > 1 and any(m.get("role") == "assistant" for m in history):
+            return
+        key = first_exchange([*history, self.rewrites.key(pending.echo)])
+        if key is not None:
+            self.conversations.add(key, entry.id, entry.number)
 
     def sampling(self, request: ChatRequest) -> dict[str, Any]:
         """What the engine is asked for (``max_tokens`` checked against the model's context)."""
@@ -263,18 +304,28 @@ class Gateway:
             top_logprobs=top_logprobs,
         )
 
-    async def turn(self, request: ChatRequest, header_id: str | None, want: Wanted | None = None) -> Answer:
+    async def turn(self, request: ChatRequest, header: SessionName | str | None, want: Wanted | None = None) -> Answer:
         """One turn of one session, answered whole (with the log-probabilities ``want`` asks for)."""
         want = want or Wanted()
         cpu = CpuTime()
         started = time.perf_counter()
-        session_id = self.session_id(request, header_id)
+        found = self.find(request, header)
+        try:
+            return await self._turn(request, found, want, cpu, started)
+        except (RequestError, EngineError) as exc:
+            exc.session = found.session_id  # the log line names it
+            raise
+
+    async def _turn(self, request: ChatRequest, found: Found, want: Wanted, cpu: CpuTime, started: float) -> Answer:
+        session_id = found.session_id
         sampling = self.sampling(request)
         max_tokens = sampling["max_tokens"]
         self.check_request(request)
         store = self.store
         async with store.turn(session_id) as entry:  # the lock, released and the reservation given back on any exit
             step = await asyncio.to_thread(cpu.timed, self.prepare, entry, request, max_tokens)
+            step.found = found
+            step.ignored = request.ignored
             store.reserve(entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * max_tokens)
             engine_request = self.engine_request(request, step, session_id, sampling, want.top)
             asked = time.perf_counter()
@@ -294,6 +345,7 @@ class Gateway:
             logprobs = await asyncio.to_thread(
                 openai_logprobs, codec, step.prompt, pending.ids, values, pending.top_logprobs, want.top
             )
+        record["found"] = found.record()
         self.finish_record(record, engine_seconds, time.perf_counter() - started, cpu.seconds)
         return Answer(
             model=request.model or self.model_id,
@@ -348,10 +400,37 @@ class Gateway:
             "parser": self.parser_name,
             "on_break": self.config.on_break,
             "bridge": self.config.bridge,
+            "on_rewrite": self.rewrites.on_rewrite,
             "requests": entry.requests,
+            "found": list(entry.lookups),
+            "not_acted_on": dict(entry.ignored),
         }
         tree = snapshot(entry.tree) if self.rewrites.branch and entry.tree is not None else None
-        return RecordSource(header, entry.session, entry.pending, tree).record
+        return RecordSource(header, entry.session, entry.pending, tree, entry.sampled, dict(entry.lost)).record
+
+    def listing(self, after: int, limit: int) -> dict[str, Any]:
+        """``GET /sessions``: a page of the sessions that answered a turn, in the order they opened (``after``: the
+        ``next`` of the page before), each with its turns, times and ``trainable`` summary."""
+        entries = self.store.listing(after, limit + 1)
+        page = entries[:limit]
+        sessions = []
+        for entry in page:
+            if entry.session is None:
+                continue
+            tree = snapshot(entry.tree) if entry.tree is not None else None
+            source = RecordSource({}, entry.session, entry.pending, tree, entry.sampled, dict(entry.lost))
+            sessions.append(
+                {
+                    "session": entry.id,
+                    "turns": entry.requests,
+                    "branches": len(tree.tips) if tree is not None else 1,
+                    "created": _iso(entry.created),
+                    "last_used": _iso(entry.last_used),
+                    "trainable": source.trainable(),
+                }
+            )
+        more = len(entries) > limit
+        return {"sessions": sessions, "next": page[-1].number if more and page else None}
 
     def prove(self) -> str:
         """Make the proof of which steps the sessions may bridge without rendering the history now (it is otherwise
@@ -411,6 +490,12 @@ class Gateway:
         """Close the ``--store`` file (the server stops); the sessions stay in it."""
         if self.durable is not None:
             self.durable.close()
+
+
+def _iso(seconds: float) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds")
 
 
 def _now() -> Any:

@@ -51,6 +51,8 @@ class EngineError(Exception):
         super().__init__(message)
         self.status = status
         self.code = code
+        self.session: str | None = None
+        """The session whose turn the engine failed (the log line names it)."""
 
 
 @dataclass
