@@ -8,6 +8,8 @@ Tools fall in four kinds, by their name and parameters:
   shell, bash, a terminal or a command): called with a command that only reads (:data:`READ_ONLY_COMMANDS`), and its
   other required properties;
 - **reading**: a tool named for reading, listing, searching or viewing;
+- **answer**: the tool a harness asks the model to answer through (``final_answer``, ``submit``,
+  ``attempt_completion``, …): the model's answer is a call to it, its text in the string arguments;
 - **other**: any other tool a request declares (a framework's ``get_weather``), called when no shell or reading tool
   is there;
 - **never called**: a tool named for writing, editing, deleting, the network (web, fetch, URLs, browsers), sub-agents,
@@ -43,12 +45,14 @@ TASK_FILES = ("README.md", "notes.txt")
 """The files of the harness matrix's task folder (:mod:`tito_audit.harnesses.task`)."""
 
 SHELL = "shell"
+ANSWER = "answer"
 READING = "reading"
 OTHER = "other"
 NEVER = "never"
 
 _COMMAND_KEYS = ("command", "cmd", "script", "commands")
 _SHELL_WORDS = re.compile(r"shell|bash|terminal|command|exec|\bsh\b|run_", re.IGNORECASE)
+_ANSWER_NAME = re.compile(r"^(final_answer|submit|finish|attempt_completion|task_complete|complete_task|done)$", re.I)
 _NEVER_WORDS = re.compile(
     r"write|edit|patch|delete|remove|rename|move|create|update|replace|insert|web|fetch|http|url|browser|download|"
     r"upload|task|agent|spawn|kill|install|push|commit|send|mail|post|notebook|todo|plan|ask|question|exit|skill|"
@@ -88,6 +92,8 @@ def kind_of(declared: dict[str, Any]) -> str:
         _SHELL_WORDS.search(name) or _SHELL_WORDS.search(str(function.get("description", ""))[:400])
     ):
         return SHELL
+    if _ANSWER_NAME.match(name):
+        return ANSWER
     if _NEVER_WORDS.search(name):
         return NEVER
     if _READING_WORDS.search(name):
@@ -104,6 +110,17 @@ def callable_tools(tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         shells = [t for kind, t in kinds if kind == SHELL]
         return shells + [t for t in looking if t not in shells]
     return [t for kind, t in kinds if kind == OTHER]
+
+
+def answer_tool(tools: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The tool the harness asks the model to answer through, if it declares one."""
+    return next((t for t in tools if kind_of(t) == ANSWER), None)
+
+
+def answer_arguments(rng: random.Random, declared: dict[str, Any], answer: str) -> dict[str, Any]:
+    """Arguments of an answer tool: drawn from its schema, every string the answer's text."""
+    drawn = draw_arguments(declared, rng)
+    return {name: answer if isinstance(value, str) else value for name, value in drawn.items()}
 
 
 def pick_tool(rng: random.Random, tools: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -15,7 +15,8 @@ what the family's model does by habit (:class:`Habits`):
   opens with a sentence of content at :data:`TEXT_BEFORE_CALL_SHARE` (our share: no source gives one);
 - **call ids** in the form the family's model writes them (:mod:`tito_audit.conversations.call_ids`).
 
-A prompt that declares no tool (a title or a summary asked on the side) gets a short answer.
+The answer is text, or a call to the tool the harness takes answers through (smolagents' ``final_answer``). A prompt
+that declares no tool (a title or a summary asked on the side) gets a short answer.
 """
 
 from __future__ import annotations
@@ -27,7 +28,13 @@ from typing import Any
 
 from tito_audit.conversations.call_ids import OPENAI, CallIdForm
 from tito_audit.conversations.conversation import ASSISTANT, Message
-from tito_audit.gateway.standin.tool_use import arguments_for, callable_tools, pick_tool
+from tito_audit.gateway.standin.tool_use import (
+    answer_arguments,
+    answer_tool,
+    arguments_for,
+    callable_tools,
+    pick_tool,
+)
 
 CALLS_BEFORE_ANSWER = 3
 MOST_CALLS = 6
@@ -79,6 +86,18 @@ def plan_turn(
         message["tool_calls"] = [call(rng, t, calls_written + n, habits.call_ids) for n, t in enumerate(chosen)]
         before_call = habits.reasoning_before_calls is None and rng.random() < TEXT_BEFORE_CALL_SHARE
         message["content"] = rng.choice(TEXTS_BEFORE_CALL) if before_call else ""
+    elif (through := answer_tool(tools)) is not None:  # the harness takes answers through a tool
+        answer = rng.choice(ANSWERS)
+        name = through["function"]["name"]
+        arguments = answer_arguments(rng, through, answer)
+        message["tool_calls"] = [
+            {
+                "id": habits.call_ids.make(rng, name, calls_written),
+                "type": "function",
+                "function": {"name": name, "arguments": arguments},
+            }
+        ]
+        message["content"] = ""
     else:
         message["content"] = rng.choice(ANSWERS if tools else SIDE_ANSWERS)
     reasoning = _reasoning(rng, habits, calling)
