@@ -185,7 +185,7 @@ def test_the_dialects_refuse_bad_input_in_one_line_naming_the_field(machinery, p
         cases = [
             ("/v1/responses", {"input": [{"type": "item_reference", "id": "x"}]}, 400, "input[0].type"),
             ("/v1/responses", {"input": [{"role": "user", "content": [{"type": "input_image"}]}]}, 400, "input[0]"),
-            ("/v1/responses", {"input": "hi", "tools": [{"type": "web_search"}]}, 400, "tools[0]"),
+            ("/v1/responses", {"input": "hi", "tools": [{"type": "function"}]}, 400, "tools[0]"),
             ("/v1/responses", {"input": "hi", "max_output_tokens": 0}, 400, "max_output_tokens"),
             ("/v1/responses", {"input": "hi", "previous_response_id": "resp_nope"}, 400, "previous_response_id"),
             ("/v1/responses", {"input": []}, 400, "input"),
@@ -223,14 +223,14 @@ def test_the_dialects_refuse_bad_input_in_one_line_naming_the_field(machinery, p
 
 def test_previous_response_id_of_an_older_response_is_a_rewrite(machinery, parser):
     """Chaining from a response that is not the session's last sends a history that differs from the session's:
-    refused (409) by default, a new branch under --on-rewrite branch."""
+    refused (400) under --on-rewrite refuse, a new branch under --on-rewrite branch (the default)."""
     for on_rewrite in ("refuse", "branch"):
         with served(machinery, parser, on_rewrite=on_rewrite) as url:
             api = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0)
             first = api.responses.create(model=MODEL, input="Hello", extra_headers={"X-Session-Id": "old"})
             api.responses.create(model=MODEL, input="And?", previous_response_id=first.id)
             if on_rewrite == "refuse":
-                with pytest.raises(openai.ConflictError):
+                with pytest.raises(openai.BadRequestError):
                     api.responses.create(model=MODEL, input="Or rather?", previous_response_id=first.id)
                 continue
             api.responses.create(model=MODEL, input="Or rather?", previous_response_id=first.id)

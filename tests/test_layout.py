@@ -17,6 +17,7 @@ STAGES = (
     ("gateway",),
     ("formatters",),
     ("matrix",),
+    ("harnesses",),
     ("cli",),
 )
 """Each stage may import the stages before it (and its own), never one after it."""

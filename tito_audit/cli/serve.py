@@ -1,4 +1,4 @@
-"""``tito-audit serve MODEL --engine URL|fake``: the TITO gateway (see README, "Gateway")."""
+"""``tito-audit serve MODEL --engine URL|standin|fake``: the TITO gateway (see README, "Gateway")."""
 
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ EngineOpt = Annotated[
         "--engine",
         metavar="ENGINE",
         help="The engine's base URL (http://HOST:PORT), llamacpp:PATH (a GGUF sampled in this process on CPU: the "
-        "llamacpp extra) or 'fake' (built in, no GPU).",
+        "llamacpp extra), standin[:SEED] (an engine on 127.0.0.1 that writes as the model family does, vLLM- or "
+        "SGLang-shaped as --engine-api says; no GPU) or 'fake' (built in, no GPU).",
     ),
 ]
 EngineApiOpt = Annotated[
@@ -120,7 +121,8 @@ MaxTokensOpt = Annotated[
     int, typer.Option("--max-tokens", min=1, help="max_tokens for requests that name none (engines default low).")
 ]
 FakeSeedOpt = Annotated[
-    int, typer.Option("--seed", help="Seed of the fake engine (and of llamacpp's turns that name no seed).")
+    int,
+    typer.Option("--seed", help="Seed of the fake and stand-in engines (and of llamacpp's turns that name no seed)."),
 ]
 SessionBytesOpt = Annotated[
     str,
@@ -146,11 +148,23 @@ StoreOpt = Annotated[
     ),
 ]
 OnRewriteOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--on-rewrite",
         metavar="MODE",
-        help="refuse (409) or branch: a request that rewrites history opens a new branch.",
+        help="branch (a request that rewrites history, a side request, a compaction: a new branch of the session, "
+        "kept as a training sample) or refuse (400). Default: branch; refuse with --store.",
+        show_default=False,
+    ),
+]
+MaxModelLenOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-model-len",
+        metavar="TOKENS",
+        min=1,
+        help="The context the engine serves the model with (its --max-model-len). Default: the model's config.json.",
+        show_default=False,
     ),
 ]
 MatchOpt = Annotated[
@@ -220,8 +234,9 @@ def serve_command(
     max_total_bytes: TotalBytesOpt = "8GiB",
     seed: FakeSeedOpt = 0,
     store: StoreOpt = None,
-    on_rewrite: OnRewriteOpt = "refuse",
+    on_rewrite: OnRewriteOpt = None,
     match: MatchOpt = "strict",
+    max_model_len: MaxModelLenOpt = None,
     kwarg: KwargOpt = [],  # noqa: B006
     stop_token: StopTokenOpt = [],  # noqa: B006
 ) -> None:
@@ -234,14 +249,14 @@ def serve_command(
     Bounds: --max-sessions, --max-session-bytes, --max-total-bytes, --max-render-chars, --max-render-seconds.
 
     Endpoints: POST /v1/chat/completions (OpenAI chat), POST /v1/responses (OpenAI Responses), POST /v1/messages
-    (Anthropic Messages); GET /sessions/ID (the session's ids, loss mask, log-probabilities, turns, breaks), DELETE
-    /sessions/ID; GET /healthz.
+    (Anthropic Messages); GET /sessions (a page of sessions, each with its trainable summary), GET /sessions/ID (the
+    session's ids, loss mask, log-probabilities, turns, breaks, branches), DELETE /sessions/ID; GET /healthz.
 
-    Statuses: 400 a bad request, 401 no or a wrong --api-key, 404 an unknown or ended session, 409 a history that
-    differs from the session's, 413 a request, render or session too large, 422 a break under --on-break raise or a
-    render the template refused, 502 the engine failed or answered badly, 503 every session busy, 504 the engine did
-    not answer within --engine-timeout, 507 --max-total-bytes reached or --store could not write (each code and when:
-    docs/gateway.md)."""
+    Statuses: 400 a bad request (or, under --on-rewrite refuse, a history that differs from the session's), 401 no or
+    a wrong --api-key, 404 an unknown or ended session (or path), 405 a method a path does not serve, 413 a request,
+    render or session too large, 422 a break under --on-break raise or a render the template refused, 502 the engine
+    failed or answered badly, 503 every session busy, 504 the engine did not answer within --engine-timeout, 507
+    --max-total-bytes reached or --store could not write (each code and when: docs/gateway.md)."""
     try:
         import httpx  # noqa: F401
         import starlette  # noqa: F401
@@ -289,6 +304,7 @@ def serve_command(
         store=store,
         on_rewrite=on_rewrite,
         match=match,
+        max_model_len=max_model_len,
     )
     sock = bind(host, port)  # before the model loads and before any banner: a busy port is one error line
     try:
@@ -304,7 +320,8 @@ def serve_command(
         err.print(f"warning: serving on {host} without --api-key: anyone who reaches it can use it", highlight=False)
     err.print(
         f"tito-audit gateway: {gateway.model_id} on http://{host}:{port}/v1 (engine {gateway.engine.name}, "
-        f"parser {gateway.parser_name}, on_break {on_break}, bridge {bridge}, on_rewrite {on_rewrite}, match {match}; "
+        f"parser {gateway.parser_name}, on_break {on_break}, bridge {bridge}, on_rewrite {config.rewrites}, "
+        f"match {match}, context {gateway.context.tokens} ({gateway.context.source}); "
         + (f"sessions in {store}, {len(gateway.store)} restored)" if store is not None else "sessions in memory only)"),
         highlight=False,
         soft_wrap=True,

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -22,8 +23,16 @@ from tito_audit.gateway.dialects import messages as messages_dialect
 from tito_audit.gateway.dialects.responses import Responses
 from tito_audit.gateway.encoding import json_stream
 from tito_audit.gateway.gateway import Gateway
-from tito_audit.gateway.protocol import RequestError, error_body, read_request, requested_session, session_headers
+from tito_audit.gateway.protocol import (
+    RequestError,
+    SessionName,
+    error_body,
+    read_request,
+    requested_session,
+    session_headers,
+)
 from tito_audit.gateway.sampling_engines import EngineError
+from tito_audit.gateway.session_lookup import header_name
 from tito_audit.gateway.turn_stream import open_response
 from tito_audit.session.inputs import MAX_DEPTH, too_deep
 
@@ -48,7 +57,8 @@ def create_app(gateway: Gateway) -> Starlette:
         )
 
     async def guarded(request: Request, handler: Handler, shape: ErrorShape = error_body) -> Response:
-        def failure(status: int, code: str, message: str) -> JSONResponse:
+        def failure(status: int, code: str, message: str, session: str | None = None) -> JSONResponse:
+            refused(request, status, code, message, session or request.path_params.get("session_id"))
             return JSONResponse(shape(status, code, message), status_code=status)
 
         if not authorized(request):
@@ -56,9 +66,9 @@ def create_app(gateway: Gateway) -> Starlette:
         try:
             return await handler(request)
         except RequestError as exc:
-            return failure(exc.status, exc.code, str(exc))
+            return failure(exc.status, exc.code, str(exc), exc.session)
         except EngineError as exc:
-            return failure(exc.status, exc.code, str(exc))
+            return failure(exc.status, exc.code, str(exc), exc.session)
         except ClientDisconnect:
             return failure(400, "client_disconnected", "the client went away before the request was read")
         except Exception as exc:  # the server stays up; the client gets one line
@@ -116,6 +126,14 @@ def create_app(gateway: Gateway) -> Starlette:
             record = await asyncio.to_thread(build)
         return StreamingResponse(json_stream(record), media_type="application/json")
 
+    async def list_sessions(request: Request) -> Response:
+        """A page of the sessions (``?after=N&limit=M``): what a trainer collects rollouts it never named from."""
+        after = _query_int(request, "after", 0, 0)
+        limit = _query_int(request, "limit", 100, 1, 1000)
+        async with records:
+            page = await asyncio.to_thread(gateway.listing, after, limit)
+        return JSONResponse(page)
+
     async def delete_session(request: Request) -> Response:
         session_id = request.path_params["session_id"]
         if not gateway.store.delete(session_id):
@@ -147,18 +165,59 @@ def create_app(gateway: Gateway) -> Starlette:
             route("/v1/chat/completions", chat, ["POST"]),
             route("/v1/responses", responses, ["POST"]),
             route("/v1/messages", messages, ["POST"], messages_dialect.error_body),
+            route("/sessions", list_sessions, ["GET"]),
             route("/sessions/{session_id}", get_session, ["GET"]),
             route("/sessions/{session_id}", delete_session, ["DELETE"]),
             Route("/healthz", health, methods=["GET"]),
         ],
         lifespan=lifespan,
+        exception_handlers={HTTPException: unrouted},
     )
 
 
-def header_id(request: Request) -> str | None:
-    """The session the request's headers name (:func:`~tito_audit.gateway.protocol.requested_session`)."""
+async def unrouted(request: Request, exc: Exception) -> Response:
+    """A path or method the gateway does not serve: the HTTP status, logged in one line like every refusal."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    code = {404: "not_found", 405: "method_not_allowed"}.get(status, "http_error")
+    message = f"{request.method} {request.url.path} is not served here"
+    refused(request, status, code, message, None)
+    return JSONResponse(error_body(status, code, message), status_code=status)
+
+
+def refused(request: Request, status: int, code: str, message: str, session: str | None) -> None:
+    """Log a refusal (every 4xx and 5xx) in one line: status, code, session, the request and the message."""
+    log.warning(
+        "gateway: %s %s %s: %d %s (session %s): %s",
+        request.method,
+        request.url.path,
+        request.headers.get("user-agent", "-")[:60],
+        status,
+        code,
+        session or "-",
+        " ".join(message.split())[:400],
+    )
+
+
+def _query_int(request: Request, name: str, default: int, least: int, most: int | None = None) -> int:
+    """A whole-number query parameter, or a 400 naming it."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or int(raw) < least or (most is not None and int(raw) > most):
+        bound = f"from {least} to {most}" if most is not None else f"of at least {least}"
+        raise RequestError(400, "invalid_request", f"{name} must be a whole number {bound}, not {raw!r}")
+    return int(raw)
+
+
+def header_id(request: Request) -> SessionName | None:
+    """The session the request's headers name: ``X-Session-Id``
+    (:func:`~tito_audit.gateway.protocol.requested_session`), else a harness's own session header
+    (:func:`~tito_audit.gateway.session_lookup.header_name`)."""
     headers = dict(request.scope["headers"])
-    return requested_session(headers.get(b"x-session-id"), headers.get(b"x-session-id*"))
+    named = requested_session(headers.get(b"x-session-id"), headers.get(b"x-session-id*"))
+    if named is not None:
+        return named, "the X-Session-Id header"
+    return header_name(headers)
 
 
 async def _sweep(gateway: Gateway) -> None:

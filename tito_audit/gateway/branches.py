@@ -14,7 +14,11 @@ there: a retry). From that node the request goes on:
   the steps that led there, then the rest of the request); with no node in common, a new root.
 
 Every branch keeps its own session (buffer, loss mask, and whatever per-position data the record carries); the
-record lists each (:func:`branch_records`) with the branch it forked from and the tokens they share.
+record lists each (:func:`branch_records`) with the branch it forked from and the tokens they share, as a training
+sample: each sampled answer is in the loss of the branch it was sampled on only (a branch that carries an answer of
+the branch it forked from keeps it as context), so every sampled id is in the loss of exactly one sample. A retry (the
+same history again) samples a new answer on a branch of its own beside the first, which keeps its answer. Each new
+branch names who made it (:mod:`.attribution`): the harness and what it did, at the message it did it to.
 """
 
 from __future__ import annotations
@@ -22,15 +26,26 @@ from __future__ import annotations
 import copy
 import json
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from tito_audit.gateway.attribution import (
+    RESENT,
+    SIDE_REQUEST,
+    TOOLS_OR_SYSTEM,
+    harness_edit,
+    made_by_harness,
+)
 from tito_audit.gateway.matchers import MATCHERS, Matcher, matcher
 from tito_audit.gateway.protocol import ChatRequest, RequestError
 from tito_audit.gateway.sessions import GatewaySession, Pending, SessionMaker
-from tito_audit.gateway.turn_steps import Step, finished_view, prepare, turn_record
+from tito_audit.gateway.turn_steps import (
+    Step,
+    opening,
+    prepare,
+)
 from tito_audit.session import TitoSession
 
 ON_REWRITE = ("refuse", "branch")
@@ -71,7 +86,8 @@ class Rewrites:
 
 
 Op = tuple[Any, ...]
-"""``("start", messages)`` or ``("extend", ids or None, assistant message, messages[, logprobs])``."""
+"""``("start", messages)`` or ``("extend", ids or None, assistant message, messages, logprobs, owner)``: ``owner`` is
+the branch the appended answer was sampled on (None for an answer the gateway did not sample)."""
 
 
 @dataclass(eq=False)
@@ -85,6 +101,8 @@ class Node:
     children: list[Node] = field(default_factory=list)
     clock: datetime = field(kw_only=True)
     """The session clock of the node's root (a replay renders with it)."""
+    made_by: dict[str, Any] | None = field(default=None, kw_only=True)
+    """Who made the branch this node begins (:mod:`.attribution`); None on a node that grows its branch."""
 
 
 @dataclass
@@ -100,6 +118,16 @@ class Tree:
 
     def held_bytes(self, but: int | None = None) -> int:
         return sum(session.held_bytes for branch, (_, session) in self.tips.items() if branch != but)
+
+    def held(self, branch: int, key: Matcher) -> list[dict]:
+        """The history branch ``branch`` holds (as ``key`` keys it), its last answer included: what a client that
+        goes on with it sends back."""
+        tip = self.tips.get(branch)
+        if tip is None:
+            return []
+        node = tip[0]
+        messages = [m for step in path_to(node) for m in step.delta]
+        return messages + ([key(node.pending.echo)] if node.pending is not None else [])
 
 
 def _on_tree(tree: Tree, request: ChatRequest, sent: list[dict], key: Matcher, make: SessionMaker) -> Step:
@@ -118,30 +146,45 @@ def _on_tree(tree: Tree, request: ChatRequest, sent: list[dict], key: Matcher, m
             best = (*rank, node)
         stack += [(child, end) for child in node.children]
     if best is None:
-        return _new_root(tree, request, sent, make)
+        return _new_root(tree, request, sent, make, _root_maker(tree, request, sent, key))
     end, _, node = best
     if end == len(sent):
-        return _retry(tree, node, sent, make)
+        return _retry(tree, node, request, sent, key, make)
     return _continue(tree, node, request, sent, end, key, make)
 
 
+def _root_maker(tree: Tree, request: ChatRequest, sent: list[dict], key: Matcher) -> dict[str, Any] | None:
+    """Who made a new root. A request that offers no tools where the loop offers some is a side request; otherwise the
+    last branch with the request's tools is the history the harness changed (a compaction's restart, another system
+    prompt); a request with tools after side requests only is the loop itself (None: the side requests before it are
+    named so in the record, :func:`samples`); other tools than the loop's are a change of tools."""
+    tools = _tools_key(request.tools)
+    if not request.tools and any(node.tools for node, _ in tree.tips.values()):
+        return made_by_harness(SIDE_REQUEST, None)
+    same = [number for number, (node, _) in tree.tips.items() if _tools_key(node.tools) == tools]
+    if same:
+        action, where = harness_edit(tree.held(max(same), key), sent, request.name)
+        return made_by_harness(action, where)
+    if not any(node.tools for node, _ in tree.tips.values()):
+        return None
+    return made_by_harness(TOOLS_OR_SYSTEM, "tools")
+
+
 def _segments(messages: list[dict], first: int) -> list[tuple[dict, list[dict]]]:
-    """``messages[first:]`` (an assistant turn first) as (assistant turn, the messages after it) pairs."""
+    """``messages[first:]`` (an assistant turn first) as (assistant turn, the messages after it) pairs. An assistant
+    turn that follows another (a canned reply after the model's, a compaction's restart) is one of the messages after
+    the first: rendered as the template writes two assistant turns in a row, outside the loss."""
     out: list[tuple[dict, list[dict]]] = []
     for index in range(first, len(messages)):
         message = messages[index]
-        if message["role"] == "assistant":
+        if message["role"] == "assistant" and (not out or out[-1][1]):
             out.append((message, []))
         else:
             out[-1][1].append(message)
-    for number, (_, after) in enumerate(out):
-        if not after:
-            where = (
-                "the last assistant turn" if number == len(out) - 1 else f"assistant turn {number + 1} of the rewrite"
-            )
-            raise RequestError(
-                400, "invalid_request", f"nothing follows {where}: send the tool results or a user message"
-            )
+    if not out[-1][1] or out[-1][1][-1]["role"] == "assistant":
+        raise RequestError(
+            400, "invalid_request", "nothing follows the last assistant turn: send the tool results or a user message"
+        )
     return out
 
 
@@ -154,48 +197,47 @@ def _continue(
         sampled = number == 0 and node.pending is not None and key(assistant) == key(node.pending.echo)
         if sampled:
             assert node.pending is not None
-            ops.append(("extend", node.pending.ids, node.pending.message, after, node.pending.logprobs))
+            ops.append(("extend", node.pending.ids, node.pending.message, after, node.pending.logprobs, node.branch))
         else:
-            ops.append(("extend", None, assistant, after))
+            ops.append(("extend", None, assistant, after, None, None))
     tip = tree.tips.get(node.branch)
     grows = tip is not None and tip[0] is node and ops[0][1] is not None
     trial = tip[1].fork() if grows and tip is not None else _replay(node, make)
     before = len(trial.breaks)
     _apply(trial, ops)
-    on_commit = _grow(node, sent[end:], ops, node.tools, node.branch if grows else None)
+    made_by = None
+    if not grows:
+        action, where = harness_edit(tree.held(node.branch, key), sent, request.name)
+        made_by = made_by_harness(action, where)
+    on_commit = _grow(node, sent[end:], ops, node.tools, node.branch if grows else None, made_by=made_by)
     other = tree.held_bytes(but=node.branch if grows else None)
     return Step(trial, trial.buffer, sent, before, False, on_commit=on_commit, other_bytes=other, tools=node.tools)
 
 
-def _retry(tree: Tree, node: Node, sent: list[dict], make: SessionMaker) -> Step:
+def _retry(tree: Tree, node: Node, request: ChatRequest, sent: list[dict], key: Matcher, make: SessionMaker) -> Step:
+    """The prompt of ``node`` asked again: a new answer on a branch of its own beside the node (the node keeps its
+    answer: each sampled answer stays in one training sample)."""
     tip = tree.tips.get(node.branch)
-    if tip is not None and tip[0] is node:  # the tip's turn sampled again
+    if tip is not None and tip[0] is node:  # the tip's turn sampled again: the tip's session is at that prompt
         trial = tip[1].fork()
-
-        def again(entry: GatewaySession, step: Step, pending: Pending) -> None:
-            node.pending = pending
-            tree.tips[node.branch] = (node, step.trial)
-            tree.active = node.branch
-            entry.tools = node.tools
-
-        other = tree.held_bytes(but=node.branch)
-        return Step(trial, trial.buffer, sent, len(trial.breaks), True, again, other, node.tools)
-    trial = _replay(node, make)  # a prompt further up a branch: a new answer to it is a new branch
-    on_commit = _grow(node.parent, node.delta, node.ops, node.tools, None, node.clock)
+        made_by = made_by_harness(RESENT, None)
+    else:  # a prompt further up a branch
+        trial = _replay(node, make)
+        action, where = harness_edit(tree.held(node.branch, key), sent, request.name)
+        made_by = made_by_harness(action, where)
+    on_commit = _grow(node.parent, node.delta, node.ops, node.tools, None, node.clock, made_by=made_by)
     return Step(trial, trial.buffer, sent, len(trial.breaks), True, on_commit, tree.held_bytes(), node.tools)
 
 
-def _new_root(tree: Tree, request: ChatRequest, sent: list[dict], make: SessionMaker) -> Step:
-    messages = request.messages
-    first = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), len(messages))
-    if first == 0:
-        raise RequestError(400, "invalid_request", "messages[0]: a conversation cannot open with an assistant turn")
-    ops: list[Op] = [("start", messages[:first])]
-    if first < len(messages):
-        ops += [("extend", None, assistant, after) for assistant, after in _segments(messages, first)]
+def _new_root(
+    tree: Tree, request: ChatRequest, sent: list[dict], make: SessionMaker, made_by: dict[str, Any] | None
+) -> Step:
+    """A branch that shares no prompt with the others: every message of the request is its first prompt (an assistant
+    turn among them is context, never in the loss)."""
     trial = make(request.tools)
-    _apply(trial, ops)
-    on_commit = _grow(None, sent, ops, request.tools, None)
+    opening(trial, request)
+    ops: list[Op] = [("start", request.messages)]
+    on_commit = _grow(None, sent, ops, request.tools, None, made_by=made_by)
     return Step(trial, trial.buffer, sent, 0, False, on_commit, tree.held_bytes(), request.tools)
 
 
@@ -206,14 +248,17 @@ def _grow(
     tools: list[dict] | None,
     branch: int | None,
     clock: datetime | None = None,
+    *,
+    made_by: dict[str, Any] | None = None,
 ) -> Callable[[GatewaySession, Step, Pending], None]:
-    """What committing the step does to the tree: a new node under ``parent`` on ``branch`` (None: a new branch)."""
+    """What committing the step does to the tree: a new node under ``parent`` on ``branch`` (None: a new branch,
+    made by ``made_by``)."""
 
     def commit(entry: GatewaySession, step: Step, pending: Pending) -> None:
         tree = entry.tree if entry.tree is not None else Tree()
         entry.tree = tree
         number = branch if branch is not None else len(tree.forks)
-        node = Node(parent, delta, ops, tools, number, pending, clock=clock or step.trial.clock)
+        node = Node(parent, delta, ops, tools, number, pending, clock=clock or step.trial.clock, made_by=made_by)
         (parent.children if parent is not None else tree.roots).append(node)
         if branch is None:
             tree.forks[number] = parent.branch if parent is not None else None
@@ -224,12 +269,17 @@ def _grow(
     return commit
 
 
-def _path_ops(node: Node | None) -> list[Op]:
+def path_to(node: Node | None) -> list[Node]:
+    """The nodes from a root down to ``node``."""
     path: list[Node] = []
     while node is not None:
         path.append(node)
         node = node.parent
-    return [op for step in reversed(path) for op in step.ops]
+    return path[::-1]
+
+
+def _path_ops(node: Node | None) -> list[Op]:
+    return [op for step in path_to(node) for op in step.ops]
 
 
 def _replay(node: Node, make: SessionMaker) -> TitoSession:
@@ -251,7 +301,7 @@ def _apply(session: TitoSession, ops: list[Op]) -> None:
             if op[0] == "start":
                 session.start(op[1])
             else:
-                session.extend(op[1], op[2], op[3], logprobs=op[4] if len(op) > 4 else None)
+                session.extend(op[1], op[2], op[3], logprobs=op[4])
 
 
 def _tools_key(tools: list[dict] | None) -> str:
@@ -263,37 +313,3 @@ def snapshot(tree: Tree) -> Tree:
     from in a worker thread while requests go on growing the tree."""
     tips = {number: (copy.copy(node), session) for number, (node, session) in tree.tips.items()}
     return Tree(tips=tips, forks=dict(tree.forks), active=tree.active)
-
-
-def branch_records(tree: Tree) -> Iterator[dict[str, Any]]:
-    """Each branch of ``tree`` (a :func:`snapshot`) as the record lists it, one at a time: the branch it forked from
-    and where, the tokens it shares with that branch, its per-position fields (:data:`PER_POSITION`), turns,
-    breaks and messages (its last answer included, as ``finish`` would append it). A branch's parent has a lower
-    number: its view is there when the branch is read."""
-    views: dict[int, TitoSession] = {}
-    for number, (node, session) in sorted(tree.tips.items()):
-        view, check = finished_view(session, node.pending)
-        views[number] = view
-        parent = tree.forks.get(number)
-        base = views[parent] if parent is not None else None
-        record: dict[str, Any] = {
-            "branch": number,
-            "parent": parent,
-            "shared_tokens": _shared(view.buffer, base.buffer) if base is not None else 0,
-            "shared_messages": _shared(view.messages, base.messages) if base is not None else 0,
-        }
-        record.update({name: list(getattr(view, name)) for name in PER_POSITION})
-        record["turns"] = [turn_record(t) for t in view.turns]
-        record["breaks"] = len(view.breaks)
-        record["check"] = check
-        record["messages"] = view.messages
-        yield record
-
-
-def _shared(one: Sequence[object], other: Sequence[object]) -> int:
-    count = 0
-    for a, b in zip(one, other, strict=False):
-        if a != b:
-            break
-        count += 1
-    return count

@@ -6,32 +6,30 @@ import asyncio
 import logging
 import threading
 import time
-import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tito_audit.errors import BadInputError
 from tito_audit.gateway.answer_logprobs import Wanted, openai_logprobs, wanted
 from tito_audit.gateway.branches import Rewrites, snapshot
+from tito_audit.gateway.config import GatewayConfig
 from tito_audit.gateway.fake import FakeEngine
 from tito_audit.gateway.llamacpp import PREFIX as LLAMACPP
 from tito_audit.gateway.llamacpp import make_llamacpp
 from tito_audit.gateway.memory_budget import (
-    DEFAULT_SESSION_BYTES,
-    DEFAULT_TOTAL_BYTES,
     TOKEN_BYTES,
     TRIM_FROM,
     return_free_memory,
 )
 from tito_audit.gateway.plain import TEXT_PARSER, TextParser
 from tito_audit.gateway.prompt_bounds import PromptBounds
-from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, read_request
-from tito_audit.gateway.records import CpuTime, RecordSource
+from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, SessionName, read_request
+from tito_audit.gateway.records import CpuTime, RecordSource, listing
 from tito_audit.gateway.sampling_engines import ENGINE_APIS, EngineError, EngineRequest, make_engine, within_max_tokens
+from tito_audit.gateway.session_lookup import Finder, Found
 from tito_audit.gateway.sessions import GatewaySession, SessionStore
 from tito_audit.gateway.sqlite_journal import SqliteJournal, open_store, store_identity
+from tito_audit.gateway.standin.engine import check_engine_option, standin_engine
 from tito_audit.gateway.tool_results import check_tool_results
 from tito_audit.gateway.turn_steps import Step, prepare, settle
 from tito_audit.model.context_window import context_of
@@ -47,57 +45,7 @@ from tito_audit.session.proof import proof_for
 if TYPE_CHECKING:
     from tito_audit.gateway.sampling_engines import Engine
 
-MAX_SESSION_ID = 256
 log = logging.getLogger("tito_audit.gateway")
-
-
-@dataclass
-class GatewayConfig:
-    """What ``tito-audit serve`` takes (see its ``--help``)."""
-
-    model: str
-    engine: str = "fake"
-    engine_api: str = "vllm"
-    parser: str | CompletionParser = "auto"
-    host: str = "127.0.0.1"
-    port: int = 8000
-    api_key: str | None = None
-    session_idle: float = 900.0
-    max_sessions: int = 1024
-    on_break: str = "warn"
-    bridge: str = "auto"
-    engine_timeout: float = 300.0
-    max_request_bytes: int = 8 * 1024 * 1024
-    seed: int = 0
-    engine_model: str | None = None
-    """The model name the engine serves (vLLM checks it); default: the model's id."""
-    max_tokens: int = 2048
-    """``max_tokens`` sent when a request names none (vLLM's completions default to 16, SGLang's to 128)."""
-    max_render_chars: int = RenderLimits.max_chars
-    """A render longer than this is refused (413 ``render_too_long``)."""
-    max_render_seconds: float = RenderLimits.max_seconds
-    """A render that takes longer is stopped and refused (422 ``render_timeout``)."""
-    max_session_bytes: int = DEFAULT_SESSION_BYTES
-    """A request that would bring its session past this (estimated) is refused (413 ``session_too_large``)."""
-    max_total_bytes: int = DEFAULT_TOTAL_BYTES
-    """A request that would bring all sessions together past this is refused (507 ``insufficient_storage``)."""
-    template_kwargs: dict[str, Any] = field(default_factory=dict)
-    stop_tokens: Sequence[str] = ()
-    mirrors: Sequence[str | Path] = ()
-    cache_dir: str | Path | None = None
-    revision: str | None = None
-    allow_hub: bool = True
-    trust_remote_code: bool = False
-    template: str | Path | None = None
-    template_name: str | None = None
-    on_rewrite: str = "refuse"
-    """``refuse`` (409) or ``branch``: a request whose history differs from the session's opens a new branch."""
-    match: str = "strict"
-    """What counts as the same message: ``strict``, ``tool-call-format`` or ``role-content`` (:mod:`.matchers`)."""
-    store: str | Path | None = None
-    """A SQLite file that keeps the sessions across restarts (:mod:`.sqlite_journal`); None: memory only."""
-    engine_deadline: float = 1800.0
-    """Seconds an engine's whole turn may take, streamed or not (504 past it; ``--engine-timeout`` bounds each wait)."""
 
 
 class Gateway:
@@ -109,12 +57,11 @@ class Gateway:
             raise BadInputError(f"--on-break must be one of {', '.join(POLICIES)}, not {config.on_break!r}")
         if config.bridge not in BRIDGES:
             raise BadInputError(f"--bridge must be one of {', '.join(BRIDGES)}, not {config.bridge!r}")
-        if config.engine != "fake" and not config.engine.startswith(("http://", "https://", "llamacpp:")):
-            raise BadInputError(f"--engine must be an http(s):// URL, llamacpp:PATH or 'fake', not {config.engine!r}")
+        check_engine_option(config.engine)
         if config.engine_api not in ENGINE_APIS:
             raise BadInputError(f"--engine-api must be one of {', '.join(ENGINE_APIS)}, not {config.engine_api!r}")
         try:
-            self.rewrites = Rewrites(config.on_rewrite, config.match)
+            self.rewrites = Rewrites(config.rewrites, config.match)
         except ValueError as exc:
             raise BadInputError(str(exc)) from None
         if config.store is not None and self.rewrites.branch:
@@ -139,7 +86,7 @@ class Gateway:
         self.model_id = machinery.loaded.resolved.model_id
         fake = config.engine == "fake"
         self.parser, self.parser_name = self._parser(config.parser, fake)
-        self.context = context_of(machinery.loaded)
+        self.context = context_of(machinery.loaded, config.max_model_len)
         if config.max_tokens > self.context.tokens:
             raise BadInputError(f"--max-tokens {config.max_tokens} is past {self._context_said()}")
         if config.engine_deadline <= 0:
@@ -154,6 +101,7 @@ class Gateway:
             )
             if engine is None and config.engine.startswith(LLAMACPP):
                 engine = make_llamacpp(config.engine, machinery.codec, config.seed)
+            engine = engine or standin_engine(config, machinery, config.engine_model or self.model_id)
             self.engine = engine or make_engine(
                 config.engine,
                 config.engine_api,
@@ -164,6 +112,7 @@ class Gateway:
         except ValueError as exc:
             raise BadInputError(str(exc)) from None
         self.stop_ids = sorted(machinery.stop_ids)
+        self.finder = Finder(self.store, self.rewrites.key)
         self.durable: SqliteJournal | None = None
         if config.store is not None:
             identity = store_identity(machinery, config.template_kwargs)
@@ -195,28 +144,23 @@ class Gateway:
             bridge=self.config.bridge,  # type: ignore[arg-type]
         )
 
-    async def chat(self, body: Any, header_id: str | None) -> Answer:
+    async def chat(self, body: Any, header: SessionName | str | None) -> Answer:
         """``POST /v1/chat/completions``: one turn of one session."""
         request = read_request(body)
-        return await self.turn(request, header_id, wanted(body))
+        return await self.turn(request, header, wanted(body))
 
-    def session_id(self, request: ChatRequest, header_id: str | None) -> str:
-        """The request's session: ``X-Session-Id``, else the request's ``user``, else a new one."""
-        session_id = header_id or request.user or f"s-{uuid.uuid4().hex}"
-        if len(session_id) > MAX_SESSION_ID or "/" in session_id or not session_id.isprintable():
-            raise RequestError(
-                400,
-                "invalid_request",
-                f"the session id (X-Session-Id or user) must be printable, without '/', at most {MAX_SESSION_ID} "
-                "characters",
-            )
-        return session_id
+    def find(self, request: ChatRequest, header: SessionName | str | None) -> Found:
+        """The request's session (:class:`~tito_audit.gateway.session_lookup.Finder`)."""
+        return self.finder.find(request, header)
+
+    def session_id(self, request: ChatRequest, header: SessionName | str | None) -> str:
+        return self.finder.find(request, header).session_id
 
     def sampling(self, request: ChatRequest) -> dict[str, Any]:
         """What the engine is asked for (``max_tokens`` checked against the model's context)."""
         sampling = {"max_tokens": self.config.max_tokens, **request.sampling}
         max_tokens = sampling["max_tokens"]
-        if max_tokens > self.context.tokens:
+        if max_tokens > self.context.tokens and request.dialect != "messages":  # Messages: said with the prompt's size
             raise RequestError(400, "invalid_request", f"max_tokens {max_tokens} is past {self._context_said()}")
         return sampling
 
@@ -232,7 +176,7 @@ class Gateway:
         from the prepared prompt; in a worker thread."""
         self.bounds.check_text(request, max_tokens)
         step = prepare(entry, request, self.make_session, self.rewrites)
-        self.bounds.check_prompt(step.trial, len(step.prompt), max_tokens)
+        self.bounds.check_prompt(step.trial, len(step.prompt), max_tokens, request.dialect)
         return step
 
     async def generate(self, engine_request: EngineRequest) -> Any:
@@ -262,18 +206,28 @@ class Gateway:
             top_logprobs=top_logprobs,
         )
 
-    async def turn(self, request: ChatRequest, header_id: str | None, want: Wanted | None = None) -> Answer:
+    async def turn(self, request: ChatRequest, header: SessionName | str | None, want: Wanted | None = None) -> Answer:
         """One turn of one session, answered whole (with the log-probabilities ``want`` asks for)."""
         want = want or Wanted()
         cpu = CpuTime()
         started = time.perf_counter()
-        session_id = self.session_id(request, header_id)
+        found = self.find(request, header)
+        try:
+            return await self._turn(request, found, want, cpu, started)
+        except (RequestError, EngineError) as exc:
+            exc.session = found.session_id  # the log line names it
+            raise
+
+    async def _turn(self, request: ChatRequest, found: Found, want: Wanted, cpu: CpuTime, started: float) -> Answer:
+        session_id = found.session_id
         sampling = self.sampling(request)
         max_tokens = sampling["max_tokens"]
         self.check_request(request)
         store = self.store
         async with store.turn(session_id) as entry:  # the lock, released and the reservation given back on any exit
             step = await asyncio.to_thread(cpu.timed, self.prepare, entry, request, max_tokens)
+            step.found = found
+            step.ignored = request.ignored
             store.reserve(entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * max_tokens)
             engine_request = self.engine_request(request, step, session_id, sampling, want.top)
             asked = time.perf_counter()
@@ -293,6 +247,7 @@ class Gateway:
             logprobs = await asyncio.to_thread(
                 openai_logprobs, codec, step.prompt, pending.ids, values, pending.top_logprobs, want.top
             )
+        record["found"] = found.record()
         self.finish_record(record, engine_seconds, time.perf_counter() - started, cpu.seconds)
         return Answer(
             model=request.model or self.model_id,
@@ -347,10 +302,17 @@ class Gateway:
             "parser": self.parser_name,
             "on_break": self.config.on_break,
             "bridge": self.config.bridge,
+            "on_rewrite": self.rewrites.on_rewrite,
             "requests": entry.requests,
+            "found": list(entry.lookups),
+            "not_acted_on": dict(entry.ignored),
         }
         tree = snapshot(entry.tree) if self.rewrites.branch and entry.tree is not None else None
-        return RecordSource(header, entry.session, entry.pending, tree).record
+        return RecordSource(header, entry.session, entry.pending, tree, entry.sampled, dict(entry.lost)).record
+
+    def listing(self, after: int, limit: int) -> dict[str, Any]:
+        """``GET /sessions`` (:func:`~tito_audit.gateway.records.listing`)."""
+        return listing(self.store, after, limit)
 
     def prove(self) -> str:
         """Make the proof of which steps the sessions may bridge without rendering the history now (it is otherwise

@@ -24,6 +24,10 @@ KEPT = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning_cont
 TOOL_CHOICES = ("auto", "none", "required")
 
 
+SessionName = tuple[str, str]
+"""A session id a request names, and what named it (``the X-Session-Id header``, ``user``)."""
+
+
 class RequestError(Exception):
     """A request the gateway refuses: ``status`` (4xx), ``code`` for the error JSON, one line of message."""
 
@@ -31,6 +35,8 @@ class RequestError(Exception):
         super().__init__(message)
         self.status = status
         self.code = code
+        self.session: str | None = None
+        """The session the refused request was for, once known (the log line names it)."""
 
 
 @dataclass
@@ -47,14 +53,39 @@ class ChatRequest:
     extra: dict[str, Any] = field(default_factory=dict)
     names: list[str] = field(default_factory=list)
     """What the client calls each message (``messages[3]``, ``input[2]``, ``messages[1].content[0]``), for errors."""
+    named: SessionName | None = None
+    """The session the body names, and the field that names it (``user``, ``prompt_cache_key``,
+    ``metadata.user_id``)."""
+    ignored: list[str] = field(default_factory=list)
+    """The request's fields the gateway does not act on (accepted, listed in the session's record)."""
+    dialect: str = "chat"
+    """The API the request came in (``chat``, ``responses``, ``messages``): a refusal is said in its terms."""
 
     def name(self, index: int) -> str:
         return self.names[index] if index < len(self.names) else f"messages[{index}]"
 
 
-def read_request(body: Any, names: list[str] | None = None) -> ChatRequest:
+CHAT_FIELDS = frozenset(
+    {"model", "messages", "tools", "tool_choice", "n", "stream", "stream_options", "user", "max_completion_tokens"}
+    | {"logprobs", "top_logprobs", "max_tokens", "stop", *PASSED_THROUGH}
+)
+"""The chat request's fields the gateway acts on; any other is accepted and listed as not acted on."""
+
+
+def not_acted_on(body: dict[str, Any], acted_on: frozenset[str]) -> list[str]:
+    """The fields of ``body`` the gateway does not act on (sorted): accepted, listed once in the session's record."""
+    return sorted(key for key in body if key not in acted_on)
+
+
+def read_request(
+    body: Any,
+    names: list[str] | None = None,
+    named: SessionName | None = None,
+    ignored: list[str] | None = None,
+) -> ChatRequest:
     """The request ``body`` (parsed JSON) checked; raises :class:`RequestError` (400) naming the field. ``names``:
-    what a dialect's client calls each message (default ``messages[i]``)."""
+    what a dialect's client calls each message (default ``messages[i]``); ``named``: the session a dialect's body
+    names (default: chat's ``user``); ``ignored``: the dialect's fields it does not act on (default: chat's)."""
     if not isinstance(body, dict):
         raise RequestError(400, "invalid_request", "the request body must be a JSON object")
     messages = body.get("messages")
@@ -80,6 +111,9 @@ def read_request(body: Any, names: list[str] | None = None) -> ChatRequest:
             raise RequestError(400, "invalid_request", f"{key} must be a number")
     options = body.get("stream_options") or {}
     user = body.get("user")
+    user = user if isinstance(user, str) and user else None
+    if named is None and user is not None:
+        named = (user, "user")
     return ChatRequest(
         model=str(body.get("model") or ""),
         messages=taken,
@@ -88,8 +122,10 @@ def read_request(body: Any, names: list[str] | None = None) -> ChatRequest:
         stream=bool(body.get("stream", False)),
         include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
         sampling=sampling,
-        user=user if isinstance(user, str) and user else None,
+        user=user,
         names=list(names or []),
+        named=named,
+        ignored=ignored if ignored is not None else not_acted_on(body, CHAT_FIELDS),
     )
 
 

@@ -33,6 +33,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tito_audit.gateway.attribution import HARNESS, RESENT, loss_cause
 from tito_audit.gateway.memory_budget import DEFAULT_SESSION_BYTES, DEFAULT_TOTAL_BYTES, mib
 from tito_audit.gateway.protocol import RequestError
 from tito_audit.session import TitoSession
@@ -40,6 +41,8 @@ from tito_audit.session import TitoSession
 SessionMaker = Callable[[list[dict] | None], TitoSession]
 """A new, empty session of the server's model and settings for the tools given."""
 
+RESENT_LOSS = loss_cause(HARNESS, RESENT.name)
+"""The cause of ids lost when a session that only appends (``--on-rewrite refuse``) samples an answer again."""
 REMEMBERED = 4096
 """Ended session ids whose end the store still explains in their 404; an older one is :data:`UNKNOWN`."""
 UNKNOWN = f"never opened, or ended long ago: the gateway says why for the last {REMEMBERED} sessions that ended"
@@ -93,6 +96,20 @@ class GatewaySession:
         """What the dialects keep per session (the Responses API: the chain of response ids)."""
         self.ended: str | None = None
         """Why the session left the table (deleted, expired, evicted); None while it is the one under its id."""
+        self.number = 0
+        """The order the session was opened in (the table's count): ``GET /sessions`` pages by it, and a tie between
+        sessions a request's conversation continues as far goes to the lower."""
+        self.created = time.time()
+        self.last_used = self.created
+        """Wall-clock times (``GET /sessions``); :attr:`used` is the monotonic one that idle time is counted on."""
+        self.lookups: list[dict[str, Any]] = []
+        """How each committed request found the session (:class:`~tito_audit.gateway.session_lookup.Found`)."""
+        self.ignored: dict[str, int] = {}
+        """Each request field the gateway did not act on, with the first request that sent it."""
+        self.sampled = 0
+        """Ids the engine sampled for the session's committed answers, all of them."""
+        self.lost: dict[str, int] = {}
+        """Sampled ids no training sample keeps, by cause (an answer sampled again in place of another)."""
 
     @property
     def busy(self) -> bool:
@@ -114,6 +131,16 @@ class PreparedStep(Protocol):
 
     @property
     def on_commit(self) -> Callable[[GatewaySession, Any, Pending], None] | None: ...
+
+    @property
+    def retry(self) -> bool: ...
+
+    @property
+    def found(self) -> Any:
+        """How the request found the session (:class:`~tito_audit.gateway.session_lookup.Found`), or None."""
+
+    @property
+    def ignored(self) -> list[str]: ...
 
 
 class Journal(Protocol):
@@ -164,6 +191,12 @@ class SessionStore:
         self.evicted = 0
         self.journal: Journal = MemoryJournal()
         """What keeps a committed turn beyond memory (``--store``: the SQLite file)."""
+        self.opened = 0
+        """Sessions opened so far (each one's :attr:`GatewaySession.number`)."""
+        self.committed: Callable[[GatewaySession, PreparedStep, Pending], None] | None = None
+        """Told of every turn kept (the gateway indexes a session's first answered exchange)."""
+        self.ending: Callable[[str], None] | None = None
+        """Told of every session id that leaves the table."""
 
     def __len__(self) -> int:
         return len(self._items)
@@ -183,6 +216,11 @@ class SessionStore:
                 self._items.move_to_end(session_id)
             return entry
 
+    def peek(self, session_id: str) -> GatewaySession | None:
+        """The session of ``session_id``, without counting it as used."""
+        with self._lock:
+            return self._items.get(session_id)
+
     def open(self, session_id: str) -> GatewaySession:
         """The entry for ``session_id``, created (empty) when there is none."""
         with self._lock:
@@ -193,9 +231,20 @@ class SessionStore:
                     self._evict_one()
                 entry = self._items[session_id] = GatewaySession(session_id)
                 entry.gone = self._gone.pop(session_id, None)
+                self.opened += 1
+                entry.number = self.opened
             entry.used = time.monotonic()
+            entry.last_used = time.time()
             self._items.move_to_end(session_id)
             return entry
+
+    def listing(self, after: int, limit: int) -> list[GatewaySession]:
+        """Up to ``limit`` sessions that answered a turn, opened after the ``after``-th, in the order they opened."""
+        with self._lock:
+            entries = sorted(
+                (e for e in self._items.values() if e.session is not None and e.number > after), key=lambda e: e.number
+            )
+            return entries[:limit]
 
     @contextlib.asynccontextmanager
     async def turn(self, session_id: str) -> AsyncIterator[GatewaySession]:
@@ -226,6 +275,8 @@ class SessionStore:
         with self._lock:
             if self._items.get(entry.id) is entry:
                 del self._items[entry.id]
+                if self.ending is not None:
+                    self.ending(entry.id)
                 if entry.gone is not None:
                     self._remember(entry.id, entry.gone)
 
@@ -250,16 +301,28 @@ class SessionStore:
         (no await: nothing interrupts it), the branch tree told (``step.on_commit``), then the journal keeps it; a turn
         the journal does not keep puts ``entry`` back as it was and raises its :class:`RequestError`."""
         before = (entry.session, entry.history, entry.pending, entry.requests, entry.sent)
+        counts = (list(entry.lookups), dict(entry.ignored), entry.sampled, dict(entry.lost))
+        replaced = entry.pending if step.retry and step.on_commit is None else None
         entry.session, entry.history, entry.pending = step.trial, step.history, pending
         entry.sent = (step.history, step.sent) if step.sent is not None else None
         entry.requests += 1
+        entry.sampled += len(pending.ids)
+        if step.found is not None:
+            entry.lookups.append({"request": entry.requests, **step.found.record()})
+        for name in step.ignored:
+            entry.ignored.setdefault(name, entry.requests)
+        if replaced is not None:  # an append-only session keeps one answer per prompt: the one it replaces is lost
+            entry.lost[RESENT_LOSS] = entry.lost.get(RESENT_LOSS, 0) + len(replaced.ids)
         if step.on_commit is not None:
             step.on_commit(entry, step, pending)
         try:
             self.journal.save(entry, before[0], before[1])
         except BaseException:
             entry.session, entry.history, entry.pending, entry.requests, entry.sent = before
+            entry.lookups, entry.ignored, entry.sampled, entry.lost = counts
             raise
+        if self.committed is not None:
+            self.committed(entry, step, pending)
 
     def reserve(self, entry: GatewaySession, size: int) -> None:
         """Let the request under way bring ``entry`` to ``size`` bytes, or refuse it (413, 507) naming the limit."""
@@ -300,6 +363,8 @@ class SessionStore:
     def _drop(self, key: str, why: str) -> None:
         entry = self._items.pop(key)
         entry.ended = why
+        if self.ending is not None:
+            self.ending(key)
         self._ended.append(entry)
         self._remember(key, why)
 

@@ -35,7 +35,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,9 @@ class Stored:
     pending: Pending | None
     requests: int
     used: float
+    counts: dict[str, Any] = field(default_factory=dict)
+    """What the record counts beside the turns: how each request found the session (``found``), the fields not acted
+    on, the ids sampled and lost."""
 
 
 class SqliteJournal:
@@ -156,6 +159,12 @@ class SqliteJournal:
             "history": _list_change(history_before if before is not None else [], entry.history),
             "pending": _pending_data(entry.pending),
             "requests": entry.requests,
+            "counts": {
+                "found": entry.lookups[-1] if entry.lookups else None,
+                "ignored": entry.ignored,
+                "sampled": entry.sampled,
+                "lost": entry.lost,
+            },
         }
         text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
         with self._lock:
@@ -260,15 +269,21 @@ def _stored(
     state: dict[str, Any] = {}
     history: list[dict] = []
     last: dict[str, Any] = {}
+    lookups: list[dict[str, Any]] = []
     for (text,) in rows:
         last = json.loads(text)
         state = fold(state, last["session"])
         kept, tail = last["history"]
         history = history[:kept] + tail
+        found = (last.get("counts") or {}).get("found")
+        if found is not None:
+            lookups.append(found)
     if not last:
         return None
     session = restore(make_session(tools), state)
-    return Stored(session_id, generation, tools, session, history, _pending_of(last["pending"]), last["requests"], used)
+    counts = {**(last.get("counts") or {}), "found": lookups}
+    pending = _pending_of(last["pending"])
+    return Stored(session_id, generation, tools, session, history, pending, last["requests"], used, counts)
 
 
 def _list_change(old: list, new: list) -> list:
@@ -323,6 +338,9 @@ def open_store(
             entry = table.open(stored.id)
             entry.session, entry.history, entry.pending = stored.session, stored.history, stored.pending
             entry.tools, entry.requests, entry.stored = stored.tools, stored.requests, stored.generation
+            counts = stored.counts
+            entry.lookups, entry.ignored = counts.get("found", []), counts.get("ignored", {})
+            entry.sampled, entry.lost = counts.get("sampled", 0), counts.get("lost", {})
             pending_ids = len(stored.pending.ids) if stored.pending is not None else 0
             table.settle(entry, stored.session.held_bytes + token_bytes * pending_ids)
     except BaseException:

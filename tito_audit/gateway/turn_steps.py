@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tito_audit.errors import BadInputError
@@ -35,7 +35,7 @@ from tito_audit.gateway.protocol import (
     wire_message,
 )
 from tito_audit.gateway.sampling_engines import EngineError, EngineOutput
-from tito_audit.gateway.sessions import UNKNOWN, GatewaySession, Pending, SessionMaker, SessionStore
+from tito_audit.gateway.sessions import GatewaySession, Pending, SessionMaker, SessionStore
 from tito_audit.model.token_ids import token_ids
 from tito_audit.session import RenderRefused, SessionBreak, SessionTurn, TitoBreak, TitoSession
 from tito_audit.session.buffer_logprobs import sampled_logprobs
@@ -59,6 +59,10 @@ class Step:
     """The tools of the step's session (the engine is told them)."""
     sent: list[dict] | None = None
     """The request's messages as the client sent them (kept with :attr:`history` when the step is committed)."""
+    found: Any = None
+    """How the request found its session (:class:`~tito_audit.gateway.session_lookup.Found`), kept in the record."""
+    ignored: list[str] = field(default_factory=list)
+    """The request's fields the gateway did not act on (listed once in the record)."""
 
 
 class RewritePolicy(Protocol):
@@ -86,38 +90,35 @@ def prepare(
             return rewrites.prepare(entry, request, make_session)
         sent, raw = compared(entry, request.messages, key)
         if entry.session is None:
-            if any(m["role"] == "assistant" for m in request.messages):
-                raise RequestError(
+            if entry.gone is not None and any(m["role"] == "assistant" for m in request.messages):
+                raise RequestError(  # the client goes on with a session that ended: its sampled ids are gone
                     404,
                     "unknown_session",
-                    f"no session {entry.id!r} ({entry.gone or UNKNOWN}) and the messages hold assistant turns "
-                    "whose sampled ids the gateway does not have; start the conversation again",
+                    f"no session {entry.id!r} ({entry.gone}) and the messages hold assistant turns whose sampled ids "
+                    "went with it; start the conversation again",
                 )
             trial = make_session(request.tools)
             entry.tools = request.tools
-            return Step(trial, trial.start(request.messages), sent, 0, False, tools=request.tools, sent=raw)
+            return Step(trial, opening(trial, request), sent, 0, False, tools=request.tools, sent=raw)
         session, pending = entry.session, entry.pending
         assert pending is not None
         if _tools_key(request.tools) != _tools_key(entry.tools):
-            raise RequestError(409, "history_edited", "tools differ from the session's: a session keeps its tools")
+            raise edited("tools differ from the session's: a session that only appends keeps its tools")
         known = len(entry.history)
         differs = next((i for i, (a, b) in enumerate(zip(sent, entry.history, strict=False)) if a != b), None)
         if differs is not None or len(sent) < known:
             where = differs if differs is not None else len(sent)
-            raise RequestError(
-                409,
-                "history_edited",
-                f"messages[{where}] differs from the session's history: a session only appends "
-                "(send the history unchanged, use a new session id, or serve with --on-rewrite branch)",
+            raise edited(
+                f"{request.name(where)} differs from the session's history: a session only appends (send the "
+                "history unchanged, use a new session id, or serve with --on-rewrite branch)"
             )
         trial = session.fork()
         if len(sent) == known:  # the same request again: sample the turn again
             return Step(trial, trial.buffer, sent, len(trial.breaks), True, tools=entry.tools, sent=raw)
         if sent[known] != key(pending.echo):
-            raise RequestError(
-                409,
-                "history_edited",
-                f"messages[{known}] is not the assistant turn the gateway answered (a session only appends)",
+            raise edited(
+                f"{request.name(known)} is not the assistant turn the gateway answered (a session only appends; "
+                "serve with --on-rewrite branch to keep an edit as a branch)"
             )
         new = request.messages[known + 1 :]
         if not new:
@@ -128,13 +129,36 @@ def prepare(
         prompt = trial.extend(pending.ids, pending.message, new, logprobs=pending.logprobs, copy=False)
         return Step(trial, prompt, sent, len(session.breaks), False, tools=entry.tools, sent=raw)
     except RenderRefused as exc:
-        raise refusal(exc) from None
+        raise refusal(exc, request) from None
     except TitoBreak as exc:
         raise RequestError(
             422, "tito_break", "the template cannot follow the buffer (on_break=raise): " + _one_line(exc)
         ) from None
     except (BadInputError, ValueError) as exc:
         raise RequestError(400, "invalid_request", _one_line(exc)) from None
+
+
+HISTORY_EDITED = 400
+"""The status of a history the session cannot take (``--on-rewrite refuse``): not 409, which the official SDKs retry
+with the same history, to the same refusal."""
+
+
+def edited(message: str) -> RequestError:
+    """The refusal of a request whose history differs from the session's (see :data:`HISTORY_EDITED`)."""
+    return RequestError(HISTORY_EDITED, "history_edited", message)
+
+
+def opening(trial: TitoSession, request: ChatRequest) -> Sequence[int]:
+    """The first prompt of a new session: every message the request sends, an assistant turn among them (a canned
+    reply, a few-shot turn, a conversation the gateway has not seen) rendered as context, never in the loss."""
+    if request.messages[-1]["role"] == "assistant":
+        raise RequestError(
+            400,
+            "invalid_request",
+            f"{request.name(len(request.messages) - 1)}: a conversation the gateway has not seen ends with an "
+            "assistant turn (a prefill): the gateway samples whole turns; send what follows it",
+        )
+    return trial.start(request.messages)
 
 
 def compared(entry: GatewaySession, messages: list[dict], key: Any) -> tuple[list[dict], list[dict]]:
@@ -152,10 +176,24 @@ def compared(entry: GatewaySession, messages: list[dict], key: Any) -> tuple[lis
     return [key(m) for m in messages], list(messages)
 
 
-def refusal(exc: RenderRefused) -> RequestError:
+def refusal(exc: RenderRefused, request: ChatRequest | None = None) -> RequestError:
     """A render the template did not give (whatever the break policy): 413 when its output would pass
-    ``--max-render-chars``, 422 when it ran past ``--max-render-seconds`` or the template raised."""
+    ``--max-render-chars``, 422 when it ran past ``--max-render-seconds`` or the template raised (naming, when the
+    request holds one, the system message inside the conversation that templates commonly refuse)."""
     reason = _one_line(exc.reason)
+    inside = (
+        next((i for i, m in enumerate(request.messages) if i > 0 and m["role"] == "system"), None)
+        if request is not None
+        else None
+    )
+    if inside is not None and exc.limit not in ("max_chars", "max_seconds"):
+        assert request is not None
+        return RequestError(
+            422,
+            "template_refused",
+            f"{request.name(inside)}: the template refused to render a system message inside the conversation: "
+            + reason,
+        )
     if exc.limit == "max_chars":
         return RequestError(413, "render_too_long", f"the template's render of these messages is refused: {reason}")
     if exc.limit == "max_seconds":
@@ -267,6 +305,14 @@ def finished_view(session: TitoSession, pending: Pending | None) -> tuple[TitoSe
         "found": break_record(found) if found is not None else None,
     }
     return view, report
+
+
+def unchecked_view(session: TitoSession, pending: Pending | None) -> tuple[TitoSession, dict[str, Any]]:
+    """:func:`finished_view` without the check (what a count of the session's ids reads: nothing is rendered)."""
+    view = session.fork()
+    if pending is not None:
+        view.finish(pending.ids, pending.message, logprobs=pending.logprobs, check=False)
+    return view, {"ran": False, "at": None, "steps": view.unchecked_steps, "found": None}
 
 
 def _tools_key(tools: list[dict] | None) -> str:

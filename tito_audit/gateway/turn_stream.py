@@ -30,9 +30,10 @@ from starlette.types import Receive, Scope, Send
 from tito_audit.gateway import engine_stream
 from tito_audit.gateway.completion_stream import CompletionStream, Delta
 from tito_audit.gateway.memory_budget import TOKEN_BYTES
-from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, session_headers, wire_message
+from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, SessionName, session_headers, wire_message
 from tito_audit.gateway.records import CpuTime
 from tito_audit.gateway.sampling_engines import EngineError
+from tito_audit.gateway.session_lookup import Found
 from tito_audit.gateway.turn_steps import checked, pending_of, record_of, with_logprobs
 
 if TYPE_CHECKING:
@@ -81,18 +82,30 @@ class TurnStream:
         self.closed = False
         self.started = time.perf_counter()
         self.engine_seconds = 0.0
+        self.found: Found | None = None
         self.cpu = CpuTime()
         """The CPU time of the turn's own work (the record's ``gateway_cpu_ms``)."""
         self._exit = contextlib.AsyncExitStack()
 
     @classmethod
-    async def open(cls, gateway: Gateway, request: ChatRequest, header_id: str | None) -> TurnStream:
-        turn = cls(gateway, request, gateway.session_id(request, header_id))
+    async def open(cls, gateway: Gateway, request: ChatRequest, header: SessionName | str | None) -> TurnStream:
+        found = gateway.find(request, header)
+        turn = cls(gateway, request, found.session_id)
+        try:
+            return await turn._opened(found)
+        except (RequestError, EngineError) as exc:
+            exc.session = turn.session_id
+            raise
+
+    async def _opened(self, found: Found) -> TurnStream:
+        turn, gateway, request = self, self.gateway, self.request
+        turn.found = found
         sampling = gateway.sampling(request)
         gateway.check_request(request)
         try:
             turn.entry = entry = await turn._exit.enter_async_context(gateway.store.turn(turn.session_id))
             step = await asyncio.to_thread(turn.cpu.timed, gateway.prepare, entry, request, sampling["max_tokens"])
+            step.found, step.ignored = found, request.ignored
             turn.step = step
             held = step.trial.held_bytes + step.other_bytes
             gateway.store.reserve(entry, held + TOKEN_BYTES * sampling["max_tokens"])
@@ -133,6 +146,9 @@ class TurnStream:
             rest, got = await asyncio.to_thread(self.cpu.timed, completion.finish, wire_message(message))
             pending = with_logprobs(pending_of(ids, message, got, output.finish_reason), output)
         except (EngineError, RequestError) as exc:
+            log.warning(
+                "gateway: session %s: the stream ends with %d %s: %s", self.session_id, exc.status, exc.code, exc
+            )
             yield Failed(exc.status, exc.code, str(exc))
             return
         except StopAsyncIteration:
@@ -141,6 +157,7 @@ class TurnStream:
         for delta in rest:
             yield delta
         record = record_of(self.entry, step, pending)
+        record["found"] = self.found.record() if self.found is not None else None
         record["stream"] = {**completion.info(), "diverged": completion.diverged}
         gateway.finish_record(record, self.engine_seconds, time.perf_counter() - self.started, self.cpu.seconds)
         answer = Answer(
@@ -155,7 +172,13 @@ class TurnStream:
         try:  # the answer's last piece went out: the table commits the turn now, or the stream ends with why not
             gateway.store.commit(self.entry, step, pending)
         except RequestError as exc:
-            log.warning("gateway: session %s: the streamed turn was not kept: %s", self.entry.id, exc)
+            log.warning(
+                "gateway: session %s: the streamed turn was not kept: %d %s: %s",
+                self.entry.id,
+                exc.status,
+                exc.code,
+                exc,
+            )
             yield Failed(exc.status, exc.code, str(exc))
             return
         self.committed = True
@@ -194,11 +217,14 @@ async def _fed(completion: CompletionStream, ids: list[int], cpu: CpuTime) -> li
 
 
 async def open_response(
-    gateway: Gateway, request: ChatRequest, header_id: str | None, frames: Callable[[TurnStream], AsyncIterator[str]]
+    gateway: Gateway,
+    request: ChatRequest,
+    header: SessionName | str | None,
+    frames: Callable[[TurnStream], AsyncIterator[str]],
 ) -> TurnResponse:
     """A streamed turn opened and its response (the events ``frames`` makes of it): whatever fails in between, the
     turn is closed (nothing holds its session's lock but a response that will close it)."""
-    turn = await TurnStream.open(gateway, request, header_id)
+    turn = await TurnStream.open(gateway, request, header)
     try:
         return TurnResponse(frames(turn), turn, session_headers(turn.session_id))
     except BaseException:

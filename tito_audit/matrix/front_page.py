@@ -48,6 +48,8 @@ ENGINE_WIDTH = 7.5
 """Per cent of the table's width each engine's column takes (the way-out column takes what is left)."""
 PARSERS_PAGE = "parsers.html"
 """The page where the engines' parsers disagree (:mod:`tito_audit.matrix.disagreement_page`), beside this one."""
+HARNESSES_PAGE = "harnesses.html"
+"""The harness matrix (``tito-audit harnesses``): which agent harness keeps how much of what the model sampled."""
 
 
 def columns() -> tuple[tuple[str, str], ...]:
@@ -389,7 +391,9 @@ def front_page(rows: Sequence[MatrixRow], settings: dict[str, Any]) -> str:
         f'<header class="top"><div class="wrap"><h1>TITO compatibility matrix</h1><p class="lede">{esc(lede)}</p>'
         f'<p class="facts-line">{esc(facts)}</p>'
         f'<p class="facts-line">A verdict is given with each engine\'s documented parsers; engines parse differently: '
-        f'<a href="{PARSERS_PAGE}" id="parsers-link">where the engines\' parsers disagree</a>.</p></div></header>'
+        f'<a href="{PARSERS_PAGE}" id="parsers-link">where the engines\' parsers disagree</a>. Agent harnesses as they '
+        f'ship, behind the gateway: <a href="{HARNESSES_PAGE}" id="harnesses-link">the harness matrix</a>.</p>'
+        "</div></header>"
         '<main class="wrap">'
         f'<section class="summary" aria-label="summary">{_verdict_chart(rows)}{_family_chart(grouped)}</section>'
         f"{LOOK_UP}"
@@ -398,6 +402,7 @@ def front_page(rows: Sequence[MatrixRow], settings: dict[str, Any]) -> str:
         f"{glossary(causes)}</section>"
         "</main>"
         f'<footer><div class="wrap">The same data: {downloads} · <a href="{PARSERS_PAGE}">{PARSERS_PAGE}</a> · '
+        f'<a href="{HARNESSES_PAGE}">{HARNESSES_PAGE}</a> · '
         "produced by <code>tito-audit matrix</code>"
         "</div></footer>"
     )

@@ -31,7 +31,9 @@ from tito_audit.gateway.completion_stream import Delta
 from tito_audit.gateway.protocol import (
     Answer,
     RequestError,
+    SessionName,
     joined_text,
+    not_acted_on,
     read_request,
     session_headers,
     take_message,
@@ -41,6 +43,12 @@ from tito_audit.gateway.turn_stream import Event, Failed, Finished, Started, ope
 if TYPE_CHECKING:
     from tito_audit.gateway.gateway import Gateway
 
+MESSAGES_FIELDS = frozenset(
+    {"model", "messages", "system", "tools", "tool_choice", "max_tokens", "temperature", "top_p", "top_k"}
+    | {"stop_sequences", "stream", "metadata"}
+)
+"""The Messages request's fields the gateway acts on; any other (``thinking``, ``context_management``,
+``output_config``, ...) is accepted and listed in the session's record as not acted on."""
 STOP_REASONS = {"tool_calls": "tool_use", "stop": "end_turn", "length": "max_tokens"}
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -58,18 +66,32 @@ def error_body(status: int, code: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message, "code": code}}
 
 
-async def handle(gateway: Gateway, body: Any, header_id: str | None) -> Response:
+async def handle(gateway: Gateway, body: Any, header_id: SessionName | None) -> Response:
     if not isinstance(body, dict):
         raise RequestError(400, "invalid_request", "the request body must be a JSON object")
     metadata = body.get("metadata")
     user = metadata.get("user_id") if isinstance(metadata, dict) and isinstance(metadata.get("user_id"), str) else None
     names: list[str] = []
-    request = read_request(chat_body(body, user, names), names)
+    named = user_session(user) if user else None
+    request = read_request(chat_body(body, user, names), names, named, not_acted_on(body, MESSAGES_FIELDS))
+    request.dialect = "messages"
     message_id = f"msg_{uuid.uuid4().hex}"
     if body.get("stream"):
         return await open_response(gateway, request, header_id, lambda turn: events(turn.events(), message_id))
     answer = await gateway.turn(request, header_id)
     return JSONResponse(message(answer, message_id), headers=session_headers(answer.tito["session"]))
+
+
+def user_session(user_id: str) -> tuple[str, str]:
+    """The session ``metadata.user_id`` names: the ``session_id`` of a user id that is a JSON object holding one (as
+    Claude Code writes it: device, account and session), else the user id itself."""
+    try:
+        value = json.loads(user_id) if user_id.startswith("{") else None
+    except ValueError:
+        value = None
+    if isinstance(value, dict) and isinstance(value.get("session_id"), str) and value["session_id"]:
+        return value["session_id"], "metadata.user_id's session_id"
+    return user_id, "metadata.user_id"
 
 
 def chat_body(body: dict[str, Any], user: str | None, names: list[str] | None = None) -> dict[str, Any]:
@@ -107,9 +129,11 @@ def chat_body(body: dict[str, Any], user: str | None, names: list[str] | None = 
 
 def _message(item: Any, where: str) -> list[tuple[dict, str]]:
     """The chat messages of one Messages message, each with what the client calls it."""
-    if not isinstance(item, dict) or item.get("role") not in ("user", "assistant"):
-        raise RequestError(400, "invalid_request", f"{where}.role: user or assistant")
+    if not isinstance(item, dict) or item.get("role") not in ("user", "assistant", "system"):
+        raise RequestError(400, "invalid_request", f"{where}.role: user, assistant or system")
     content = item.get("content")
+    if item["role"] == "system":  # a system message inside the conversation, rendered where it stands
+        return [(take_message({"role": "system", "content": _text(content, f"{where}.content")}, where), where)]
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
     if not isinstance(blocks, list):
         raise RequestError(400, "invalid_request", f"{where}.content: a string or a list of content blocks")

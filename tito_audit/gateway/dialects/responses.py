@@ -32,7 +32,9 @@ from tito_audit.gateway.protocol import (
     Answer,
     ChatRequest,
     RequestError,
+    SessionName,
     joined_text,
+    not_acted_on,
     read_request,
     session_headers,
     take_message,
@@ -46,6 +48,12 @@ REMEMBERED = 65536
 """Response ids whose session the gateway still knows (older ones, and those of a session that ended: 400
 ``previous_response_not_found``, as OpenAI's API answers a response id it does not have)."""
 ASSISTANT_SIDE = ("reasoning", "function_call")
+RESPONSES_FIELDS = frozenset(
+    {"model", "input", "instructions", "tools", "tool_choice", "stream", "previous_response_id", "user"}
+    | {"prompt_cache_key", "max_output_tokens", "temperature", "top_p", "top_k", "seed"}
+)
+"""The Responses request's fields the gateway acts on; any other (``parallel_tool_calls``, ``reasoning``, ``include``,
+``store``, ``client_metadata``, ...) is accepted and listed in the session's record as not acted on."""
 
 
 class Responses:
@@ -55,32 +63,33 @@ class Responses:
         self.gateway = gateway
         self.owners: OrderedDict[str, str] = OrderedDict()
 
-    async def handle(self, body: Any, header_id: str | None) -> Response:
+    async def handle(self, body: Any, header: SessionName | None) -> Response:
         if not isinstance(body, dict):
             raise RequestError(400, "invalid_request", "the request body must be a JSON object")
         previous = body.get("previous_response_id")
         if previous is not None and not isinstance(previous, str):
             raise RequestError(400, "invalid_request", "previous_response_id: a response id (resp_...)")
-        session_id = header_id or (self.owners.get(previous) if previous else None)
-        if previous and self.owners.get(previous) is None:
+        owner = self.owners.get(previous) if previous else None
+        if previous and owner is None:
             raise RequestError(
                 400, "previous_response_not_found", f"previous_response_id: no response {previous!r} is known here"
             )
-        if previous and header_id and self.owners[previous] != header_id:
+        if previous and header and owner != header[0]:
             raise RequestError(
                 400, "invalid_request", f"previous_response_id: {previous!r} is a response of another session"
             )
+        named = header or ((owner, "previous_response_id") if owner is not None else None)
         inputs, names = items_to_messages(body.get("input"))
-        history = self._chain(session_id, previous) if previous else []
+        history = self._chain(owner, previous) if previous else []
         earlier = [f"previous_response_id {previous}: message {i}" for i in range(len(history))]
         request = chat_request(body, history + inputs, earlier + names)
         response_id = f"resp_{uuid.uuid4().hex}"
-        shape = Shape(response_id, body, previous)
+        shape = Shape(response_id, body, previous, offered_tools(body.get("tools"))[1])
         if body.get("stream"):
             return await open_response(
-                self.gateway, request, session_id, lambda turn: self._frames(turn, shape, previous, inputs)
+                self.gateway, request, named, lambda turn: self._frames(turn, shape, previous, inputs)
             )
-        answer = await self.gateway.turn(request, session_id)
+        answer = await self.gateway.turn(request, named)
         self._remember(answer.tito["session"], response_id, previous, inputs, answer.message)
         return JSONResponse(
             shape.response(answer, shape.items(answer.message)), headers=session_headers(answer.tito["session"])
@@ -226,18 +235,67 @@ def chat_request(body: dict[str, Any], messages: list[dict], names: list[str] | 
         if type(limit) is not int or limit < 1:
             raise RequestError(400, "invalid_request", "max_output_tokens must be a positive integer")
         chat["max_tokens"] = limit
-    tools = body.get("tools")
-    if tools:
-        if not isinstance(tools, list):
-            raise RequestError(400, "invalid_request", "tools: a list of function tools")
-        chat["tools"] = [_tool(tool, f"tools[{i}]") for i, tool in enumerate(tools)]
+    functions, _, skipped = offered_tools(body.get("tools"))
+    if functions:
+        chat["tools"] = functions
     choice = body.get("tool_choice", "auto")
     if isinstance(choice, dict):
         if choice.get("type") != "function" or not isinstance(choice.get("name"), str):
             raise RequestError(400, "invalid_request", "tool_choice: auto, none, required or {type: function, name}")
         choice = {"type": "function", "function": {"name": choice["name"]}}
     chat["tool_choice"] = choice
-    return read_request(chat, names)
+    ignored = not_acted_on(body, RESPONSES_FIELDS) + skipped
+    return read_request(chat, names, body_name(body), ignored)
+
+
+def body_name(body: dict[str, Any]) -> tuple[str, str] | None:
+    """The session a Responses body names: ``user``, else ``prompt_cache_key`` (Codex sends its session's id there)."""
+    for field in ("user", "prompt_cache_key"):
+        value = body.get(field)
+        if isinstance(value, str) and value:
+            return value, field
+    return None
+
+
+def offered_tools(tools: Any) -> tuple[list[dict], dict[str, str], list[str]]:
+    """The functions a Responses ``tools`` list offers the model, in chat's form: each ``function`` tool, and each
+    function of a ``namespace`` tool (as the engine offers any function; its calls are answered with their
+    ``namespace``); the namespace of each such function; and the tools that are not the model's to call (hosted tools
+    the client asks the server to run, such as ``web_search``: no engine runs them), listed as not acted on."""
+    if not tools:
+        return [], {}, []
+    if not isinstance(tools, list):
+        raise RequestError(400, "invalid_request", "tools: a list of tools")
+    functions: list[dict] = []
+    namespaces: dict[str, str] = {}
+    skipped: list[str] = []
+    for index, tool in enumerate(tools):
+        where = f"tools[{index}]"
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind == "namespace":
+            space = tool.get("name")
+            inner = tool.get("tools")
+            if not isinstance(space, str) or not isinstance(inner, list):
+                raise RequestError(400, "invalid_request", f"{where}: a namespace tool has a name and a list of tools")
+            for number, function in enumerate(inner):
+                made = _tool(function, f"{where}.tools[{number}]")
+                namespaces[made["function"]["name"]] = space
+                functions.append(made)
+        elif kind == "function":
+            functions.append(_tool(tool, where))
+        elif isinstance(kind, str):
+            skipped.append(f"{where} ({kind}: a tool the server runs, not offered to the model)")
+        else:
+            raise RequestError(400, "invalid_request", f"{where}.type: a tool needs a type (function, namespace)")
+    seen: dict[str, int] = {}
+    for number, function in enumerate(functions):
+        name = function["function"]["name"]
+        if name in seen:
+            raise RequestError(
+                400, "invalid_request", f"tools: the function {name!r} is offered twice (in a namespace and beside it)"
+            )
+        seen[name] = number
+    return functions, namespaces, skipped
 
 
 def _tool(tool: Any, where: str) -> dict:

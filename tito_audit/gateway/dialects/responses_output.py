@@ -17,11 +17,20 @@ from tito_audit.gateway.turn_stream import Event, Failed, Finished, Started, sse
 class Shape:
     """The Responses objects of one answer."""
 
-    def __init__(self, response_id: str, body: dict[str, Any], previous: str | None) -> None:
+    def __init__(
+        self, response_id: str, body: dict[str, Any], previous: str | None, namespaces: dict[str, str] | None = None
+    ) -> None:
         self.id = response_id
         self.body = body
         self.previous = previous
+        self.namespaces = namespaces or {}
+        """The namespace of each function offered from a ``namespace`` tool: its calls go back with it."""
         self.created = int(time.time())
+
+    def call_item(self, item_id: str, call_id: str, name: str, arguments: str, status: str) -> dict:
+        """A ``function_call`` item, with the ``namespace`` of a function offered from a namespace tool (the client
+        looks the function up in it)."""
+        return call_item(item_id, call_id, name, arguments, status, self.namespaces.get(name))
 
     def items(self, message: dict) -> list[dict]:
         items: list[dict] = []
@@ -32,7 +41,9 @@ class Shape:
         for call in message.get("tool_calls") or []:
             function = call["function"]
             items.append(
-                call_item(f"fc_{uuid.uuid4().hex}", call["id"], function["name"], function["arguments"], "completed")
+                self.call_item(
+                    f"fc_{uuid.uuid4().hex}", call["id"], function["name"], function["arguments"], "completed"
+                )
             )
         return items
 
@@ -86,15 +97,11 @@ def message_item(item_id: str, text: str, status: str) -> dict:
     return {"id": item_id, "type": "message", "role": "assistant", "status": status, "content": content}
 
 
-def call_item(item_id: str, call_id: str, name: str, arguments: str, status: str) -> dict:
-    return {
-        "id": item_id,
-        "type": "function_call",
-        "call_id": call_id,
-        "name": name,
-        "arguments": arguments,
-        "status": status,
-    }
+def call_item(item_id: str, call_id: str, name: str, arguments: str, status: str, namespace: str | None = None) -> dict:
+    item = {"id": item_id, "type": "function_call", "call_id": call_id, "name": name}
+    if namespace is not None:
+        item["namespace"] = namespace
+    return {**item, "arguments": arguments, "status": status}
 
 
 async def events(stream: AsyncIterator[Event], shape: Shape) -> AsyncIterator[Any]:
@@ -139,7 +146,7 @@ async def events(stream: AsyncIterator[Event], shape: Shape) -> AsyncIterator[An
             yield frame("response.created", response=created)
             yield frame("response.in_progress", response=created)
         elif isinstance(event, Delta):
-            for line in _delta(event, opened, items, texts, open_item, frame):
+            for line in _delta(event, shape, opened, items, texts, open_item, frame):
                 yield line
         elif isinstance(event, Finished):
             answer = event.answer
@@ -163,7 +170,7 @@ def _text_part(text: str) -> dict:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
-def _delta(delta: Delta, opened: dict, items: list, texts: list, open_item: Any, frame: Any) -> list[str]:
+def _delta(delta: Delta, shape: Shape, opened: dict, items: list, texts: list, open_item: Any, frame: Any) -> list[str]:
     out: list[str] = []
     if delta.field == "reasoning_content":
         if "reasoning" not in opened:
@@ -180,7 +187,7 @@ def _delta(delta: Delta, opened: dict, items: list, texts: list, open_item: Any,
     elif delta.field == "call":
         out += open_item(
             f"call{delta.index}",
-            call_item(f"fc_{uuid.uuid4().hex}", delta.call_id or "", delta.name or "", "", "in_progress"),
+            shape.call_item(f"fc_{uuid.uuid4().hex}", delta.call_id or "", delta.name or "", "", "in_progress"),
         )
     elif delta.field == "arguments":
         event = "response.function_call_arguments.delta"

@@ -1,0 +1,70 @@
+"""Codex CLI (``@openai/codex``): ``codex exec TASK``, OpenAI's Responses API, streamed; a model provider pointing at
+the gateway in its ``config.toml`` (``base_url``, ``wire_api = "responses"``, the key from an environment variable),
+as its configuration documentation gives it; analytics, metrics export, update checks, remote model lists, plugins and
+apps off there. Its auto-compaction is forced with ``model_auto_compact_token_limit``."""
+
+from __future__ import annotations
+
+from tito_audit.harnesses.harness import (
+    COMPACTION_ROLE,
+    DEFAULT,
+    NPM,
+    RESPONSES,
+    Command,
+    Configuration,
+    Harness,
+    RolloutContext,
+)
+
+COMPACTION = Configuration(
+    "auto-compaction forced", options=("model_auto_compact_token_limit = 4000",), role=COMPACTION_ROLE
+)
+
+
+def command(context: RolloutContext, configuration: Configuration) -> Command:
+    config = "\n".join(
+        [
+            f'model = "{context.model}"',
+            'model_provider = "tito"',
+            "check_for_update_on_startup = false",
+            *configuration.options,
+            "",
+            "[model_providers.tito]",
+            'name = "tito"',
+            f'base_url = "{context.gateway}/v1"',
+            'env_key = "TITO_API_KEY"',
+            'wire_api = "responses"',
+            "",
+            "[analytics]",
+            "enabled = false",
+            "",
+            "[otel]",
+            'exporter = "none"',
+            'metrics_exporter = "none"',
+            "",
+            "[features]",
+            "remote_models = false",
+            "plugins = false",
+            "apps = false",
+            "",
+        ]
+    )
+    binary = str(context.installed / "npm" / "node_modules" / ".bin" / "codex")
+    return Command(
+        [binary, "exec", "--skip-git-repo-check", context.task],
+        env={"CODEX_HOME": str(context.home / ".codex"), "TITO_API_KEY": "unused"},
+        files={".codex/config.toml": config},
+    )
+
+
+HARNESS = Harness(
+    "codex",
+    "@openai/codex",
+    "0.171.0",
+    NPM,
+    RESPONSES,
+    streamed=True,
+    command=command,
+    configurations=(DEFAULT, COMPACTION),
+    label="Codex CLI",
+)

@@ -1,0 +1,71 @@
+"""mini-swe-agent (PyPI ``mini-swe-agent``): its ``mini`` command on a task, yolo mode, exiting when the agent
+finishes; litellm's OpenAI provider pointed at the gateway (``api_base``). Two rows: its tool-calling configuration
+(``mini.yaml``, the default: a ``bash`` tool) and its text-based one (``mini_textbased.yaml``, model class
+``litellm_textbased``: commands in fenced blocks, no tools), not streamed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tito_audit.harnesses.harness import CHAT, DEFAULT, PYPI, Command, Configuration, Harness, RolloutContext
+
+REQUIREMENTS = ("mini-swe-agent==2.4.6",)
+
+
+def _command(config: str, model_class: str) -> Callable[[RolloutContext, Configuration], Command]:
+    def command(context: RolloutContext, configuration: Configuration) -> Command:
+        mini = context.installed / "venv-mini-swe-agent" / "bin" / "mini"
+        argv = [
+            str(mini),
+            "-c",
+            config,
+            "-c",
+            f"model.model_kwargs.api_base={context.gateway}/v1",
+            "-c",
+            "model.model_kwargs.api_key=unused",
+            "-c",
+            "model.cost_tracking=ignore_errors",
+            "-c",
+            "agent.step_limit=12",
+            "-m",
+            f"openai/{context.model}",
+            "-t",
+            context.task,
+            "--yolo",
+            "--exit-immediately",
+            "-o",
+            str(context.home / "trajectory.json"),
+        ]
+        if model_class:
+            argv[1:1] = ["--model-class", model_class]
+        return Command(argv, env={"MSWEA_CONFIGURED": "true", "MSWEA_COST_TRACKING": "ignore_errors"})
+
+    return command
+
+
+TOOL_CALLING = Harness(
+    "mini-swe-agent",
+    "mini-swe-agent",
+    "2.4.6",
+    PYPI,
+    CHAT,
+    streamed=False,
+    command=_command("mini.yaml", ""),
+    configurations=(DEFAULT,),
+    requirements=REQUIREMENTS,
+    venv="mini-swe-agent",
+    label="mini-swe-agent (tool calling)",
+)
+TEXT_BASED = Harness(
+    "mini-swe-agent-text",
+    "mini-swe-agent",
+    "2.4.6",
+    PYPI,
+    CHAT,
+    streamed=False,
+    command=_command("mini_textbased.yaml", "litellm_textbased"),
+    configurations=(DEFAULT,),
+    requirements=REQUIREMENTS,
+    venv="mini-swe-agent",
+    label="mini-swe-agent (text-based)",
+)

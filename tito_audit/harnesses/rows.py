@@ -1,0 +1,97 @@
+"""A row of the harness matrix, summed from the gateway's own record of every session a harness opened.
+
+Per harness × configuration × model × parser: the rollouts and how they ended, the requests and turns, the ids the
+engine sampled and those in the loss of a training sample (the record's ``trainable``), the branches, the ids lost by
+cause, the breaks and branches by who made them (harness, template, parser, BPE: the record's ``made_by``), what the
+harness did to its history (its actions), how the gateway found each request's session, and any attempt to reach
+another host. Nothing here is measured again: it is what the gateway said.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from tito_audit.harnesses.harness import Configuration, Harness
+
+HARNESS_MAKER = "harness"
+
+
+def _maker_label(made_by: Any) -> tuple[str, str]:
+    """(maker, what: the harness's action or the cause label) of a ``made_by`` entry."""
+    if not isinstance(made_by, dict):
+        return "unknown", str(made_by)
+    maker = str(made_by.get("maker") or "unknown")
+    what = made_by.get("action") if maker == HARNESS_MAKER else made_by.get("cause")
+    return maker, str(what or "")
+
+
+def row_of(harness: Harness, configuration: Configuration, model: str, parser: str, cell: dict) -> dict[str, Any]:
+    sessions = cell.get("sessions") or []
+    rollouts = cell.get("rollouts") or []
+    sampled = sum(int(s["trainable"].get("sampled") or 0) for s in sessions)
+    in_loss = sum(int(s["trainable"].get("in_loss") or 0) for s in sessions)
+    lost: Counter[str] = Counter()
+    for session in sessions:
+        for cause, ids in (session["trainable"].get("lost") or {}).items():
+            lost[cause] += ids if isinstance(ids, int) else len(ids) if isinstance(ids, list) else 0
+    makers: Counter[str] = Counter()
+    causes: Counter[str] = Counter()
+    actions: Counter[str] = Counter()
+    for session in sessions:
+        for made_by in [*session.get("branch_makers", []), *session.get("break_makers", [])]:
+            maker, what = _maker_label(made_by)
+            makers[maker] += 1
+            if maker == HARNESS_MAKER:
+                actions[what] += 1
+            elif what:
+                causes[f"{maker}: {what}"] += 1
+    network = sorted({attempt for rollout in rollouts for attempt in rollout.get("network") or []})
+    finished = sum(1 for r in rollouts if r.get("exit") == 0)
+    failures = [_failure(r) for r in rollouts if r.get("exit") != 0]
+    return {
+        "harness": harness.title,
+        "name": harness.name,
+        "package": harness.package,
+        "version": harness.version,
+        "dialect": harness.dialect,
+        "streamed": harness.streamed,
+        "configuration": configuration.name,
+        "role": configuration.role,
+        "model": model,
+        "parser": parser,
+        "rollouts": len(rollouts),
+        "finished": finished,
+        "sessions": len(sessions),
+        "requests": sum(int(s.get("requests") or 0) for s in sessions),
+        "turns": sum(int(s.get("turns") or 0) for s in sessions),
+        "branches": sum(int(s.get("branches") or 0) for s in sessions),
+        "sampled": sampled,
+        "in_loss": in_loss,
+        "share": round(in_loss / sampled, 4) if sampled else None,
+        "lost": dict(sorted(lost.items())),
+        "made_by": dict(sorted(makers.items())),
+        "causes": dict(sorted(causes.items())),
+        "history": dict(sorted(actions.items())),
+        "found": dict(sorted(Counter(how for s in sessions for how in s.get("found", []) if how).items())),
+        "unsampled": sum(int(s.get("unsampled") or 0) for s in sessions),
+        "network": network,
+        "failure": failures[0] if failures else None,
+        "seconds": cell.get("seconds"),
+    }
+
+
+def _failure(rollout: dict) -> str:
+    """One line: how a rollout that did not finish ended, and the last line it wrote."""
+    code = rollout.get("exit")
+    how = "stopped after the rollout's time limit" if code is None else f"exit {code}"
+    lines = [line.strip() for line in (rollout.get("stderr") or rollout.get("stdout") or "").splitlines()]
+    last = next((line for line in reversed(lines) if line), "")
+    return f"{how}: {last[:200]}" if last else how
+
+
+def trainable_share(row: dict[str, Any]) -> float:
+    """The row's share of sampled ids in the loss (0 when nothing was sampled or a rollout failed or reached out)."""
+    if row["network"] or row["finished"] < row["rollouts"] or not row["sampled"]:
+        return 0.0
+    return float(row["share"] or 0.0)
