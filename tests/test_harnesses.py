@@ -34,15 +34,23 @@ def test_every_harness_is_pinned_and_named_once():
         harness_named("nope")
 
 
-def test_the_proxy_trap_records_a_reach_for_another_host():
+def test_the_proxy_trap_records_a_reach_for_another_host_and_lets_loopback_through():
+    import http.server
+    import threading
+
+    local = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=local.serve_forever, daemon=True).start()
     trap = ProxyTrap()
     try:
-        proxy = urllib.request.ProxyHandler({"http": f"http://127.0.0.1:{trap.port}"})
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": f"http://127.0.0.1:{trap.port}"}))
         with pytest.raises(OSError):
-            urllib.request.build_opener(proxy).open("http://telemetry.invalid/collect", timeout=5)
+            opener.open("http://telemetry.invalid/collect", timeout=5)
+        with opener.open(f"http://127.0.0.1:{local.server_address[1]}/", timeout=10) as relayed:
+            assert relayed.status == 200
         attempts = trap.taken()
     finally:
         trap.close()
+        local.shutdown()
     assert attempts == ["GET http://telemetry.invalid/collect HTTP/1.1"]
 
 
