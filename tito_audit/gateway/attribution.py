@@ -128,12 +128,12 @@ def harness_edit(held: Sequence[dict], sent: Sequence[dict], name: Name) -> tupl
         return EDITED, name(index)
     was, now = held[index], sent[index]
     where = name(index)
-    if len(sent) < len(held) and _summary_like(held, sent, index):
+    if was.get("role") == "assistant" and now.get("role") == "assistant":
+        return _assistant_edit(was, now), where
+    if len(sent) < len(held) and was.get("role") != now.get("role") and _summary_like(held, sent, index):
         return SUMMARIZED, where
     if index + 1 < len(held) and _same(held[index + 1], now):
         return DROPPED_TURN, where
-    if was.get("role") == "assistant" and now.get("role") == "assistant":
-        return _assistant_edit(was, now), where
     if was.get("role") == "assistant" and now.get("role") != "assistant":
         if _calls_as_text(was, now):
             return AS_TEXT, where

@@ -260,7 +260,9 @@ def _retry(tree: Tree, node: Node, request: ChatRequest, sent: list[dict], key: 
     return Step(trial, trial.buffer, sent, len(trial.breaks), True, on_commit, tree.held_bytes(), node.tools)
 
 
-def _new_root(tree: Tree, request: ChatRequest, sent: list[dict], make: SessionMaker, made_by: dict[str, Any]) -> Step:
+def _new_root(
+    tree: Tree, request: ChatRequest, sent: list[dict], make: SessionMaker, made_by: dict[str, Any] | None
+) -> Step:
     """A branch that shares no prompt with the others: every message of the request is its first prompt (an assistant
     turn among them is context, never in the loss)."""
     trial = make(request.tools)

@@ -35,6 +35,7 @@ from tito_audit.gateway.sampling_engines import (
     answer_limit,
     busy,
     one_line,
+    posted,
     sglang_body,
     vllm_body,
     with_matched_stop,
@@ -112,7 +113,8 @@ async def _http(engine: HttpEngine, request: EngineRequest, deadline: Deadline) 
     reader = _VllmEvents() if engine.api == "vllm" else _SglangEvents()
     limit = answer_limit(int(request.sampling.get("max_tokens") or 0), request.top_logprobs)
     try:
-        async with engine.client.stream("POST", engine.url + path, json=body) as response:
+        response = await posted(engine.client, engine.url + path, body)
+        async with contextlib.aclosing(response):
             if response.status_code >= 400:
                 text = (await response.aread()).decode("utf-8", "replace")
                 raise EngineError(

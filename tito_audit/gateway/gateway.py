@@ -258,7 +258,7 @@ class Gateway:
         """What the engine is asked for (``max_tokens`` checked against the model's context)."""
         sampling = {"max_tokens": self.config.max_tokens, **request.sampling}
         max_tokens = sampling["max_tokens"]
-        if max_tokens > self.context.tokens:
+        if max_tokens > self.context.tokens and request.dialect != "messages":  # Messages: said with the prompt's size
             raise RequestError(400, "invalid_request", f"max_tokens {max_tokens} is past {self._context_said()}")
         return sampling
 
@@ -274,7 +274,7 @@ class Gateway:
         from the prepared prompt; in a worker thread."""
         self.bounds.check_text(request, max_tokens)
         step = prepare(entry, request, self.make_session, self.rewrites)
-        self.bounds.check_prompt(step.trial, len(step.prompt), max_tokens)
+        self.bounds.check_prompt(step.trial, len(step.prompt), max_tokens, request.dialect)
         return step
 
     async def generate(self, engine_request: EngineRequest) -> Any:

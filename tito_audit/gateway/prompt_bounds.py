@@ -53,8 +53,10 @@ class PromptBounds:
             return self._token_bytes
 
     def check_text(self, request: ChatRequest, max_tokens: int) -> None:
-        """Refuse ``request`` when its rendered text alone passes the context (see the module docstring)."""
-        room = self.context.tokens - max_tokens
+        """Refuse ``request`` when its rendered text alone passes the context (see the module docstring). A Messages
+        request is refused here only when its text alone passes the whole context: its clients read the refusal's
+        numbers to ask again for fewer tokens, so the prompt's exact size is said, after the render."""
+        room = self.context.tokens - (max_tokens if request.dialect != "messages" else 0)
         texts = [m["content"].strip() for m in request.messages if m["role"] != "assistant" and m.get("content")]
         characters = sum(map(len, texts))
         if characters <= room or characters * 4 <= room * self.token_bytes():  # 4 bytes a character at most
@@ -63,18 +65,27 @@ class PromptBounds:
         size = sum(len(codec.normalize(text).encode("utf-8")) for text in texts)
         least = math.ceil(size / self.token_bytes())
         if least > room:
-            raise self._refusal(f"the messages' text alone is {size:,} bytes, at least {least:,} tokens", max_tokens)
+            said = f"the messages' text alone is {size:,} bytes, at least {least:,} tokens"
+            raise self._refusal(said, least, max_tokens, request.dialect)
 
-    def check_prompt(self, trial: TitoSession, prompt_tokens: int, max_tokens: int) -> None:
+    def check_prompt(self, trial: TitoSession, prompt_tokens: int, max_tokens: int, dialect: str = "chat") -> None:
         """Refuse a prepared step whose prompt of ``prompt_tokens`` and ``max_tokens`` pass the context; its session
         copy ``trial`` forgets what the model's caches keep of it."""
         if prompt_tokens + max_tokens <= self.context.tokens:
             return
         trial.forget()
-        raise self._refusal(f"the prompt is {prompt_tokens:,} tokens", max_tokens)
+        raise self._refusal(f"the prompt is {prompt_tokens:,} tokens", prompt_tokens, max_tokens, dialect)
 
-    def _refusal(self, prompt: str, max_tokens: int) -> RequestError:
+    def _refusal(self, prompt: str, tokens: int, max_tokens: int, dialect: str) -> RequestError:
         context = self.context
+        if dialect == "messages":  # Anthropic's own words, which its clients read to ask again for fewer tokens
+            return RequestError(
+                400,
+                "context_length_exceeded",
+                f"input length and `max_tokens` exceed context limit: {tokens} + {max_tokens} > {context.tokens}, "
+                f"decrease input length or `max_tokens` and try again ({prompt}; the model's context: "
+                f"{context.source})",
+            )
         return RequestError(
             400,
             "context_length_exceeded",

@@ -58,6 +58,8 @@ class ChatRequest:
     ``metadata.user_id``)."""
     ignored: list[str] = field(default_factory=list)
     """The request's fields the gateway does not act on (accepted, listed in the session's record)."""
+    dialect: str = "chat"
+    """The API the request came in (``chat``, ``responses``, ``messages``): a refusal is said in its terms."""
 
     def name(self, index: int) -> str:
         return self.names[index] if index < len(self.names) else f"messages[{index}]"

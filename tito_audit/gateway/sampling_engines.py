@@ -44,6 +44,24 @@ PASSED_THROUGH = (
 """The request's sampling parameters handed to the engine (``max_completion_tokens`` becomes ``max_tokens``)."""
 
 
+UNANSWERED = "without sending a response"
+"""What httpx says when the engine closed a kept-alive connection as the request went out on it: the request never
+reached the engine (a race every keep-alive server has), so it is sent once more on a fresh connection."""
+
+
+async def posted(client: Any, url: str, body: dict[str, Any]) -> Any:
+    """The engine's streamed response to ``body`` (close it), the request sent once more when the engine closed the
+    kept-alive connection it went out on without answering (:data:`UNANSWERED`)."""
+    import httpx
+
+    try:
+        return await client.send(client.build_request("POST", url, json=body), stream=True)
+    except httpx.RemoteProtocolError as exc:
+        if UNANSWERED not in str(exc):
+            raise
+        return await client.send(client.build_request("POST", url, json=body), stream=True)
+
+
 class EngineError(Exception):
     """The engine failed: ``status`` is what the client gets, ``code`` names the cause in the error JSON."""
 
@@ -150,8 +168,11 @@ class HttpEngine:
         path, body = (vllm_body if self.api == "vllm" else sglang_body)(request)
         limit = answer_limit(int(request.sampling.get("max_tokens") or 0), request.top_logprobs)
         try:
-            async with self._client.stream("POST", self.url + path, json=body) as response:
+            response = await posted(self._client, self.url + path, body)
+            try:
                 status, raw = response.status_code, await _read_at_most(response, limit)
+            finally:
+                await response.aclose()
         except httpx.PoolTimeout:
             raise busy(self.connections) from None
         except httpx.TimeoutException:

@@ -29,7 +29,22 @@ def install_npm(folder: Path, harnesses: list[Harness]) -> None:
         ["npm", "install", "--prefix", str(folder / "npm"), "--no-audit", "--no-fund", "--save-exact", *wanted],
         check=True,
     )
+    for harness in harnesses:  # npm 11 leaves install scripts unrun unless allowed: run the postinstall that places
+        if harness.source == NPM:  # a CLI's native binary (Claude Code's bin/claude.exe is a stub until then)
+            _postinstall(folder / "npm" / "node_modules" / harness.package)
     stamp.write_text(json.dumps(wanted), encoding="utf-8")
+
+
+def _postinstall(package: Path) -> None:
+    """Run the package's ``postinstall`` when it is ``node FILE`` (what npm would have run)."""
+    try:
+        script = (
+            json.loads((package / "package.json").read_text(encoding="utf-8")).get("scripts", {}).get("postinstall")
+        )
+    except (OSError, ValueError):
+        return
+    if isinstance(script, str) and script.startswith("node ") and len(script.split()) == 2:
+        subprocess.run(["node", script.split()[1]], cwd=package, check=True)
 
 
 def install_pypi(folder: Path, harnesses: list[Harness]) -> None:

@@ -74,6 +74,7 @@ async def handle(gateway: Gateway, body: Any, header_id: SessionName | None) -> 
     names: list[str] = []
     named = user_session(user) if user else None
     request = read_request(chat_body(body, user, names), names, named, not_acted_on(body, MESSAGES_FIELDS))
+    request.dialect = "messages"
     message_id = f"msg_{uuid.uuid4().hex}"
     if body.get("stream"):
         return await open_response(gateway, request, header_id, lambda turn: events(turn.events(), message_id))
