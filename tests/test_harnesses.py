@@ -127,3 +127,12 @@ def test_pydantic_ai_runs_end_to_end_and_its_row_is_the_gateways_record():
     results = [m for r in records for m in r["messages"] if m.get("role") == "tool"]
     assert any("TODO" in str(m.get("content")) or "README.md" in str(m.get("content")) for m in results)
     assert os.path.isdir("/var/tmp/tito-harnesses")
+
+
+def test_the_command_refuses_an_unknown_harness_in_one_line(tmp_path):
+    from tests.test_cli import run_cli
+
+    result = run_cli("harnesses", "--harness", "nope", "--installed", str(tmp_path))
+    assert result.returncode == 2
+    assert "--harness nope: no such harness" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
