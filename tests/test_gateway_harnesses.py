@@ -2,13 +2,13 @@
 engine (an engine on 127.0.0.1 that writes as Qwen3 does): no session id injected, nothing leaves the machine.
 
 The PyPI frameworks (openai-agents over chat completions and over Responses, pydantic-ai, mini-swe-agent) run in the
-suite, each in its own virtual environment under ``.venv/harnesses/`` (``make harness-clients``: they pin other
-versions of openai and pydantic than ours), as subprocesses. The npm CLIs (Codex CLI, Claude Code) run where ``make
-harness-clients`` installed them (CI installs them; elsewhere their tests skip saying so): ``codex exec`` with a model
-provider pointing at the gateway, ``claude -p`` with ``ANTHROPIC_BASE_URL``, telemetry and updates off, and
-``HTTP(S)_PROXY`` at a dead local port, so that any traffic elsewhere fails the run. Each test finds its sessions
-through ``GET /sessions`` and reads their records: every request answered, every sampled id in the loss of exactly
-one training sample, and what the harness did to its history.
+suite, each in its own virtual environment under ``.venv/harnesses/`` (``make install`` puts them there: they pin
+other versions of openai and pydantic than ours), as subprocesses. The npm CLIs (Codex CLI, Claude Code) run under
+``make test-harnesses`` (CI runs it; it installs them and sets ``TITO_HARNESS_CLIS=1``; elsewhere their tests skip
+saying so): ``codex exec`` with a model provider pointing at the gateway, ``claude -p`` with ``ANTHROPIC_BASE_URL``,
+telemetry and updates off, and ``HTTP(S)_PROXY`` at a dead local port, so that any traffic elsewhere fails the run.
+Each test finds its sessions through ``GET /sessions`` and reads their records: every request answered, every sampled
+id in the loss of exactly one training sample, and what the harness did to its history.
 """
 
 from __future__ import annotations

@@ -253,10 +253,10 @@ def serve_command(
     session's ids, loss mask, log-probabilities, turns, breaks, branches), DELETE /sessions/ID; GET /healthz.
 
     Statuses: 400 a bad request (or, under --on-rewrite refuse, a history that differs from the session's), 401 no or
-    a wrong --api-key, 404 an unknown or ended session, 413 a request, render or session too large, 422 a break under
-    --on-break raise or a render the template refused, 502 the engine failed or answered badly, 503 every session
-    busy, 504 the engine did not answer within --engine-timeout, 507 --max-total-bytes reached or --store could not
-    write (each code and when: docs/gateway.md)."""
+    a wrong --api-key, 404 an unknown or ended session (or path), 405 a method a path does not serve, 413 a request,
+    render or session too large, 422 a break under --on-break raise or a render the template refused, 502 the engine
+    failed or answered badly, 503 every session busy, 504 the engine did not answer within --engine-timeout, 507
+    --max-total-bytes reached or --store could not write (each code and when: docs/gateway.md)."""
     try:
         import httpx  # noqa: F401
         import starlette  # noqa: F401

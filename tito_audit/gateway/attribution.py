@@ -16,15 +16,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tito_audit.audit.core.causes import bpe_seam, noncanonical_split, normalization, parse_lossy, utf8_split
+
 HARNESS = "harness"
 TEMPLATE = "template"
 PARSER = "parser"
 BPE = "bpe"
 MAKERS = (HARNESS, TEMPLATE, PARSER, BPE)
 
-PARSER_CAUSES = frozenset({"parse-lossy"})
+PARSER_CAUSES = frozenset({parse_lossy.NAME})
 """Cause labels that name the engine's parser: the message it made of the completion renders otherwise."""
-BPE_CAUSES = frozenset({"bpe-seam", "noncanonical-split", "utf8-split", "normalization"})
+BPE_CAUSES = frozenset({bpe_seam.NAME, noncanonical_split.NAME, utf8_split.NAME, normalization.NAME})
 """Cause labels that name the tokenizer: ids that merge or split otherwise across a join."""
 
 

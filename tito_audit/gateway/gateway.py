@@ -6,20 +6,17 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tito_audit.errors import BadInputError
 from tito_audit.gateway.answer_logprobs import Wanted, openai_logprobs, wanted
-from tito_audit.gateway.branches import Rewrites, reach_on_tree, snapshot
+from tito_audit.gateway.branches import Rewrites, snapshot
+from tito_audit.gateway.config import GatewayConfig
 from tito_audit.gateway.fake import FakeEngine
 from tito_audit.gateway.llamacpp import PREFIX as LLAMACPP
 from tito_audit.gateway.llamacpp import make_llamacpp
 from tito_audit.gateway.memory_budget import (
-    DEFAULT_SESSION_BYTES,
-    DEFAULT_TOTAL_BYTES,
     TOKEN_BYTES,
     TRIM_FROM,
     return_free_memory,
@@ -27,18 +24,10 @@ from tito_audit.gateway.memory_budget import (
 from tito_audit.gateway.plain import TEXT_PARSER, TextParser
 from tito_audit.gateway.prompt_bounds import PromptBounds
 from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, SessionName, read_request
-from tito_audit.gateway.records import CpuTime, RecordSource
+from tito_audit.gateway.records import CpuTime, RecordSource, listing
 from tito_audit.gateway.sampling_engines import ENGINE_APIS, EngineError, EngineRequest, make_engine, within_max_tokens
-from tito_audit.gateway.session_lookup import (
-    ConversationIndex,
-    Found,
-    Reach,
-    checked_id,
-    first_exchange,
-    found_by_conversation,
-    reach_of_history,
-)
-from tito_audit.gateway.sessions import GatewaySession, Pending, SessionStore
+from tito_audit.gateway.session_lookup import Finder, Found
+from tito_audit.gateway.sessions import GatewaySession, SessionStore
 from tito_audit.gateway.sqlite_journal import SqliteJournal, open_store, store_identity
 from tito_audit.gateway.standin.engine import check_engine_option, standin_engine
 from tito_audit.gateway.tool_results import check_tool_results
@@ -57,65 +46,6 @@ if TYPE_CHECKING:
     from tito_audit.gateway.sampling_engines import Engine
 
 log = logging.getLogger("tito_audit.gateway")
-
-
-@dataclass
-class GatewayConfig:
-    """What ``tito-audit serve`` takes (see its ``--help``)."""
-
-    model: str
-    engine: str = "fake"
-    engine_api: str = "vllm"
-    parser: str | CompletionParser = "auto"
-    host: str = "127.0.0.1"
-    port: int = 8000
-    api_key: str | None = None
-    session_idle: float = 900.0
-    max_sessions: int = 1024
-    on_break: str = "warn"
-    bridge: str = "auto"
-    engine_timeout: float = 300.0
-    max_request_bytes: int = 8 * 1024 * 1024
-    seed: int = 0
-    engine_model: str | None = None
-    """The model name the engine serves (vLLM checks it); default: the model's id."""
-    max_tokens: int = 2048
-    """``max_tokens`` sent when a request names none (vLLM's completions default to 16, SGLang's to 128)."""
-    max_render_chars: int = RenderLimits.max_chars
-    """A render longer than this is refused (413 ``render_too_long``)."""
-    max_render_seconds: float = RenderLimits.max_seconds
-    """A render that takes longer is stopped and refused (422 ``render_timeout``)."""
-    max_session_bytes: int = DEFAULT_SESSION_BYTES
-    """A request that would bring its session past this (estimated) is refused (413 ``session_too_large``)."""
-    max_total_bytes: int = DEFAULT_TOTAL_BYTES
-    """A request that would bring all sessions together past this is refused (507 ``insufficient_storage``)."""
-    template_kwargs: dict[str, Any] = field(default_factory=dict)
-    stop_tokens: Sequence[str] = ()
-    mirrors: Sequence[str | Path] = ()
-    cache_dir: str | Path | None = None
-    revision: str | None = None
-    allow_hub: bool = True
-    trust_remote_code: bool = False
-    template: str | Path | None = None
-    template_name: str | None = None
-    on_rewrite: str | None = None
-    """``branch`` (a request whose history differs from the session's opens a new branch, kept as a training sample)
-    or ``refuse`` (400); None: ``branch``, or ``refuse`` with ``store`` (whose sessions only append)."""
-    match: str = "strict"
-    """What counts as the same message: ``strict``, ``tool-call-format`` or ``role-content`` (:mod:`.matchers`)."""
-    store: str | Path | None = None
-    """A SQLite file that keeps the sessions across restarts (:mod:`.sqlite_journal`); None: memory only."""
-    engine_deadline: float = 1800.0
-    """Seconds an engine's whole turn may take, streamed or not (504 past it; ``--engine-timeout`` bounds each wait)."""
-    max_model_len: int | None = None
-    """The context the engine serves the model with (vLLM's ``--max-model-len``); None: as the model's config says."""
-
-    @property
-    def rewrites(self) -> str:
-        """``--on-rewrite`` as it applies (see :attr:`on_rewrite`)."""
-        if self.on_rewrite is not None:
-            return self.on_rewrite
-        return "refuse" if self.store is not None else "branch"
 
 
 class Gateway:
@@ -182,9 +112,7 @@ class Gateway:
         except ValueError as exc:
             raise BadInputError(str(exc)) from None
         self.stop_ids = sorted(machinery.stop_ids)
-        self.conversations = ConversationIndex()
-        self.store.committed = self._index
-        self.store.ending = self.conversations.drop
+        self.finder = Finder(self.store, self.rewrites.key)
         self.durable: SqliteJournal | None = None
         if config.store is not None:
             identity = store_identity(machinery, config.template_kwargs)
@@ -222,37 +150,11 @@ class Gateway:
         return await self.turn(request, header, wanted(body))
 
     def find(self, request: ChatRequest, header: SessionName | str | None) -> Found:
-        """The request's session (:mod:`.session_lookup`): the one its headers name, else its body, else the session
-        its conversation continues, else a new one."""
-        if isinstance(header, str):
-            header = (header, "the X-Session-Id header")
-        named = header or request.named
-        if named is not None:
-            return Found(checked_id(*named), "named", named[1])
-        return found_by_conversation(request, self.rewrites.key, self.conversations, self._reach)
+        """The request's session (:class:`~tito_audit.gateway.session_lookup.Finder`)."""
+        return self.finder.find(request, header)
 
     def session_id(self, request: ChatRequest, header: SessionName | str | None) -> str:
-        """The id of the request's session (:meth:`find`)."""
-        return self.find(request, header).session_id
-
-    def _reach(self, session_id: str, sent: list[dict]) -> Reach | None:
-        """How far ``sent`` continues session ``session_id`` (None: it is gone or answered nothing yet)."""
-        entry = self.store.peek(session_id)
-        if entry is None or entry.session is None or entry.pending is None:
-            return None
-        if entry.tree is not None:
-            return reach_on_tree(entry.tree, sent, self.rewrites.key)
-        answered = [t.message_index for t in entry.session.turns if t.sampled]
-        return reach_of_history(entry.history, self.rewrites.key(entry.pending.echo), answered, sent)
-
-    def _index(self, entry: GatewaySession, step: Any, pending: Pending) -> None:
-        """Index a session by its first answered exchange when a turn that begins a conversation is kept."""
-        history = step.history
-        if entry.requests > 1 and any(m.get("role") == "assistant" for m in history):
-            return
-        key = first_exchange([*history, self.rewrites.key(pending.echo)])
-        if key is not None:
-            self.conversations.add(key, entry.id, entry.number)
+        return self.finder.find(request, header).session_id
 
     def sampling(self, request: ChatRequest) -> dict[str, Any]:
         """What the engine is asked for (``max_tokens`` checked against the model's context)."""
@@ -409,28 +311,8 @@ class Gateway:
         return RecordSource(header, entry.session, entry.pending, tree, entry.sampled, dict(entry.lost)).record
 
     def listing(self, after: int, limit: int) -> dict[str, Any]:
-        """``GET /sessions``: a page of the sessions that answered a turn, in the order they opened (``after``: the
-        ``next`` of the page before), each with its turns, times and ``trainable`` summary."""
-        entries = self.store.listing(after, limit + 1)
-        page = entries[:limit]
-        sessions = []
-        for entry in page:
-            if entry.session is None:
-                continue
-            tree = snapshot(entry.tree) if entry.tree is not None else None
-            source = RecordSource({}, entry.session, entry.pending, tree, entry.sampled, dict(entry.lost))
-            sessions.append(
-                {
-                    "session": entry.id,
-                    "turns": entry.requests,
-                    "branches": len(tree.tips) if tree is not None else 1,
-                    "created": _iso(entry.created),
-                    "last_used": _iso(entry.last_used),
-                    "trainable": source.trainable(),
-                }
-            )
-        more = len(entries) > limit
-        return {"sessions": sessions, "next": page[-1].number if more and page else None}
+        """``GET /sessions`` (:func:`~tito_audit.gateway.records.listing`)."""
+        return listing(self.store, after, limit)
 
     def prove(self) -> str:
         """Make the proof of which steps the sessions may bridge without rendering the history now (it is otherwise
@@ -490,12 +372,6 @@ class Gateway:
         """Close the ``--store`` file (the server stops); the sessions stay in it."""
         if self.durable is not None:
             self.durable.close()
-
-
-def _iso(seconds: float) -> str:
-    from datetime import datetime, timezone
-
-    return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds")
 
 
 def _now() -> Any:

@@ -13,18 +13,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, TypeVar
 
-from tito_audit.gateway.branches import (
-    PER_POSITION,
-    Sample,
-    Tree,
-    active_sample,
-    branch_records,
-    breaks_of,
-    samples,
-)
-from tito_audit.gateway.sessions import Pending
+from tito_audit.gateway.branches import PER_POSITION, Tree, snapshot
+from tito_audit.gateway.samples import Sample, active_sample, branch_records, breaks_of, samples
+from tito_audit.gateway.sessions import Pending, SessionStore
 from tito_audit.gateway.turn_steps import finished_view, turn_record, unchecked_view
 from tito_audit.session import TitoSession
 
@@ -132,3 +126,33 @@ class RecordSource:
 
 UNEXPLAINED = "unexplained"
 """The cause of sampled ids no sample keeps that nothing above accounts for (a record says so rather than hide them)."""
+
+
+def listing(store: SessionStore, after: int, limit: int) -> dict[str, Any]:
+    """``GET /sessions``: a page of the sessions that answered a turn, in the order they opened (``after``: the
+    ``next`` of the page before), each with its turns, branches, times and ``trainable`` summary (counted, nothing
+    rendered)."""
+    entries = store.listing(after, limit + 1)
+    page = entries[:limit]
+    sessions = []
+    for entry in page:
+        if entry.session is None:
+            continue
+        tree = snapshot(entry.tree) if entry.tree is not None else None
+        source = RecordSource({}, entry.session, entry.pending, tree, entry.sampled, dict(entry.lost))
+        sessions.append(
+            {
+                "session": entry.id,
+                "turns": entry.requests,
+                "branches": len(tree.tips) if tree is not None else 1,
+                "created": _iso(entry.created),
+                "last_used": _iso(entry.last_used),
+                "trainable": source.trainable(),
+            }
+        )
+    more = len(entries) > limit
+    return {"sessions": sessions, "next": page[-1].number if more and page else None}
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds")

@@ -23,7 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tito_audit.gateway.protocol import ChatRequest, RequestError
+from tito_audit.gateway.protocol import ChatRequest, RequestError, SessionName
+from tito_audit.gateway.sessions import GatewaySession, Pending, SessionStore
 
 MAX_SESSION_ID = 256
 HEADER_SOURCES = ((b"session-id", "the session-id header"), (b"thread-id", "the thread-id header"))
@@ -172,5 +173,65 @@ def reach_of_history(history: list[dict], echo: dict | None, answered: Sequence[
     return Reach(depth, covered, echo is not None and depth == len(full) and len(sent) > depth)
 
 
-def as_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+def reach_on_tree(tree: Any, sent: list[dict], key: Callable[[dict], dict]) -> Reach:
+    """How far ``sent`` continues a session's tree (a :class:`~tito_audit.gateway.branches.Tree`): the deepest node
+    whose history it starts with, whether an answer sampled on the way is in it, and whether it grows a tip."""
+    best = Reach(0, False, False)
+    stack = [(root, 0, False) for root in tree.roots]
+    while stack:
+        node, start, answered = stack.pop()
+        end = start + len(node.delta)
+        if sent[start:end] != node.delta:
+            continue
+        echoes = end < len(sent) and node.pending is not None and sent[end] == key(node.pending.echo)
+        depth = end + int(echoes)
+        tip = tree.tips.get(node.branch)
+        grows = echoes and tip is not None and tip[0] is node and depth < len(sent)
+        here = Reach(depth, answered or echoes, grows)
+        if (here.depth, here.grows) > (best.depth, best.grows):
+            best = here
+        for child in node.children:
+            sampled_on = bool(child.ops) and child.ops[0][0] == "extend" and child.ops[0][1] is not None
+            stack.append((child, end, answered or sampled_on))
+    return best
+
+
+class Finder:
+    """The sessions of one gateway's table, found as the module docstring says; it keeps the table's index of first
+    answered exchanges up to date (the table tells it of each turn kept and each session that ends)."""
+
+    def __init__(self, store: SessionStore, key: Callable[[dict], dict]) -> None:
+        self.store = store
+        self.key = key
+        self.index = ConversationIndex()
+        store.committed = self._indexed
+        store.ending = self.index.drop
+
+    def find(self, request: ChatRequest, header: SessionName | str | None) -> Found:
+        """The session the request's headers name, else its body, else the one its conversation continues, else a
+        new one."""
+        if isinstance(header, str):
+            header = (header, "the X-Session-Id header")
+        named = header or request.named
+        if named is not None:
+            return Found(checked_id(*named), "named", named[1])
+        return found_by_conversation(request, self.key, self.index, self._reach)
+
+    def _reach(self, session_id: str, sent: list[dict]) -> Reach | None:
+        """How far ``sent`` continues session ``session_id`` (None: it is gone or answered nothing yet)."""
+        entry = self.store.peek(session_id)
+        if entry is None or entry.session is None or entry.pending is None:
+            return None
+        if entry.tree is not None:
+            return reach_on_tree(entry.tree, sent, self.key)
+        answered = [t.message_index for t in entry.session.turns if t.sampled]
+        return reach_of_history(entry.history, self.key(entry.pending.echo), answered, sent)
+
+    def _indexed(self, entry: GatewaySession, step: Any, pending: Pending) -> None:
+        """Index a session by its first answered exchange when a turn that begins a conversation is kept."""
+        history = step.history
+        if entry.requests > 1 and any(m.get("role") == "assistant" for m in history):
+            return
+        key = first_exchange([*history, self.key(pending.echo)])
+        if key is not None:
+            self.index.add(key, entry.id, entry.number)

@@ -90,6 +90,13 @@ def prepare(
             return rewrites.prepare(entry, request, make_session)
         sent, raw = compared(entry, request.messages, key)
         if entry.session is None:
+            if entry.gone is not None and any(m["role"] == "assistant" for m in request.messages):
+                raise RequestError(  # the client goes on with a session that ended: its sampled ids are gone
+                    404,
+                    "unknown_session",
+                    f"no session {entry.id!r} ({entry.gone}) and the messages hold assistant turns whose sampled ids "
+                    "went with it; start the conversation again",
+                )
             trial = make_session(request.tools)
             entry.tools = request.tools
             return Step(trial, opening(trial, request), sent, 0, False, tools=request.tools, sent=raw)
