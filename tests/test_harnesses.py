@@ -34,15 +34,23 @@ def test_every_harness_is_pinned_and_named_once():
         harness_named("nope")
 
 
-def test_the_proxy_trap_records_a_reach_for_another_host():
+def test_the_proxy_trap_records_a_reach_for_another_host_and_lets_loopback_through():
+    import http.server
+    import threading
+
+    local = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=local.serve_forever, daemon=True).start()
     trap = ProxyTrap()
     try:
-        proxy = urllib.request.ProxyHandler({"http": f"http://127.0.0.1:{trap.port}"})
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": f"http://127.0.0.1:{trap.port}"}))
         with pytest.raises(OSError):
-            urllib.request.build_opener(proxy).open("http://telemetry.invalid/collect", timeout=5)
+            opener.open("http://telemetry.invalid/collect", timeout=5)
+        with opener.open(f"http://127.0.0.1:{local.server_address[1]}/", timeout=10) as relayed:
+            assert relayed.status == 200
         attempts = trap.taken()
     finally:
         trap.close()
+        local.shutdown()
     assert attempts == ["GET http://telemetry.invalid/collect HTTP/1.1"]
 
 
@@ -119,3 +127,12 @@ def test_pydantic_ai_runs_end_to_end_and_its_row_is_the_gateways_record():
     results = [m for r in records for m in r["messages"] if m.get("role") == "tool"]
     assert any("TODO" in str(m.get("content")) or "README.md" in str(m.get("content")) for m in results)
     assert os.path.isdir("/var/tmp/tito-harnesses")
+
+
+def test_the_command_refuses_an_unknown_harness_in_one_line(tmp_path):
+    from tests.test_cli import run_cli
+
+    result = run_cli("harnesses", "--harness", "nope", "--installed", str(tmp_path))
+    assert result.returncode == 2
+    assert "--harness nope: no such harness" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout

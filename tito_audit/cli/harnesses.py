@@ -35,6 +35,7 @@ MirrorOpt = Annotated[
     list[str] | None,
     typer.Option("--mirror", metavar="DIR", help="Folders of model files (default ../shared/tokenizers)."),
 ]
+JobsOpt = Annotated[int, typer.Option("--jobs", min=1, max=8, help="Groups (model × parser) run at once.")]
 OutOpt = Annotated[Path, typer.Option("--out", metavar="DIR", help="Where harnesses.json, .md and .html go.")]
 
 
@@ -49,6 +50,7 @@ def harnesses_command(
     installed: InstalledOpt = Path(".venv/harnesses"),
     mirror: MirrorOpt = None,
     out: OutOpt = Path("reports"),
+    jobs: JobsOpt = 2,
 ) -> None:
     """Run agent harnesses as they ship against the gateway and the stand-in engine; write the harness matrix."""
     from tito_audit.harnesses.catalogue import HARNESSES
@@ -75,6 +77,7 @@ def harnesses_command(
         store=store,
         installed=installed,
         mirrors=mirror or ["../shared/tokenizers"],
+        jobs=jobs,
     )
     err = Console(stderr=True, highlight=False)
     table = run_table(options, log=lambda line: err.print(f"harnesses: {line}"))

@@ -1,7 +1,8 @@
 """Codex CLI (``@openai/codex``): ``codex exec TASK``, OpenAI's Responses API, streamed; a model provider pointing at
 the gateway in its ``config.toml`` (``base_url``, ``wire_api = "responses"``, the key from an environment variable),
 as its configuration documentation gives it; analytics, metrics export, update checks, remote model lists, plugins and
-apps off there. Its auto-compaction is forced with ``model_auto_compact_token_limit``."""
+apps off there. Its auto-compaction is forced with ``model_auto_compact_token_limit`` set a little past its first
+prompt (measured on the default configuration's rollouts in the same group)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,17 @@ from tito_audit.harnesses.harness import (
     RolloutContext,
 )
 
-COMPACTION = Configuration(
-    "auto-compaction forced", options=("model_auto_compact_token_limit = 4000",), role=COMPACTION_ROLE
-)
+COMPACTION = Configuration("auto-compaction forced", options=("compact",), role=COMPACTION_ROLE)
+COMPACT_AFTER = 270
+"""Tokens past the first prompt (its instructions and tools) at which the forced compaction sets in: after a turn or
+two of the task, and never again at once after it (the summary and the first prompt stay below it)."""
+
+
+def _compaction(context: RolloutContext, configuration: Configuration) -> list[str]:
+    if "compact" not in configuration.options:
+        return []
+    first = context.first_prompt or 4500
+    return [f"model_auto_compact_token_limit = {first + COMPACT_AFTER}"]
 
 
 def command(context: RolloutContext, configuration: Configuration) -> Command:
@@ -27,7 +36,7 @@ def command(context: RolloutContext, configuration: Configuration) -> Command:
             f'model = "{context.model}"',
             'model_provider = "tito"',
             "check_for_update_on_startup = false",
-            *configuration.options,
+            *_compaction(context, configuration),
             "",
             "[model_providers.tito]",
             'name = "tito"',

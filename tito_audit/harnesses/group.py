@@ -14,12 +14,13 @@ parser's engine serves (``--engine-api vllm`` for vLLM's parsers, ``sglang`` for
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,17 +46,20 @@ class GroupSpec:
     seed: int
     mirrors: list[str]
     installed: str
+    first_prompts: dict[str, int] = field(default_factory=dict)
+    """Per harness, the first prompt's tokens of its default configuration when that cell is stored already."""
 
     @classmethod
     def read(cls, data: dict[str, Any]) -> GroupSpec:
         return cls(
             data["model"],
             data["parser"],
-            [tuple(c) for c in data["cells"]],  # type: ignore[misc]
+            [(str(c[0]), str(c[1])) for c in data["cells"]],
             data["rollouts"],
             data["seed"],
             data["mirrors"],
             data["installed"],
+            data.get("first_prompts") or {},
         )
 
 
@@ -94,6 +98,7 @@ def summary(record: dict[str, Any]) -> dict[str, Any]:
         "trainable": record.get("trainable") or {"sampled": 0, "in_loss": 0, "lost": {}},
         "found": [f.get("how") if isinstance(f, dict) else f for f in record.get("found") or []],
         "unsampled": len(record.get("unsampled") or []),
+        "first_prompt": next((t["completion"][0] for t in record.get("turns", []) if t.get("completion")), None),
     }
 
 
@@ -111,18 +116,22 @@ def gateway_for(spec: GroupSpec, options: dict[str, Any]) -> Iterator[str]:
         seed=spec.seed,
         mirrors=tuple(spec.mirrors),
         allow_hub=False,
-        **options,  # type: ignore[arg-type]
+        **options,
     )
     with running(Gateway(config)) as url:
         yield url
 
 
-def run_cell(spec: GroupSpec, harness: Harness, configuration: Configuration, url: str, trap: ProxyTrap) -> dict:
+def run_cell(
+    spec: GroupSpec, harness: Harness, configuration: Configuration, url: str, trap: ProxyTrap, first: int | None = None
+) -> dict:
     started = time.monotonic()
     before = set(session_ids(url))
     rollouts = []
     for number in range(spec.rollouts):
-        slug = f"{harness.name}-{configuration.name}-{number}".replace(" ", "_").replace("/", "_")
+        slug = re.sub(
+            r"[^A-Za-z0-9._-]+", "_", f"{spec.model}-{spec.parser}-{harness.name}-{configuration.name}-{number}"
+        )
         context = RolloutContext(
             url,
             spec.model,
@@ -131,6 +140,7 @@ def run_cell(spec: GroupSpec, harness: Harness, configuration: Configuration, ur
             Path(spec.installed),
             TASK,
             number,
+            first,
         )
         rollouts.append(run_rollout(harness, configuration, context, trap))
     records = [summary(_get(f"{url}/sessions/{sid}")) for sid in session_ids(url) if sid not in before]
@@ -181,6 +191,7 @@ def run_group(spec: GroupSpec) -> list[dict]:
     trap = ProxyTrap()
     cells = []
     gateways: dict[str, str] = {}
+    first_prompts: dict[str, int | None] = dict(spec.first_prompts)
     with ExitStack() as stack:
         for harness_name, configuration_name in spec.cells:
             harness = harness_named(harness_name)
@@ -189,7 +200,11 @@ def run_group(spec: GroupSpec) -> list[dict]:
             key = json.dumps(options, sort_keys=True)
             if key not in gateways:
                 gateways[key] = stack.enter_context(gateway_for(spec, options))
-            cells.append(run_cell(spec, harness, configuration, gateways[key], trap))
+            cell = run_cell(spec, harness, configuration, gateways[key], trap, first_prompts.get(harness.name))
+            if configuration.name == "default":
+                sizes = [s["first_prompt"] for s in cell["sessions"] if s.get("first_prompt")]
+                first_prompts[harness.name] = min(sizes) if sizes else None
+            cells.append(cell)
     trap.close()
     return cells
 

@@ -35,6 +35,9 @@ class RolloutContext:
     """Where :mod:`tito_audit.harnesses.install` put the harnesses."""
     task: str
     rollout: int
+    first_prompt: int | None = None
+    """The tokens of the first prompt the harness's default configuration sent in this group (what a compaction
+    threshold is set from), when it ran before."""
 
 
 @dataclass(frozen=True)

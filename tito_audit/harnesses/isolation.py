@@ -5,14 +5,15 @@
   (:func:`isolated_argv`). Where namespaces are not available (not root, no ``unshare``), the group runs on the
   machine's network and the table says so.
 - **A trap for what tries**: every proxy variable (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, lower case too)
-  points at a port on 127.0.0.1 that only listens (:class:`ProxyTrap`): a harness that reaches for another host
-  through its proxy settings (telemetry, updates, a web tool) lands there, the host it asked for is recorded and
-  the run fails. ``NO_PROXY`` keeps 127.0.0.1 direct.
+  points at a proxy on 127.0.0.1 that lets only loopback traffic through (:class:`ProxyTrap`): a harness that
+  reaches for another host through its proxy settings (telemetry, updates, a web tool) lands there, the host it asked
+  for is recorded and the run fails. ``NO_PROXY`` keeps 127.0.0.1 direct for the clients that read it.
 - **Telemetry and updates off** by each harness's documented switch (:data:`QUIET`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -33,11 +34,11 @@ QUIET: dict[str, str] = {
     "OPENCODE_DISABLE_SHARE": "1",
     "OPENCODE_DISABLE_MODELS_FETCH": "1",
     "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+    "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
     "HF_HUB_OFFLINE": "1",
     "HF_HUB_DISABLE_TELEMETRY": "1",
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     "LITELLM_TELEMETRY": "False",
-    "INSPECT_DISABLE_MODEL_API": "",
     "ANONYMIZED_TELEMETRY": "False",
     "NPM_CONFIG_UPDATE_NOTIFIER": "false",
     "NO_UPDATE_NOTIFIER": "1",
@@ -47,7 +48,10 @@ QUIET: dict[str, str] = {
 
 
 class ProxyTrap:
-    """A port on 127.0.0.1 that accepts connections and records the first line each sends (``CONNECT host:443``)."""
+    """A proxy on 127.0.0.1 that lets through only what goes to 127.0.0.1 (a client that sends even loopback traffic
+    through its proxy, as some do whatever ``NO_PROXY`` says: ``CONNECT 127.0.0.1:PORT`` is tunnelled, an absolute
+    ``http://127.0.0.1:PORT/...`` request relayed) and records the first line of anything else
+    (``CONNECT host:443``), answering it 403."""
 
     def __init__(self) -> None:
         self.attempts: list[str] = []
@@ -64,14 +68,31 @@ class ProxyTrap:
                 connection, _ = self._socket.accept()
             except OSError:
                 return
-            with connection:
-                connection.settimeout(2)
-                try:
-                    first = connection.recv(1024).split(b"\r\n", 1)[0].decode("latin-1")
-                except OSError:
-                    first = "(a connection that sent nothing)"
-            with self._lock:
-                self.attempts.append(first or "(a connection that sent nothing)")
+            threading.Thread(target=self._handle, args=(connection,), daemon=True).start()
+
+    def _handle(self, connection: socket.socket) -> None:
+        with connection:
+            connection.settimeout(30)
+            try:
+                head = _read_head(connection)
+            except OSError:
+                head = b""
+            first = head.split(b"\r\n", 1)[0].decode("latin-1")
+            target = _loopback_target(first)
+            if target is None:
+                with self._lock:
+                    self.attempts.append(first or "(a connection that sent nothing)")
+                with contextlib.suppress(OSError):
+                    connection.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                return
+            with contextlib.suppress(OSError), socket.create_connection(target, timeout=30) as upstream:
+                if first.startswith("CONNECT "):
+                    connection.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                else:  # an absolute-form request: sent on with its path alone
+                    method, url, rest = first.split(" ", 2)
+                    path = "/" + url.split("/", 3)[3] if url.count("/") >= 3 else "/"
+                    upstream.sendall(f"{method} {path} {rest}".encode("latin-1") + head[len(first) :])
+                _relay(connection, upstream)
 
     def taken(self) -> list[str]:
         """The attempts so far, cleared."""
@@ -91,6 +112,47 @@ class ProxyTrap:
             "NO_PROXY": "127.0.0.1,localhost",
             "no_proxy": "127.0.0.1,localhost",
         }
+
+
+def _read_head(connection: socket.socket, limit: int = 65536) -> bytes:
+    """A request's head (to its blank line), and whatever of its body came with it."""
+    data = b""
+    while b"\r\n\r\n" not in data and len(data) < limit:
+        chunk = connection.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _loopback_target(first: str) -> tuple[str, int] | None:
+    """The 127.0.0.1 address a proxy request line asks for, or None when it asks for another host."""
+    parts = first.split(" ")
+    if len(parts) < 3:
+        return None
+    where = parts[1] if parts[0] == "CONNECT" else parts[1].split("://", 1)[-1].split("/", 1)[0]
+    host, _, port = where.rpartition(":")
+    if host not in ("127.0.0.1", "localhost") or not port.isdigit():
+        return None
+    return "127.0.0.1", int(port)
+
+
+def _relay(one: socket.socket, other: socket.socket) -> None:
+    """Copy bytes both ways until either side closes."""
+
+    def pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while chunk := source.recv(65536):
+                sink.sendall(chunk)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    back = threading.Thread(target=pump, args=(other, one), daemon=True)
+    back.start()
+    one.settimeout(None)
+    other.settimeout(None)
+    pump(one, other)
+    back.join(timeout=60)
 
 
 def harness_env(trap: ProxyTrap, home: str, extra: Mapping[str, str]) -> dict[str, str]:

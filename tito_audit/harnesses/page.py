@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from tito_audit.formatters.site.html import document, esc
+from tito_audit.harnesses.rows import shown_share
 
 
 def _share_cell(row: dict[str, Any]) -> str:
     share = row["trainable"]
     tone = "ok" if share >= 1 else "warn" if share >= 0.9 else "bad"
-    text = f"{share * 100:.1f}%".replace(".0%", "%")
+    text = shown_share(row)
     figures = f'<span class="small">{row["in_loss"]}/{row["sampled"]}</span>'
     return f'<td class="num {tone}"><strong>{esc(text)}</strong><br>{figures}</td>'
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tito_audit.harnesses.page import html_page
-from tito_audit.harnesses.rows import trainable_share
+from tito_audit.harnesses.rows import percent, shown_share, trainable_share
 from tito_audit.outputs import write_atomically
 
 NAMES = ("harnesses.json", "harnesses.md", "harnesses.html")
@@ -86,7 +86,7 @@ def markdown(table: dict[str, Any]) -> str:
                     str(row["turns"]),
                     str(row["sampled"]),
                     str(row["in_loss"]),
-                    percent(row["trainable"]),
+                    shown_share(row),
                     str(row["branches"]),
                     _pairs(row["lost"]) or "—",
                     _pairs(row["made_by"]) or "—",
@@ -106,10 +106,6 @@ def markdown(table: dict[str, Any]) -> str:
             )
             lines.append(f"- {row['harness']} × {row['model']} × {row['parser']} ({row['configuration']}): {why}")
     return "\n".join(lines) + "\n"
-
-
-def percent(share: float) -> str:
-    return f"{share * 100:.1f}%".replace(".0%", "%")
 
 
 def fix_text(row: dict[str, Any]) -> str:

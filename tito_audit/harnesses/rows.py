@@ -9,6 +9,7 @@ another host. Nothing here is measured again: it is what the gateway said.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -81,13 +82,23 @@ def row_of(harness: Harness, configuration: Configuration, model: str, parser: s
     }
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\\x1b\[[0-9;]*[A-Za-z]")
+"""Terminal colour codes (and their escaped form) in what a harness printed."""
+
+
 def _failure(rollout: dict) -> str:
     """One line: how a rollout that did not finish ended, and the last line it wrote."""
     code = rollout.get("exit")
     how = "stopped after the rollout's time limit" if code is None else f"exit {code}"
-    lines = [line.strip() for line in (rollout.get("stderr") or rollout.get("stdout") or "").splitlines()]
+    text = ANSI.sub("", rollout.get("stderr") or rollout.get("stdout") or "")
+    lines = [line.strip() for line in text.splitlines()]
     last = next((line for line in reversed(lines) if line), "")
     return f"{how}: {last[:200]}" if last else how
+
+
+def failed(row: dict[str, Any]) -> bool:
+    """A rollout did not finish, or one reached for another host."""
+    return bool(row["network"]) or row["finished"] < row["rollouts"]
 
 
 def trainable_share(row: dict[str, Any]) -> float:
@@ -95,3 +106,16 @@ def trainable_share(row: dict[str, Any]) -> float:
     if row["network"] or row["finished"] < row["rollouts"] or not row["sampled"]:
         return 0.0
     return float(row["share"] or 0.0)
+
+
+def percent(share: float) -> str:
+    return f"{share * 100:.1f}%".replace(".0%", "%")
+
+
+def shown_share(row: dict[str, Any]) -> str:
+    """The trainable share, or for a failed row the share of what it sampled that is in the loss and that it failed
+    (a trainer keeps no failed rollout)."""
+    if not failed(row):
+        return percent(row["trainable"])
+    kept = percent(row["in_loss"] / row["sampled"]) + " of what it sampled" if row["sampled"] else "nothing sampled"
+    return f"0% (run failed; {kept})"

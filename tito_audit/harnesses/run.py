@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,8 @@ class TableOptions:
     installed: Path = Path(".venv/harnesses")
     mirrors: Sequence[str] = ("../shared/tokenizers",)
     isolate: bool = True
+    jobs: int = 2
+    """Groups run at once (each a process with its gateway; the harnesses of a group run one after another)."""
 
 
 @dataclass
@@ -102,7 +105,18 @@ def cell_key(cell: Cell, options: TableOptions, fingerprint: str, files: dict[st
     return PairKey(digest_of(material), material)
 
 
-def run_group(cells: list[Cell], options: TableOptions, isolate: bool, log: Callable[[str], None]) -> list[dict]:
+def first_prompt(record: dict) -> int | None:
+    sizes = [s["first_prompt"] for s in record.get("sessions") or [] if s.get("first_prompt")]
+    return min(sizes) if sizes else None
+
+
+def run_group(
+    cells: list[Cell],
+    options: TableOptions,
+    isolate: bool,
+    log: Callable[[str], None],
+    first_prompts: dict[str, int] | None = None,
+) -> list[dict]:
     """Run ``cells`` (one model, one parser) in one group process; its cells' records, in order."""
     spec = {
         "model": cells[0].model,
@@ -112,6 +126,7 @@ def run_group(cells: list[Cell], options: TableOptions, isolate: bool, log: Call
         "seed": options.seed,
         "mirrors": [str(Path(m).resolve()) for m in options.mirrors],
         "installed": str(options.installed.resolve()),
+        "first_prompts": first_prompts or {},
     }
     with tempfile.TemporaryDirectory(prefix="tito-harness-group-") as folder:
         spec_path, out_path = Path(folder) / "spec.json", Path(folder) / "out.json"
@@ -142,11 +157,24 @@ def run_cells(
             found[index] = stored
         else:
             missing.setdefault((cell.model, cell.parser), []).append(index)
-    for indices in missing.values():
-        records = run_group([cells[i] for i in indices], options, isolate, log)
-        for index, record in zip(indices, records, strict=True):
-            store.put(keys[index], record)
-            found[index] = record
+    groups = list(missing.values())
+    known: dict[tuple[str, str, str], int] = {}
+    for index, record in found.items():
+        size = first_prompt(record) if cells[index].configuration.name == "default" else None
+        if size is not None:
+            known[(cells[index].model, cells[index].parser, cells[index].harness.name)] = size
+
+    def run(indices: list[int]) -> list[dict]:
+        model, parser = cells[indices[0]].model, cells[indices[0]].parser
+        sizes = {name: size for (m, p, name), size in known.items() if (m, p) == (model, parser)}
+        return run_group([cells[i] for i in indices], options, isolate, log, sizes)
+
+    with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
+        ran = pool.map(run, groups)
+        for indices, records in zip(groups, ran, strict=True):
+            for index, record in zip(indices, records, strict=True):
+                store.put(keys[index], record)
+                found[index] = record
     return found
 
 

@@ -29,3 +29,5 @@ def bash():
 task = Task(dataset=[Sample(input=TASK)], solver=react(tools=[bash()]), message_limit=24)
 logs = eval(task, model=f"openai-api/tito/{MODEL}", log_dir=os.path.join(os.environ["HOME"], "logs"), display="none")
 print(logs[0].status)
+if logs[0].status != "success":
+    raise SystemExit(f"inspect-ai: the eval ended {logs[0].status}: {logs[0].error}")
