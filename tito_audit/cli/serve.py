@@ -34,8 +34,8 @@ EngineOpt = Annotated[
     typer.Option(
         "--engine",
         metavar="ENGINE",
-        help="The engine's base URL (http://HOST:PORT), llamacpp:PATH (a GGUF sampled in this process on CPU: the "
-        "llamacpp extra) or 'fake' (built in, no GPU).",
+        help="The engine's base URL (http://HOST:PORT), llamacpp:PATH (a GGUF sampled on CPU in a process of its own: "
+        "the llamacpp extra) or 'fake' (built in, no GPU).",
     ),
 ]
 EngineApiOpt = Annotated[

@@ -153,7 +153,7 @@ class Gateway:
                 config.max_sessions, config.session_idle, config.max_session_bytes, config.max_total_bytes
             )
             if engine is None and config.engine.startswith(LLAMACPP):
-                engine = make_llamacpp(config.engine, machinery.codec, config.seed)
+                engine = make_llamacpp(config.engine, machinery.codec, config.seed, config.engine_timeout)
             self.engine = engine or make_engine(
                 config.engine,
                 config.engine_api,
