@@ -28,12 +28,16 @@ require_llamacpp()
 pytestmark = [
     requires_shared,
     pytest.mark.shared,
+    pytest.mark.timeout(1200),  # a real model on CPU: see TURN_SECONDS
     # cut turns that end in whitespace break Gemma 3's template (it trims content): the responses say so
     pytest.mark.filterwarnings("ignore::tito_audit.session.breaks.TitoBreakWarning"),
 ]
 
 MODEL = "google/gemma-3-4b-it"
 MAX_TOKENS = 12
+TURN_SECONDS = 600
+"""What one turn may take: a few seconds on an idle machine, minutes where other jobs share its 2 cores (llama.cpp's
+threads wait on each other at every step when one of them is not scheduled)."""
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +65,7 @@ def served(model_path, machinery):
 
 
 def client(url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    return openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=TURN_SECONDS)
 
 
 def test_real_sampled_ids_cut_turns_and_logprobs_in_the_record(served, model_path, machinery):
@@ -161,7 +165,9 @@ def test_past_the_engines_context_and_tool_messages_are_refused_in_one_line(serv
     assert error["code"] == "context_length_exceeded" and "context of" in error["message"]
     assert httpx.get(f"{url}/sessions/long").status_code == 404
     first = [{"role": "user", "content": "hi"}]
-    opened = httpx.post(f"{url}/v1/chat/completions", json={"messages": first}, headers={"X-Session-Id": "t"})
+    opened = httpx.post(
+        f"{url}/v1/chat/completions", json={"messages": first}, headers={"X-Session-Id": "t"}, timeout=TURN_SECONDS
+    )
     assert opened.status_code == 200
     sent = [*first, opened.json()["choices"][0]["message"], {"role": "tool", "content": "ok"}]
     refused = httpx.post(f"{url}/v1/chat/completions", json={"messages": sent}, headers={"X-Session-Id": "t"})
