@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.watched import children
+
 STATUS_ENV = "TITO_AUDIT_TEST_STATUS"
 WORKER_ENV = "PYTEST_XDIST_WORKER"
 MARK_ENV = "TITO_AUDIT_TEST_WORKER"
@@ -91,7 +93,7 @@ def sweep(worker: str | None) -> list[int]:
     mine = f"{os.getpid()}:"
     for _ in range(SWEEP_ROUNDS):
         found = []
-        for pid in _children():
+        for pid in children(os.getpid()):
             mark = _mark(pid)
             if mark is not None and mark.startswith(mine) and (worker is None or mark == mine + worker):
                 found.append(pid)
@@ -106,22 +108,6 @@ def sweep(worker: str | None) -> list[int]:
             killed.append(pid)
         time.sleep(0.2)  # their children are adopted next
     return killed
-
-
-def _children() -> list[int]:
-    me = os.getpid()
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 1 and int(fields[1]) == me:
-            pids.append(int(entry))
-    return pids
 
 
 def _mark(pid: int) -> str | None:

@@ -24,7 +24,7 @@ import pytest
 
 from tests.conftest import SHARED_TOKENIZERS, requires_shared
 from tests.llamacpp_model import assembled_model, require_llamacpp
-from tests.watched import popen, run_python
+from tests.watched import alive, children, popen, run_python
 
 require_llamacpp()
 
@@ -259,30 +259,8 @@ def test_the_engine_process_ends_with_the_server():
         server.wait()
 
 
-def children(parent: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
-                found.append(int(entry))
-    return found
-
-
 def cmdline(pid: int) -> bytes:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
-
-
-def alive(pid: int) -> bool:
-    """Running (a process that ended but was not reaped yet, a zombie, is not)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.watched import alive
+
 REPO = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the guards use Linux's /proc and prctl")
@@ -46,14 +48,6 @@ def test_a_test_that_passes():
 """
 
 
-def running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
-
-
 def test_a_dead_worker_is_one_failed_test_and_nothing_it_started_outlives_the_run(tmp_path):
     (tmp_path / "test_dies.py").write_text(textwrap.dedent(DIES), encoding="utf-8")
     (tmp_path / "test_hangs.py").write_text(textwrap.dedent(HANGS), encoding="utf-8")
@@ -73,8 +67,8 @@ def test_a_dead_worker_is_one_failed_test_and_nothing_it_started_outlives_the_ru
     assert time.monotonic() - started < 200
     children = [int(pid) for pid in (tmp_path / "children").read_text().split()]
     deadline = time.monotonic() + 10
-    while any(running(pid) for pid in children):
-        assert time.monotonic() < deadline, f"outlived their dead worker: {[p for p in children if running(p)]}"
+    while any(alive(pid) for pid in children):
+        assert time.monotonic() < deadline, f"outlived their dead worker: {[p for p in children if alive(p)]}"
         time.sleep(0.1)
     # each worker wrote where it stood: the dead one names the test it died in
     written = {path.name: path.read_text() for path in status.iterdir() if not path.name.startswith(".")}

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -61,6 +62,29 @@ def run_python(
     if process.returncode != 0:
         pytest.fail(f"{what}: the process {how_it_ended(process.returncode)}; its last lines: {_tail(err or out)}")
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+def children(parent: int) -> list[int]:
+    """The processes whose parent is ``parent`` now (read from ``/proc``)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+                found.append(int(entry))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a process that ended and was not reaped yet, a zombie, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
 
 
 def _tail(text: str) -> str:
