@@ -4,9 +4,10 @@ instruction past AVX2 (read with objdump, by a check shown to find AMX, AVX-512 
 them); an engine process that dies fails its turn in one line and the next turn is answered; an engine that cannot
 run here is refused at start in one line (exit 2); the engine's process ends with the server.
 
-A real illegal instruction stands in for a library built for another CPU: a small library whose constructor runs
-``tilezero`` (AMX), preloaded into the engine's process only. No process here is granted AMX's tile state, so the
-instruction raises SIGILL on every x86-64 CPU, with AMX or without."""
+A real illegal instruction stands in for a library built for another CPU: a small preloaded library that takes the
+place of the ggml function llama.cpp calls to compute each batch (``ggml_backend_sched_graph_compute_async``) and runs
+``tilezero`` (AMX), as ggml's AMX kernels do. No process here is granted AMX's tile state, so the instruction raises
+SIGILL on every x86-64 CPU, with AMX or without: the failure the issue met, at the place it met it."""
 
 from __future__ import annotations
 
@@ -50,10 +51,11 @@ print(repr(llama.detokenize(ids).decode("utf-8", "replace")))
 """
 TILE_ZERO = r"""
 #include <immintrin.h>
-#include <stdlib.h>
-/* in the llama.cpp engine's process only (the gateway names itself its parent there): an AMX instruction */
-__attribute__((constructor)) static void tile_zero(void) {
-    if (getenv("TITO_AUDIT_ENGINE_PARENT") != NULL) _tile_zero(0);
+/* llama.cpp computes each batch through this ggml function: here it runs an AMX instruction instead */
+int ggml_backend_sched_graph_compute_async(void *sched, void *graph) {
+    (void) sched; (void) graph;
+    _tile_zero(0);
+    return 0;
 }
 """
 
@@ -132,6 +134,17 @@ def test_the_check_finds_amx_avx512_and_avx_vnni_where_a_compiler_put_them(tmp_p
     assert checked.returncode == 1
     assert "amx.o: AMX (2: tilezero x1, tilerelease x1)" in checked.stdout
     assert "avx2.o: no AMX, AVX-512 or AVX-VNNI instruction" in checked.stdout
+
+
+def test_how_an_engine_process_ended_is_said_in_words():
+    from tito_audit.gateway.llamacpp_process import ending
+
+    said = ending(-signal.SIGILL, "llama_kv_cache: using full-size SWA cache")
+    assert said.startswith("died of SIGILL (illegal instruction: ") and "make llamacpp" in said
+    assert "SWA" not in said  # a line the library wrote before it died says nothing of why
+    assert ending(-signal.SIGABRT, "GGML_ASSERT(n > 0) failed").endswith("(its last line: GGML_ASSERT(n > 0) failed)")
+    assert ending(3, "out of memory") == "exited with status 3 (its last line: out of memory)"
+    assert ending(-signal.SIGKILL).startswith("died of SIGKILL (killed: the system's out-of-memory killer")
 
 
 def test_an_engine_process_that_does_not_answer_is_stopped_within_its_timeout():

@@ -5,7 +5,8 @@ The process is the gateway's child: the same process group (a signal to the grou
 the gateway's pipe (closed when the gateway stops, or by the system when the gateway dies: the process then ends),
 and it checks twice a second that the gateway is still its parent. Its standard error is kept (the last lines,
 bounded) to name why it ended. A process that ends while asked raises :class:`EngineProcessEnded` with one line
-saying how (the signal and what it usually means, or the exit status, and the library's last line); one that does not
+saying how (the signal and what it usually means, or the exit status; the library's last line after an exit status or
+an abort, where it says why); one that does not
 answer within the timeout is killed and raises :class:`EngineProcessTimeout`.
 """
 
@@ -52,19 +53,24 @@ class EngineProcessError(Exception):
     """The engine's process answered a request with an error (it goes on); the message is its line."""
 
 
+SAYS_WHY = frozenset({signal.SIGABRT})
+"""Signals whose process says why on its standard error first (an abort's assertion): its last line is kept."""
+
+
 def ending(returncode: int, last_line: str = "") -> str:
-    """How a process that ended with ``returncode`` (negative: the signal) ended, in words."""
-    if returncode < 0:
+    """How a process that ended with ``returncode`` (negative: the signal) ended, in words; ``last_line`` (its
+    standard error's) is added where it says why: an exit status, an abort."""
+    if returncode >= 0:
+        text, telling = f"exited with status {returncode}", True
+    else:
         try:
             number = signal.Signals(-returncode)
-            said = f"died of {number.name}"
-            why = SIGNALS.get(number)
         except ValueError:
-            said, why = f"died of signal {-returncode}", None
-        text = f"{said} ({why})" if why else said
-    else:
-        text = f"exited with status {returncode}"
-    return f"{text}; its last line: {last_line}" if last_line else text
+            return f"died of signal {-returncode}"
+        why = SIGNALS.get(number)
+        text = f"died of {number.name} ({why})" if why else f"died of {number.name}"
+        telling = number in SAYS_WHY
+    return f"{text} (its last line: {last_line})" if last_line and telling else text
 
 
 class EngineProcess:
