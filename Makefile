@@ -85,11 +85,11 @@ llamacpp: | $(MATRIX_STAMP)
 		rm -rf "$$partial"; \
 	fi; \
 	if [ -z "$$(wheel)" ]; then \
-		echo "llama-cpp-python could not be built (a C++ toolchain and cmake are needed): the llama.cpp tests skip"; \
+		echo "llama-cpp-python could not be built (a C++ toolchain and cmake are needed): the llama.cpp tests skip (on CI they fail)"; \
 	elif ! { $(BIN)/pip install --progress-bar off --no-deps --force-reinstall $$(wheel) \
 		&& $(BIN)/pip install --progress-bar off --only-binary llama-cpp-python --find-links "$$wheels" \
 			-e ".[llamacpp]" -c constraints.txt; }; then \
-		echo "llama-cpp-python could not be installed from $$(wheel): the llama.cpp tests skip"; \
+		echo "llama-cpp-python could not be installed from $$(wheel): the llama.cpp tests skip (on CI they fail)"; \
 	else \
 		$(BIN)/python -m tito_audit.gateway.llamacpp_isa; checked=$$?; \
 		if [ $$checked -eq 1 ]; then \
