@@ -62,10 +62,10 @@ $(ALL_STAMP): $(MATRIX_STAMP)
 # AVX-VNNI, AMX: a kernel of those dies with an illegal instruction on a CPU or under a kernel that does not run it) by
 # `pip wheel --no-cache-dir`, into a folder of our own keyed by the version and these flags ($(LLAMACPP_WHEELS)): pip's
 # wheel cache is keyed by the source archive alone and would hand back a wheel built with other flags. Built once per
-# machine (5 minutes on 2 idle cores, up to 27 on busy ones), then installed from that folder in seconds. After each
-# install the library's instructions are read (objdump: tito_audit/gateway/llamacpp_isa.py); one past AVX2 and the
-# extra is refused (uninstalled, the wheel deleted). Where it cannot be built, make says so and goes on: the llama.cpp
-# tests skip (on CI they fail).
+# machine (about 7 CPU-minutes: 5 minutes on 2 idle cores, 55 beside other jobs at load 15), then installed from that
+# folder in 40 s. After each install the library's instructions are read (objdump: tito_audit/gateway/llamacpp_isa.py);
+# one past AVX2 and the extra is refused (uninstalled, the wheel deleted). Where it cannot be built, make says so and
+# goes on: the llama.cpp tests skip (on CI they fail).
 LLAMACPP_VERSION := $(shell sed -n 's/^llama-cpp-python==//p' constraints.txt)
 LLAMACPP_CMAKE := -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=OFF -DGGML_CPU_ALL_VARIANTS=OFF \
 	-DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX_VNNI=OFF \
@@ -77,7 +77,7 @@ llamacpp: | $(MATRIX_STAMP)
 	@echo "== make: the llama.cpp engine (extra llamacpp): llama-cpp-python $(LLAMACPP_VERSION) for AVX2 (no AVX-512, no AMX)"
 	@wheels="$(LLAMACPP_WHEELS)"; wheel() { ls "$$wheels"/llama_cpp_python-$(LLAMACPP_VERSION)-*.whl 2>/dev/null; }; \
 	if [ -z "$$(wheel)" ]; then \
-		echo "   building it from source into $$wheels (once per machine: 5 minutes on 2 idle cores, up to 27 on busy ones)"; \
+		echo "   building it from source into $$wheels (once per machine: about 7 CPU-minutes, 5 minutes on 2 idle cores)"; \
 		mkdir -p "$$(dirname "$$wheels")" && partial=$$(mktemp -d "$$wheels.partial-XXXXXX") \
 		&& CMAKE_ARGS="$(LLAMACPP_CMAKE)" $(BIN)/pip wheel --verbose --no-cache-dir --no-deps --progress-bar off \
 			--wheel-dir "$$partial" "llama-cpp-python==$(LLAMACPP_VERSION)" \
