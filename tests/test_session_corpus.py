@@ -113,6 +113,7 @@ def walk(session: TitoSession, context: RolloutContext) -> list[tuple[int, str]]
 
 
 @requires_shared
+@pytest.mark.timeout(900)  # among the slowest tests: 184 s measured at load 15 (pyproject.toml's limit is 300 s)
 @pytest.mark.parametrize("model_id", model_ids())
 def test_session_agrees_with_the_audit_on_real_trajectories(model_id, conversations, published):
     loaded = shared_model(model_id)

@@ -34,8 +34,8 @@ EngineOpt = Annotated[
     typer.Option(
         "--engine",
         metavar="ENGINE",
-        help="The engine's base URL (http://HOST:PORT), llamacpp:PATH (a GGUF sampled in this process on CPU: the "
-        "llamacpp extra), standin[:SEED] (an engine on 127.0.0.1 that writes as the model family does, vLLM- or "
+        help="The engine's base URL (http://HOST:PORT), llamacpp:PATH (a GGUF sampled on CPU in a process of its own: "
+        "the llamacpp extra), standin[:SEED] (an engine on 127.0.0.1 that writes as the model family does, vLLM- or "
         "SGLang-shaped as --engine-api says; no GPU) or 'fake' (built in, no GPU).",
     ),
 ]

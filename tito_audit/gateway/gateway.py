@@ -100,7 +100,7 @@ class Gateway:
                 config.max_sessions, config.session_idle, config.max_session_bytes, config.max_total_bytes
             )
             if engine is None and config.engine.startswith(LLAMACPP):
-                engine = make_llamacpp(config.engine, machinery.codec, config.seed)
+                engine = make_llamacpp(config.engine, machinery.codec, config.seed, config.engine_timeout)
             engine = engine or standin_engine(config, machinery, config.engine_model or self.model_id)
             self.engine = engine or make_engine(
                 config.engine,
