@@ -80,12 +80,18 @@ def test_a_row_sums_the_records_and_a_fix_brings_it_back(tmp_path):
     first = rows[0]
     assert (first["sampled"], first["in_loss"], first["share"]) == (100, 80, 0.8)
     assert first["lost"] == {"harness: summarized": 20}
-    assert first["made_by"] == {"harness": 1, "template": 1}
+    assert first["made_by"] == {"harness": 1} and first["breaks"] == {"template": 1}
     assert first["history"] == {"summarized": 1} and first["causes"] == {"template: reasoning-pruned": 1}
     assert trainable_share(rows[2]) == 0.0  # it reached for another host: the run fails
     shown = with_fixes(rows)
     assert [r["configuration"] for r in shown] == ["default", "default"]
-    assert shown[0]["fix"] == {"configuration": fix.name, "trainable": 1.0, "sampled": 90, "in_loss": 90}
+    assert shown[0]["fix"] == {
+        "configuration": fix.name,
+        "trainable": 1.0,
+        "sampled": 90,
+        "in_loss": 90,
+        "why": fix.fixes,
+    }
     table = {"rows": rows, "rollouts": 1, "seed": 0, "isolated": True}
     written = publish(table, tmp_path)
     assert sorted(p.name for p in written) == ["harnesses.html", "harnesses.json", "harnesses.md"]
@@ -106,7 +112,7 @@ def test_a_row_sums_the_records_and_a_fix_brings_it_back(tmp_path):
 def test_pydantic_ai_runs_end_to_end_and_its_row_is_the_gateways_record():
     import httpx
 
-    from tito_audit.harnesses.group import GroupSpec, gateway_for, run_cell, session_ids
+    from tito_audit.harnesses.group import GroupSpec, Runner, gateway_for, run_cell, session_ids
 
     model = "Qwen/Qwen2.5-7B-Instruct"
     spec = GroupSpec(model, "sglang", [("pydantic-ai", "default")], 1, 0, [str(SHARED_TOKENIZERS)], str(INSTALLED))
@@ -114,7 +120,7 @@ def test_pydantic_ai_runs_end_to_end_and_its_row_is_the_gateways_record():
     trap = ProxyTrap()
     try:
         with gateway_for(spec, {}) as url:
-            cell = run_cell(spec, harness, DEFAULT, url, trap)
+            cell = run_cell(spec, harness, DEFAULT, url, Runner(trap))
             records = [httpx.get(f"{url}/sessions/{sid}", trust_env=False).json() for sid in session_ids(url)]
     finally:
         trap.close()
