@@ -142,3 +142,104 @@ def test_the_command_refuses_an_unknown_harness_in_one_line(tmp_path):
     assert result.returncode == 2
     assert "--harness nope: no such harness" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
+
+
+# -- what decides a cell, what a run runs ---------------------------------------------------------------------------
+def _package_copy(tmp_path: Path) -> Path:
+    import shutil
+
+    from tito_audit.harnesses.fingerprint import package_root
+
+    copy = tmp_path / "tito_audit"
+    shutil.copytree(package_root(), copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def _append(path: Path, text: str) -> None:
+    path.write_text(path.read_text(encoding="utf-8") + text, encoding="utf-8")
+
+
+def test_a_change_to_one_harness_changes_its_cells_keys_only(tmp_path):
+    from tito_audit.harnesses.fingerprint import harness_digests, runner_digest
+
+    root = _package_copy(tmp_path)
+    runner, digests = runner_digest(root), harness_digests(HARNESSES, root)
+    _append(root / "harnesses" / "smolagents.py", "\n# a change to smolagents' row\n")
+    _append(root / "harnesses" / "drivers" / "drive_langgraph.py", "\n# and to langgraph's driver\n")
+    _append(root / "harnesses" / "publish.py", "\n# the pages' own code decides no record\n")
+    changed = harness_digests(HARNESSES, root)
+    assert runner_digest(root) == runner
+    assert {name for name in digests if changed[name] != digests[name]} == {"smolagents", "langgraph"}
+    _append(root / "harnesses" / "drivers" / "looking.py", "\n# what every framework driver shares\n")
+    shared = harness_digests(HARNESSES, root)
+    assert {n for n in digests if shared[n] != changed[n]} == {
+        h.name for h in HARNESSES if h.command.__class__.__name__ == "FrameworkCommand"
+    }
+    _append(root / "gateway" / "standin" / "turn_plan.py", "\n# the stand-in engine decides every cell\n")
+    _append(root / "session" / "__init__.py", "\n# and so does the session the gateway keeps\n")
+    assert runner_digest(root) != runner and harness_digests(HARNESSES, root) == shared
+
+
+def test_a_rerun_with_every_cell_stored_runs_nothing_and_writes_nothing(tmp_path, monkeypatch):
+    from tito_audit.harnesses import run
+    from tito_audit.matrix.store import ResultsStore
+
+    options = run.TableOptions(
+        models=["m/one"], parsers=["sglang"], harnesses=["pydantic-ai", "opencode"], store=tmp_path / "store"
+    )
+    store = ResultsStore(options.store)
+    cells = [
+        run.Cell(harness_named(h), c, "m/one", "sglang")
+        for h in options.harnesses
+        for c in harness_named(h).configurations
+    ]
+    keys = run.Keys.of(cells, options.mirrors)
+    for cell in cells:  # opencode's default below 100%, its first fix at 100%: the second fix never runs
+        kept = {"opencode": {"default": 0}, "pydantic-ai": {}}[cell.harness.name].get(cell.configuration.name, 50)
+        store.put(run.cell_key(cell, options, keys), {**_cell(50, kept), "harness": cell.harness.name})
+    monkeypatch.setattr(run, "run_lane", lambda *a, **k: pytest.fail("a stored cell ran again"))
+    table = run.run_table(options)
+    assert [(r["name"], r["configuration"]) for r in table["rows"]] == [
+        ("pydantic-ai", "default"),
+        ("opencode", "default"),
+        ("opencode", "@opencode-ai/plugin and ripgrep pre-installed"),
+    ]
+    out = tmp_path / "reports"
+    assert len(publish(table, out)) == 3 and publish(run.run_table(options), out) == []
+
+
+def test_groups_of_one_engines_parsers_share_a_lane():
+    from tito_audit.harnesses.run import lanes_of
+
+    groups = [(m, p) for m in ("a", "b", "c") for p in ("sglang", "vllm")]
+    assert lanes_of(groups, 2) == [
+        [("a", "sglang"), ("b", "sglang"), ("c", "sglang")],
+        [("a", "vllm"), ("b", "vllm"), ("c", "vllm")],
+    ]
+    assert lanes_of(groups, 1) == [sorted(groups, key=lambda g: (g[1], g[0]))]
+    assert sorted(map(len, lanes_of(groups, 3))) == [2, 2, 2]
+
+
+def test_a_zygote_forks_each_rollout_with_its_own_environment_folder_and_time_limit(tmp_path):
+    import sys
+
+    from tito_audit.harnesses.zygotes import Zygotes
+
+    script = tmp_path / "rollout.py"
+    script.write_text(
+        "import os, sys, time, json\n"
+        "print(json.dumps([sys.argv[1:], os.getcwd(), os.environ.get('ROLLOUT'), 'json' in sys.modules]), flush=True)\n"
+        "if sys.argv[1] == 'sleep': time.sleep(30)\n"
+        "sys.exit(int(sys.argv[1]) if sys.argv[1].isdigit() else 0)\n",
+        encoding="utf-8",
+    )
+    zygotes = Zygotes(tmp_path, {"PATH": os.environ.get("PATH", "")})
+    try:
+        zygote = zygotes.get(sys.executable, ["json"])
+        ended = zygote.run([str(script), "3"], {"ROLLOUT": "one"}, tmp_path, 60)
+        assert ended.code == 3 and json.loads(ended.stdout) == [["3"], str(tmp_path), "one", True]
+        stopped = zygote.run([str(script), "sleep"], {"ROLLOUT": "two"}, tmp_path, 1)
+        assert stopped.code is None and b'"two"' in stopped.stdout
+        assert zygote.run([str(script), "0"], {}, tmp_path, 60).code == 0  # the zygote serves on
+    finally:
+        zygotes.close()

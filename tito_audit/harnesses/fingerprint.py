@@ -125,11 +125,18 @@ def runner_digest(root: Path | None = None) -> str:
     return _digest(root, paths)
 
 
-def harness_digest(harness: Harness, root: Path | None = None) -> str:
-    """The digest of a harness's own code: its module (and what only it imports) and the scripts its rollouts
-    run."""
+def harness_digests(harnesses: Iterable[Harness], root: Path | None = None) -> dict[str, str]:
+    """:func:`harness_digest` of each harness, by name (the runner's modules found once)."""
     root = root or package_root()
     shared = set(runner_modules(root)) | {CATALOGUE}
+    return {h.name: harness_digest(h, root, shared) for h in harnesses}
+
+
+def harness_digest(harness: Harness, root: Path | None = None, shared: set[str] | None = None) -> str:
+    """The digest of a harness's own code: its module (and what only it imports) and the scripts its rollouts
+    run; ``shared``: the runner's modules (found when not given)."""
+    root = root or package_root()
+    shared = shared if shared is not None else set(runner_modules(root)) | {CATALOGUE}
     paths = list(closure(root, harness_modules()[harness.name], shared).values())
     script = getattr(harness.command, "script", None)
     drivers = root / DRIVERS

@@ -31,8 +31,9 @@ from tito_audit.harnesses.isolation import ProxyTrap, harness_env
 from tito_audit.harnesses.task import TASK, home_folder, task_folder
 from tito_audit.harnesses.zygotes import Ended, Zygotes
 
-ROLLOUT_SECONDS = 90
-"""The longest a rollout may take before it is stopped (and counted as failed)."""
+ROLLOUT_SECONDS = 60
+"""The longest a rollout may take before it is stopped (and counted as failed): a few times what the slowest rollout
+that finishes takes on a busy machine."""
 TAIL = 400
 
 
@@ -148,8 +149,10 @@ def gateway_for(spec: GroupSpec, options: dict[str, Any]) -> Iterator[str]:
 def run_cell(spec: GroupSpec, harness: Harness, configuration: Configuration, url: str, runner: Runner) -> dict:
     started = time.monotonic()
     before = set(session_ids(url))
-    rollouts = []
+    rollouts: list[dict] = []
     for number in range(spec.rollouts):
+        if rollouts and (rollouts[-1]["exit"] != 0 or rollouts[-1]["network"]):
+            break  # a rollout failed: the row fails whatever the others do, and a harness that fails so fails again
         slug = re.sub(
             r"[^A-Za-z0-9._-]+", "_", f"{spec.model}-{spec.parser}-{harness.name}-{configuration.name}-{number}"
         )
@@ -161,6 +164,7 @@ def run_cell(spec: GroupSpec, harness: Harness, configuration: Configuration, ur
     return {
         "harness": harness.name,
         "configuration": configuration.name,
+        "planned": spec.rollouts,
         "rollouts": rollouts,
         "sessions": records,
         "seconds": round(time.monotonic() - started, 1),

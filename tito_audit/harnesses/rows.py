@@ -56,6 +56,9 @@ def row_of(harness: Harness, configuration: Configuration, model: str, parser: s
     network = sorted({attempt for rollout in rollouts for attempt in rollout.get("network") or []})
     finished = sum(1 for r in rollouts if r.get("exit") == 0)
     failures = [_failure(r) for r in rollouts if r.get("exit") != 0]
+    planned = max(int(cell.get("planned") or 0), len(rollouts))
+    if len(rollouts) < planned:
+        failures.append(f"{planned - len(rollouts)} more rollout(s) not run after one failed")
     return {
         "harness": harness.title,
         "name": harness.name,
@@ -68,7 +71,7 @@ def row_of(harness: Harness, configuration: Configuration, model: str, parser: s
         "fixes": configuration.fixes,
         "model": model,
         "parser": parser,
-        "rollouts": len(rollouts),
+        "rollouts": planned,
         "finished": finished,
         "sessions": len(sessions),
         "requests": sum(int(s.get("requests") or 0) for s in sessions),
@@ -85,7 +88,7 @@ def row_of(harness: Harness, configuration: Configuration, model: str, parser: s
         "found": dict(sorted(Counter(how for s in sessions for how in s.get("found", []) if how).items())),
         "unsampled": sum(int(s.get("unsampled") or 0) for s in sessions),
         "network": network,
-        "failure": failures[0] if failures else None,
+        "failure": "; ".join(failures) if failures else None,
         "seconds": cell.get("seconds"),
     }
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tito_audit.harnesses.catalogue import HARNESSES, harness_named
-from tito_audit.harnesses.fingerprint import harness_digest, runner_digest
+from tito_audit.harnesses.fingerprint import harness_digests, runner_digest
 from tito_audit.harnesses.group import ROLLOUT_SECONDS, kept_share
 from tito_audit.harnesses.harness import DEFAULT, FIX_ROLE, Configuration, Harness
 from tito_audit.harnesses.isolation import isolated_argv, namespaces_available
@@ -88,7 +88,7 @@ class Keys:
     def of(cls, cells: Sequence[Cell], mirrors: Sequence[str]) -> Keys:
         return cls(
             runner_digest(),
-            {c.harness.name: harness_digest(c.harness) for c in cells},
+            harness_digests({c.harness.name: c.harness for c in cells}.values()),
             {m: model_files(m, mirrors) for m in sorted({c.model for c in cells})},
         )
 
