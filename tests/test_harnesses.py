@@ -243,3 +243,29 @@ def test_a_zygote_forks_each_rollout_with_its_own_environment_folder_and_time_li
         assert zygote.run([str(script), "0"], {}, tmp_path, 60).code == 0  # the zygote serves on
     finally:
         zygotes.close()
+
+
+def test_a_cell_stops_after_a_failed_rollout_and_its_row_counts_every_planned_one(monkeypatch, tmp_path):
+    """A rollout that fails fails its row whatever the others do: the rest are not run, and the row still counts
+    every rollout planned (a failed row shows 0%, naming the failure and what was not run)."""
+    from tito_audit.harnesses import group
+
+    ends = iter([0, 1])
+    ran: list[int] = []
+
+    def rollout(harness, configuration, context, runner):
+        ran.append(context.rollout)
+        code = next(ends)
+        return {"exit": code, "seconds": 1.0, "network": [], "stdout": "", "stderr": "" if code == 0 else "boom\n"}
+
+    monkeypatch.setattr(group, "run_rollout", rollout)
+    monkeypatch.setattr(group, "session_ids", lambda url: [])
+    monkeypatch.setattr(group, "task_folder", lambda *parts: tmp_path.joinpath(*parts))
+    monkeypatch.setattr(group, "home_folder", lambda *parts: tmp_path.joinpath("home", *parts))
+    harness = harness_named("pydantic-ai")
+    spec = group.GroupSpec("m/one", "sglang", [(harness.name, DEFAULT.name)], 4, 0, [], str(tmp_path))
+    cell = group.run_cell(spec, harness, DEFAULT, "http://127.0.0.1:9", None)  # type: ignore[arg-type]
+    assert ran == [0, 1] and cell["planned"] == 4
+    row = row_of(harness, DEFAULT, "m/one", "sglang", cell)
+    assert (row["rollouts"], row["finished"]) == (4, 1) and trainable_share(row) == 0.0
+    assert row["failure"] == "exit 1: boom; 2 more rollout(s) not run after one failed"
