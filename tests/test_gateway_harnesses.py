@@ -281,6 +281,27 @@ def test_a_malformed_turn_the_harness_drops_goes_on_in_its_session(gateway_url):
     assert made_by(gateway_url, apart) == [{"maker": "harness", "action": "dropped a turn", "message": "messages[2]"}]
 
 
+def test_a_rows_summary_counts_each_break_of_a_branched_session_once(gateway_url):
+    """A session the harness branched lists its active branch's breaks at the top of its record and again in its
+    branch: the harness matrix's row counts each once (before, the active branch's breaks counted twice)."""
+    from tito_audit.harnesses.group import summary
+
+    pair = recorded("mini_swe_agent_text")
+    named = {"X-Session-Id": "breaks-counted-once"}
+    went_on = {"role": "user", "content": "<returncode>0</returncode>\n<output>README.md\nnotes.txt</output>"}
+    body = pair["first"]
+    for then in (pair["second"], None, None):
+        answer = httpx.post(f"{gateway_url}/v1/chat/completions", json=body, headers=named, timeout=120)
+        assert answer.status_code == 200, answer.text
+        said = {"role": "assistant", "content": answer.json()["choices"][0]["message"]["content"]}
+        body = then or {**body, "messages": [*body["messages"], said, went_on]}
+    record = checked(gateway_url, "breaks-counted-once", "")
+    assert len(record["branches"]) == 2 and record["breaks"], record["breaks"]  # Qwen3's empty reasoning, dropped
+    makers = summary(record)["break_makers"]
+    assert len(makers) == sum(b["breaks"] for b in record["branches"])
+    assert makers == [b["made_by"] for b in record["breaks"]]  # the first branch had no break to make
+
+
 # -- the npm CLIs -----------------------------------------------------------------------------------------------------
 def npm_bin(name: str) -> str:
     """An npm CLI's binary; its tests run under ``make test-harnesses`` (CI runs it), which installs it."""

@@ -110,12 +110,19 @@ def summary(record: dict[str, Any]) -> dict[str, Any]:
         "turns": sum(1 for turn in record.get("turns", []) if turn.get("sampled")),
         "branches": max(len(branches), 1),
         "branch_makers": _branch_makers(branches),
-        "break_makers": [b.get("made_by") for b in record.get("breaks", []) if b.get("made_by")]
-        + [m for b in branches for m in (b.get("break_makers") or [])],
+        "break_makers": _break_makers(record, branches),
         "trainable": record.get("trainable") or {"sampled": 0, "in_loss": 0, "lost": {}},
         "found": [f.get("how") if isinstance(f, dict) else f for f in record.get("found") or []],
         "unsampled": len(record.get("unsampled") or []),
     }
+
+
+def _break_makers(record: dict[str, Any], branches: list[dict[str, Any]]) -> list[Any]:
+    """Who made each break of a session: each branch's own, when it has branches (the record lists its active
+    branch's breaks at its top level too, so those count there once); else the record's."""
+    if branches:
+        return [m for b in branches for m in (b.get("break_makers") or [])]
+    return [b.get("made_by") for b in record.get("breaks", []) if b.get("made_by")]
 
 
 def _branch_makers(branches: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
