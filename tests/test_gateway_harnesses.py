@@ -281,9 +281,10 @@ def test_a_malformed_turn_the_harness_drops_goes_on_in_its_session(gateway_url):
     assert made_by(gateway_url, apart) == [{"maker": "harness", "action": "dropped a turn", "message": "messages[2]"}]
 
 
-def test_a_rows_summary_counts_each_break_of_a_branched_session_once(gateway_url):
+def test_a_rows_summary_counts_each_break_and_answer_of_a_branched_session_once(gateway_url):
     """A session the harness branched lists its active branch's breaks at the top of its record and again in its
-    branch: the harness matrix's row counts each once (before, the active branch's breaks counted twice)."""
+    branch, and at the top only its active branch's turns: the harness matrix's row counts each break and each
+    answer sampled once (before, the active branch's breaks counted twice and the dropped answer not at all)."""
     from tito_audit.harnesses.group import summary
 
     pair = recorded("mini_swe_agent_text")
@@ -300,6 +301,7 @@ def test_a_rows_summary_counts_each_break_of_a_branched_session_once(gateway_url
     makers = summary(record)["break_makers"]
     assert len(makers) == sum(b["breaks"] for b in record["branches"])
     assert makers == [b["made_by"] for b in record["breaks"]]  # the first branch had no break to make
+    assert summary(record)["turns"] == 3  # the answer the harness dropped, and the two on its new branch
 
 
 # -- the npm CLIs -----------------------------------------------------------------------------------------------------

@@ -107,7 +107,7 @@ def summary(record: dict[str, Any]) -> dict[str, Any]:
     branches = record.get("branches") or []
     return {
         "requests": record.get("requests", 0),
-        "turns": sum(1 for turn in record.get("turns", []) if turn.get("sampled")),
+        "turns": _sampled_turns(record, branches),
         "branches": max(len(branches), 1),
         "branch_makers": _branch_makers(branches),
         "break_makers": _break_makers(record, branches),
@@ -115,6 +115,14 @@ def summary(record: dict[str, Any]) -> dict[str, Any]:
         "found": [f.get("how") if isinstance(f, dict) else f for f in record.get("found") or []],
         "unsampled": len(record.get("unsampled") or []),
     }
+
+
+def _sampled_turns(record: dict[str, Any], branches: list[dict[str, Any]]) -> int:
+    """The answers the engine sampled for a session, each once: with branches, the sampled turns each branch owns
+    (the record's top level lists only its active branch's turns, those it shares with its parent among them)."""
+    if branches:
+        return sum(1 for b in branches for turn in b.get("turns", []) if turn.get("sampled") and turn.get("in_loss"))
+    return sum(1 for turn in record.get("turns", []) if turn.get("sampled"))
 
 
 def _break_makers(record: dict[str, Any], branches: list[dict[str, Any]]) -> list[Any]:
