@@ -13,6 +13,7 @@ id in the loss of exactly one training sample, and what the harness did to its h
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -178,6 +179,131 @@ def test_mini_swe_agent_without_a_session_id(gateway_url, folder, tmp_path, capl
     assert [f["how"] for f in record["found"]][1:] == ["conversation"] * (record["requests"] - 1)
 
 
+# -- recorded requests: a history the harness rewrote finds its session, and the branch names the harness ----------
+RECORDED = Path(__file__).resolve().parent / "harnesses" / "recorded"
+
+
+def recorded(name: str) -> dict:
+    return json.loads((RECORDED / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def answer_of(url: str, body: dict) -> tuple[str, dict]:
+    """Post ``body`` (no session id): the session it opened or went on, and the answer's message."""
+    answer = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=120)
+    assert answer.status_code == 200, answer.text
+    return answer.json()["tito"]["session"], answer.json()["choices"][0]["message"]
+
+
+def second(pair: dict, answer: dict, rewritten: dict) -> dict:
+    """The recorded second request with this run's answer, rewritten as the harness does, in its place (and the
+    tool results answering its call ids)."""
+    ids = dict(zip(pair.get("answer_call_ids", []), [c["id"] for c in answer.get("tool_calls") or []], strict=False))
+    body = json.loads(json.dumps(pair["second"]))
+    body["messages"] = [
+        rewritten if m is None else {**m, "tool_call_id": ids[m["tool_call_id"]]} if m.get("tool_call_id") in ids else m
+        for m in body["messages"]
+    ]
+    return body
+
+
+def as_smolagents_text(answer: dict) -> dict:
+    """The answer as smolagents 1.26 sends it back (its ``tool_role_conversions``: the call turn as text)."""
+    calls = [
+        {
+            "id": c["id"],
+            "type": "function",
+            "function": {"name": c["function"]["name"], "arguments": json.loads(c["function"]["arguments"])},
+        }
+        for c in answer["tool_calls"]
+    ]
+    text = (answer.get("content") or "") + ("\n" if answer.get("content") else "") + "Calling tools:\n" + str(calls)
+    return {"role": "assistant", "content": [{"type": "text", "text": text}]}
+
+
+def as_inspect_ai_sends(answer: dict) -> dict:
+    """The answer as inspect-ai 0.3.285 sends it back: a line break before its content, arguments re-spaced."""
+    calls = [
+        {**c, "function": {**c["function"], "arguments": json.dumps(json.loads(c["function"]["arguments"]))}}
+        for c in answer["tool_calls"]
+    ]
+    message = {"role": "assistant", "content": "\n" + (answer.get("content") or ""), "tool_calls": calls}
+    if answer.get("reasoning_content"):
+        message["reasoning_content"] = answer["reasoning_content"]
+    return message
+
+
+def made_by(url: str, session: str) -> list[dict | None]:
+    return [b["made_by"] for b in checked(url, session, "")["branches"]]
+
+
+@pytest.mark.parametrize(
+    ("name", "rewrite", "action"),
+    [
+        ("smolagents", as_smolagents_text, "rewrote an assistant turn as text"),
+        ("inspect_ai", as_inspect_ai_sends, "edited a message"),
+    ],
+)
+def test_an_answer_sent_back_rewritten_finds_its_rollouts_session(gateway_url, name, rewrite, action):
+    """Two rollouts of one prompt (no session id), each answer sent back rewritten as the harness does: each goes on
+    in its own session (the answer's call ids tell them apart), on a branch the harness is named for. Before, each
+    request opened a session of its own that named no maker."""
+    pair = recorded(name)
+    first = json.loads(json.dumps(pair["first"]))
+    first["tool_choice"] = "required"
+    rollouts = [answer_of(gateway_url, first) for _ in range(2)]
+    assert rollouts[0][0] != rollouts[1][0]
+    for session, answer in reversed(rollouts):
+        assert answer.get("tool_calls"), answer
+        went_on, _ = answer_of(gateway_url, second(pair, answer, rewrite(answer)))
+        assert went_on == session
+        record = checked(gateway_url, session, "")
+        assert [f["how"] for f in record["found"]] == ["new", "conversation"]
+        assert made_by(gateway_url, session) == [None, {"maker": "harness", "action": action, "message": "messages[2]"}]
+
+
+def test_a_malformed_turn_the_harness_drops_goes_on_in_its_session(gateway_url):
+    """mini-swe-agent's text-based loop drops an answer without exactly one fenced action and sends the prompt again
+    with a format error after it: the session whose last answer it dropped goes on, on a branch the harness is named
+    for; when two sessions wait at that prompt nothing tells them apart: a session of its own, the harness its maker."""
+    pair = recorded("mini_swe_agent_text")
+    session, _ = answer_of(gateway_url, pair["first"])
+    went_on, _ = answer_of(gateway_url, pair["second"])
+    assert went_on == session
+    assert made_by(gateway_url, session) == [
+        None,
+        {"maker": "harness", "action": "dropped a turn", "message": "messages[2]"},
+    ]
+    waiting = [answer_of(gateway_url, pair["first"])[0] for _ in range(2)]
+    apart, _ = answer_of(gateway_url, pair["second"])
+    assert apart not in waiting and apart != session
+    record = checked(gateway_url, apart, "")
+    assert record["found"][0]["how"] == "new" and "nothing tells them apart" in record["found"][0]["by"]
+    assert made_by(gateway_url, apart) == [{"maker": "harness", "action": "dropped a turn", "message": "messages[2]"}]
+
+
+def test_a_rows_summary_counts_each_break_and_answer_of_a_branched_session_once(gateway_url):
+    """A session the harness branched lists its active branch's breaks at the top of its record and again in its
+    branch, and at the top only its active branch's turns: the harness matrix's row counts each break and each
+    answer sampled once (before, the active branch's breaks counted twice and the dropped answer not at all)."""
+    from tito_audit.harnesses.group import summary
+
+    pair = recorded("mini_swe_agent_text")
+    named = {"X-Session-Id": "breaks-counted-once"}
+    went_on = {"role": "user", "content": "<returncode>0</returncode>\n<output>README.md\nnotes.txt</output>"}
+    body = pair["first"]
+    for then in (pair["second"], None, None):
+        answer = httpx.post(f"{gateway_url}/v1/chat/completions", json=body, headers=named, timeout=120)
+        assert answer.status_code == 200, answer.text
+        said = {"role": "assistant", "content": answer.json()["choices"][0]["message"]["content"]}
+        body = then or {**body, "messages": [*body["messages"], said, went_on]}
+    record = checked(gateway_url, "breaks-counted-once", "")
+    assert len(record["branches"]) == 2 and record["breaks"], record["breaks"]  # Qwen3's empty reasoning, dropped
+    makers = summary(record)["break_makers"]
+    assert len(makers) == sum(b["breaks"] for b in record["branches"])
+    assert makers == [b["made_by"] for b in record["breaks"]]  # the first branch had no break to make
+    assert summary(record)["turns"] == 3  # the answer the harness dropped, and the two on its new branch
+
+
 # -- the npm CLIs -----------------------------------------------------------------------------------------------------
 def npm_bin(name: str) -> str:
     """An npm CLI's binary; its tests run under ``make test-harnesses`` (CI runs it), which installs it."""
@@ -262,9 +388,8 @@ def test_claude_code_finishes_a_task_with_default_tools(gateway_url, folder, tmp
 
 def test_claude_code_compact_keeps_every_sampled_id_in_one_sample(gateway_url, folder, tmp_path, caplog):
     """``/compact`` in print mode on the last conversation: Claude Code sends the history again, its last answer
-    dropped and its summary instruction in the last user message, then goes on. (The stand-in engine calls a tool
-    where a model asked for text only would summarize, so Claude Code reports an empty summary: the history it then
-    sends carries its canned 'No response requested.' turn.)"""
+    dropped and its summary instruction ("Respond with TEXT ONLY") in the last user message; the stand-in engine
+    answers it as a model would, with a summary in text, and Claude Code goes on from it."""
     claude = npm_bin("claude")
     env = claude_env(tmp_path, gateway_url)
     (record,) = run_and_read(gateway_url, [claude, "-p", "What does the README here say?"], env, folder, caplog)
@@ -273,6 +398,8 @@ def test_claude_code_compact_keeps_every_sampled_id_in_one_sample(gateway_url, f
         assert code == 0, output
     after = checked(gateway_url, record["session"], output)
     assert after["requests"] > record["requests"] and len(after["branches"]) >= 2
+    summaries = [m for b in after["branches"] for m in b["messages"] if "<summary>" in str(m.get("content"))]
+    assert summaries, "the summary came back empty"
     assert all("context_length_exceeded" in line for line in refusals(caplog)), refusals(caplog)
 
 

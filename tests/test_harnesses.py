@@ -80,12 +80,18 @@ def test_a_row_sums_the_records_and_a_fix_brings_it_back(tmp_path):
     first = rows[0]
     assert (first["sampled"], first["in_loss"], first["share"]) == (100, 80, 0.8)
     assert first["lost"] == {"harness: summarized": 20}
-    assert first["made_by"] == {"harness": 1, "template": 1}
+    assert first["made_by"] == {"harness": 1} and first["breaks"] == {"template": 1}
     assert first["history"] == {"summarized": 1} and first["causes"] == {"template: reasoning-pruned": 1}
     assert trainable_share(rows[2]) == 0.0  # it reached for another host: the run fails
     shown = with_fixes(rows)
     assert [r["configuration"] for r in shown] == ["default", "default"]
-    assert shown[0]["fix"] == {"configuration": fix.name, "trainable": 1.0, "sampled": 90, "in_loss": 90}
+    assert shown[0]["fix"] == {
+        "configuration": fix.name,
+        "trainable": 1.0,
+        "sampled": 90,
+        "in_loss": 90,
+        "why": fix.fixes,
+    }
     table = {"rows": rows, "rollouts": 1, "seed": 0, "isolated": True}
     written = publish(table, tmp_path)
     assert sorted(p.name for p in written) == ["harnesses.html", "harnesses.json", "harnesses.md"]
@@ -106,7 +112,7 @@ def test_a_row_sums_the_records_and_a_fix_brings_it_back(tmp_path):
 def test_pydantic_ai_runs_end_to_end_and_its_row_is_the_gateways_record():
     import httpx
 
-    from tito_audit.harnesses.group import GroupSpec, gateway_for, run_cell, session_ids
+    from tito_audit.harnesses.group import GroupSpec, Runner, gateway_for, run_cell, session_ids
 
     model = "Qwen/Qwen2.5-7B-Instruct"
     spec = GroupSpec(model, "sglang", [("pydantic-ai", "default")], 1, 0, [str(SHARED_TOKENIZERS)], str(INSTALLED))
@@ -114,7 +120,7 @@ def test_pydantic_ai_runs_end_to_end_and_its_row_is_the_gateways_record():
     trap = ProxyTrap()
     try:
         with gateway_for(spec, {}) as url:
-            cell = run_cell(spec, harness, DEFAULT, url, trap)
+            cell = run_cell(spec, harness, DEFAULT, url, Runner(trap))
             records = [httpx.get(f"{url}/sessions/{sid}", trust_env=False).json() for sid in session_ids(url)]
     finally:
         trap.close()
@@ -136,3 +142,130 @@ def test_the_command_refuses_an_unknown_harness_in_one_line(tmp_path):
     assert result.returncode == 2
     assert "--harness nope: no such harness" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
+
+
+# -- what decides a cell, what a run runs ---------------------------------------------------------------------------
+def _package_copy(tmp_path: Path) -> Path:
+    import shutil
+
+    from tito_audit.harnesses.fingerprint import package_root
+
+    copy = tmp_path / "tito_audit"
+    shutil.copytree(package_root(), copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def _append(path: Path, text: str) -> None:
+    path.write_text(path.read_text(encoding="utf-8") + text, encoding="utf-8")
+
+
+def test_a_change_to_one_harness_changes_its_cells_keys_only(tmp_path):
+    from tito_audit.harnesses.fingerprint import harness_digests, runner_digest
+
+    root = _package_copy(tmp_path)
+    runner, digests = runner_digest(root), harness_digests(HARNESSES, root)
+    _append(root / "harnesses" / "smolagents.py", "\n# a change to smolagents' row\n")
+    _append(root / "harnesses" / "drivers" / "drive_langgraph.py", "\n# and to langgraph's driver\n")
+    _append(root / "harnesses" / "publish.py", "\n# the pages' own code decides no record\n")
+    changed = harness_digests(HARNESSES, root)
+    assert runner_digest(root) == runner
+    assert {name for name in digests if changed[name] != digests[name]} == {"smolagents", "langgraph"}
+    _append(root / "harnesses" / "drivers" / "looking.py", "\n# what every framework driver shares\n")
+    shared = harness_digests(HARNESSES, root)
+    assert {n for n in digests if shared[n] != changed[n]} == {
+        h.name for h in HARNESSES if h.command.__class__.__name__ == "FrameworkCommand"
+    }
+    _append(root / "gateway" / "standin" / "turn_plan.py", "\n# the stand-in engine decides every cell\n")
+    _append(root / "session" / "__init__.py", "\n# and so does the session the gateway keeps\n")
+    assert runner_digest(root) != runner and harness_digests(HARNESSES, root) == shared
+
+
+def test_a_rerun_with_every_cell_stored_runs_nothing_and_writes_nothing(tmp_path, monkeypatch):
+    from tito_audit.harnesses import run
+    from tito_audit.matrix.store import ResultsStore
+
+    options = run.TableOptions(
+        models=["m/one"], parsers=["sglang"], harnesses=["pydantic-ai", "opencode"], store=tmp_path / "store"
+    )
+    store = ResultsStore(options.store)
+    cells = [
+        run.Cell(harness_named(h), c, "m/one", "sglang")
+        for h in options.harnesses
+        for c in harness_named(h).configurations
+    ]
+    keys = run.Keys.of(cells, options.mirrors)
+    for cell in cells:  # opencode's default below 100%, its first fix at 100%: the second fix never runs
+        kept = {"opencode": {"default": 0}, "pydantic-ai": {}}[cell.harness.name].get(cell.configuration.name, 50)
+        store.put(run.cell_key(cell, options, keys), {**_cell(50, kept), "harness": cell.harness.name})
+    monkeypatch.setattr(run, "run_lane", lambda *a, **k: pytest.fail("a stored cell ran again"))
+    table = run.run_table(options)
+    assert [(r["name"], r["configuration"]) for r in table["rows"]] == [
+        ("pydantic-ai", "default"),
+        ("opencode", "default"),
+        ("opencode", "@opencode-ai/plugin and ripgrep pre-installed"),
+    ]
+    out = tmp_path / "reports"
+    assert len(publish(table, out)) == 3 and publish(run.run_table(options), out) == []
+
+
+def test_groups_of_one_engines_parsers_share_a_lane():
+    from tito_audit.harnesses.run import lanes_of
+
+    groups = [(m, p) for m in ("a", "b", "c") for p in ("sglang", "vllm")]
+    assert lanes_of(groups, 2) == [
+        [("a", "sglang"), ("b", "sglang"), ("c", "sglang")],
+        [("a", "vllm"), ("b", "vllm"), ("c", "vllm")],
+    ]
+    assert lanes_of(groups, 1) == [sorted(groups, key=lambda g: (g[1], g[0]))]
+    assert sorted(map(len, lanes_of(groups, 3))) == [2, 2, 2]
+
+
+def test_a_zygote_forks_each_rollout_with_its_own_environment_folder_and_time_limit(tmp_path):
+    import sys
+
+    from tito_audit.harnesses.zygotes import Zygotes
+
+    script = tmp_path / "rollout.py"
+    script.write_text(
+        "import os, sys, time, json\n"
+        "print(json.dumps([sys.argv[1:], os.getcwd(), os.environ.get('ROLLOUT'), 'json' in sys.modules]), flush=True)\n"
+        "if sys.argv[1] == 'sleep': time.sleep(30)\n"
+        "sys.exit(int(sys.argv[1]) if sys.argv[1].isdigit() else 0)\n",
+        encoding="utf-8",
+    )
+    zygotes = Zygotes(tmp_path, {"PATH": os.environ.get("PATH", "")})
+    try:
+        zygote = zygotes.get(sys.executable, ["json"])
+        ended = zygote.run([str(script), "3"], {"ROLLOUT": "one"}, tmp_path, 60)
+        assert ended.code == 3 and json.loads(ended.stdout) == [["3"], str(tmp_path), "one", True]
+        stopped = zygote.run([str(script), "sleep"], {"ROLLOUT": "two"}, tmp_path, 1)
+        assert stopped.code is None and b'"two"' in stopped.stdout
+        assert zygote.run([str(script), "0"], {}, tmp_path, 60).code == 0  # the zygote serves on
+    finally:
+        zygotes.close()
+
+
+def test_a_cell_stops_after_a_failed_rollout_and_its_row_counts_every_planned_one(monkeypatch, tmp_path):
+    """A rollout that fails fails its row whatever the others do: the rest are not run, and the row still counts
+    every rollout planned (a failed row shows 0%, naming the failure and what was not run)."""
+    from tito_audit.harnesses import group
+
+    ends = iter([0, 1])
+    ran: list[int] = []
+
+    def rollout(harness, configuration, context, runner):
+        ran.append(context.rollout)
+        code = next(ends)
+        return {"exit": code, "seconds": 1.0, "network": [], "stdout": "", "stderr": "" if code == 0 else "boom\n"}
+
+    monkeypatch.setattr(group, "run_rollout", rollout)
+    monkeypatch.setattr(group, "session_ids", lambda url: [])
+    monkeypatch.setattr(group, "task_folder", lambda *parts: tmp_path.joinpath(*parts))
+    monkeypatch.setattr(group, "home_folder", lambda *parts: tmp_path.joinpath("home", *parts))
+    harness = harness_named("pydantic-ai")
+    spec = group.GroupSpec("m/one", "sglang", [(harness.name, DEFAULT.name)], 4, 0, [], str(tmp_path))
+    cell = group.run_cell(spec, harness, DEFAULT, "http://127.0.0.1:9", None)  # type: ignore[arg-type]
+    assert ran == [0, 1] and cell["planned"] == 4
+    row = row_of(harness, DEFAULT, "m/one", "sglang", cell)
+    assert (row["rollouts"], row["finished"]) == (4, 1) and trainable_share(row) == 0.0
+    assert row["failure"] == "exit 1: boom; 2 more rollout(s) not run after one failed"

@@ -133,6 +133,55 @@ def test_the_engine_option_names_the_seed():
         standin_seed("standin:x", 0)
 
 
+# -- what a prompt asks in words (no tokenizer needed) ---------------------------------------------------------------
+CODEX_COMPACTION = (
+    "You are performing a CONTEXT CHECKPOINT COMPACTION. Create a handoff summary for another LLM that will resume "
+    "the task.\n\nInclude:\n- Current progress and key decisions made\n- What remains to be done (clear next steps)"
+)  # Codex CLI 0.171.0's summary request (its last message), as recorded through the gateway
+CODEX_RESTART = (
+    "Another language model started to solve this problem and produced a summary of its thinking process. You also "
+    "have access to the state of the tools that were used by that language model. Use this to build on the work that "
+    "has already been done and avoid duplicating work. Here is the summary produced by the other language model, use "
+    "the information in this summary to assist with your own analysis:\n\n"
+)  # and the message it restarts from, the summary after it
+CLAUDE_COMPACT = (
+    " CRITICAL: Respond with TEXT ONLY. Do NOT call any tools.\n\n- Do NOT use Read, Bash, Grep, Glob, Edit, Write, or "
+    "ANY other tool.\n- Your entire response must be plain text: an <analysis> block followed by a <summary> block."
+    "\n\nYour task is to create a detailed summary of the conversation so far, paying close attention to the user's "
+    "explicit requests and your previous actions."
+)  # Claude Code 2.1.197's /compact (its last message), as recorded
+MINI_TEXT_BASED = (
+    "You are a helpful assistant that can interact with a computer.\n\nYour response must contain exactly ONE bash "
+    "code block with ONE command (or commands connected with && or ||).\n<format_example>\nYour reasoning and "
+    "analysis here.\n\n```mswea_bash_command\nyour_command_here\n```\n</format_example>\nPlease solve this "
+    "issue: look around.\n6. Submit your changes and finish your work by issuing the following command: `echo "
+    "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`.\n```mswea_bash_command\nls -la\n```\n```bash\nls\n```"
+)  # mini-swe-agent 2.4.6's mini_textbased.yaml, as its templates write it (shortened)
+
+
+def test_a_prompt_asking_for_a_summary_gets_one_and_a_restart_from_one_goes_on_from_it():
+    from tito_audit.gateway.standin.instructions import read_asked, summary_text
+
+    codex = read_asked("", CODEX_COMPACTION, CODEX_COMPACTION, True)
+    assert codex.summary and not codex.summary_tags and codex.no_calls
+    claude = read_asked("", CLAUDE_COMPACT, CLAUDE_COMPACT, True)
+    assert claude.summary and claude.text_only and claude.summary_tags
+    restart = CODEX_RESTART + summary_text(4, False)
+    after = read_asked("", restart, "instructions " + restart, True)
+    assert not after.summary and after.done == 4 and after.done_at > 0  # a summary described is not one asked for
+    assert not read_asked("", "Summarize README.md in one line.", "", True).summary  # a task, not the conversation
+    assert "<summary>" in summary_text(2, True) and "I ran 2 commands" in summary_text(2, True)
+
+
+def test_actions_as_text_are_read_from_the_instructions_when_no_tool_is_declared():
+    from tito_audit.gateway.standin.instructions import read_asked
+
+    asked = read_asked(MINI_TEXT_BASED, "Please solve this issue", MINI_TEXT_BASED, False)
+    assert asked.fence == "mswea_bash_command" and asked.finish == "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+    assert read_asked(MINI_TEXT_BASED, "", MINI_TEXT_BASED, True).fence is None  # tools declared: calls, not text
+    assert read_asked("Answer the user.", "", "", False).fence is None
+
+
 # -- real templates --------------------------------------------------------------------------------------------------
 FAMILIES = {
     "Qwen/Qwen3-4B": "json",
@@ -379,3 +428,64 @@ def test_a_request_the_stand_in_cannot_read_is_refused_in_one_line(capfd):
     assert [row[1] for row in meta["output_token_logprobs"]] == good.json()["output_ids"]
     lines = capfd.readouterr().err.strip().splitlines()
     assert len(lines) == 3 and all(line.startswith("standin engine: 4") for line in lines)
+
+
+def _prompt(model, messages: list[dict], tools: list[dict] | None) -> list[int]:
+    with model.machinery.lock:
+        return model.machinery.renderer.prefixes(messages, tools, [(len(messages), True)])[(len(messages), True)].ids
+
+
+def _looked(model, messages: list[dict], tools: list[dict], turns: int) -> list[dict]:
+    """``messages`` after ``turns`` calls of the stand-in, each answered."""
+    for number in range(turns):
+        call = {"id": f"call_{number:024d}", "type": "function", "function": {"name": "Bash", "arguments": {}}}
+        messages = [
+            *messages,
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call["id"], "content": "README.md notes.txt"},
+        ]
+    return messages
+
+
+@requires_shared
+@pytest.mark.shared
+@pytest.mark.parametrize("model_id", ["Qwen/Qwen3-4B", "openai/gpt-oss-20b", "google/gemma-4-E2B-it"])
+def test_a_summary_asked_with_tools_declared_is_text_and_the_restart_from_it_answers(model_id):
+    """Codex's and Claude Code's compactions ask for a summary with their tools still declared: a model writes the
+    summary (before, the stand-in called a tool, so Codex restarted from a summary of nothing and looked again, for
+    ever, and Claude Code's summary came back empty); restarted from it, the model goes on from the work it says was
+    done."""
+    model = standin(model_id, 3)
+    stops = sorted(model.machinery.stop_ids)
+    task = [{"role": "system", "content": "You look around."}, {"role": "user", "content": "What is in this folder?"}]
+    history = _looked(model, task, [BASH, READ], 6)
+    for ask in (CODEX_COMPACTION, CLAUDE_COMPACT):
+        turn = model.complete(_prompt(model, [*history, {"role": "user", "content": ask}], [BASH, READ]), 2048, stops)
+        assert not turn.message.get("tool_calls") and "I ran 6 commands" in turn.message["content"]
+    summary = model.complete(
+        _prompt(model, [*history, {"role": "user", "content": CODEX_COMPACTION}], [BASH, READ]), 2048, stops
+    )
+    restart = [*task, {"role": "user", "content": CODEX_RESTART + summary.message["content"]}]
+    assert not model.complete(_prompt(model, restart, [BASH, READ]), 2048, stops).message.get("tool_calls")
+
+
+@requires_shared
+@pytest.mark.shared
+def test_a_text_based_loop_gets_its_commands_in_its_fence_then_the_command_that_finishes():
+    model = standin("Qwen/Qwen3-4B", 5)
+    stops = sorted(model.machinery.stop_ids)
+    messages: list[dict] = [{"role": "system", "content": MINI_TEXT_BASED}, {"role": "user", "content": "Look around."}]
+    written = []
+    for _ in range(8):
+        content = model.complete(_prompt(model, messages, None), 2048, stops).message["content"]
+        written.append(content)
+        if "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" in content:
+            break
+        messages += [
+            {"role": "assistant", "content": content},
+            {"role": "user", "content": "<returncode>0</returncode>"},
+        ]
+    fenced = re.compile(r"```mswea_bash_command\n(.+)\n```")
+    commands = [fenced.search(text).group(1) for text in written]
+    assert commands[-1] == "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" and 3 <= len(commands) <= 7
+    assert set(commands[:-1]) <= set(READ_ONLY_COMMANDS)

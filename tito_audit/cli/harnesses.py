@@ -55,6 +55,7 @@ def harnesses_command(
     """Run agent harnesses as they ship against the gateway and the stand-in engine; write the harness matrix."""
     from tito_audit.harnesses.catalogue import HARNESSES
     from tito_audit.harnesses.publish import publish
+    from tito_audit.harnesses.rows import shown_share, trainable_share
     from tito_audit.harnesses.run import MODELS, PARSERS, TableOptions, run_table
 
     known = {h.name for h in HARNESSES}
@@ -84,7 +85,7 @@ def harnesses_command(
     written = publish(table, out)
     shown = Table("harness", "model", "parser", "configuration", "rollouts", "trainable", "seconds")
     for row in table["rows"]:
-        share = "—" if row["share"] is None else f"{row['share'] * 100:.1f}%"
+        share = "—" if row["share"] is None else shown_share({**row, "trainable": trainable_share(row)})
         ran = f"{row['finished']}/{row['rollouts']}"
         shown.add_row(
             row["harness"], row["model"], row["parser"], row["configuration"], ran, share, str(row["seconds"])

@@ -171,8 +171,30 @@ def _assistant_edit(was: dict, now: dict) -> Action:
 
 def _calls_as_text(was: dict, now: dict) -> bool:
     names = [c.get("name") for c in was.get("tool_calls") or []]
-    text = str(now.get("content") or "")
+    text = text_of(now.get("content"))
     return bool(names) and all(isinstance(n, str) and n in text for n in names)
+
+
+def carries_answer(answer: dict, message: dict) -> bool:
+    """Whether ``message`` (an assistant turn a client sent back, as the matcher keys it) is the sampled ``answer``
+    come back edited: it carries every call id the answer was given, in its own calls or written into its text
+    (smolagents' ``Calling tools:\n[{'id': ...}]``). Call ids are drawn per answer, so they tell one rollout's answer
+    from another's; an answer without calls (or a matcher that drops ids) cannot be told this way."""
+    if message.get("role") != "assistant":
+        return False
+    ids = [c.get("id") for c in answer.get("tool_calls") or []]
+    if not ids or not all(isinstance(i, str) and i for i in ids):
+        return False
+    kept = {c.get("id") for c in message.get("tool_calls") or []}
+    text = text_of(message.get("content"))
+    return all(i in kept or i in text for i in ids)
+
+
+def text_of(content: Any) -> str:
+    """A message's content as text (a string, or the text of its parts)."""
+    if isinstance(content, list):
+        return "".join(str(p.get("text") or "") if isinstance(p, dict) else str(p) for p in content)
+    return str(content or "")
 
 
 def _renamed_result(was: dict, now: dict) -> bool:

@@ -255,10 +255,13 @@ def _grow(
     made by ``made_by``)."""
 
     def commit(entry: GatewaySession, step: Step, pending: Pending) -> None:
+        made = made_by
+        if entry.tree is None:  # the session's first branch: made by whoever the lookup names (a rewrite not joined)
+            made = getattr(step.found, "made_by", None)
         tree = entry.tree if entry.tree is not None else Tree()
         entry.tree = tree
         number = branch if branch is not None else len(tree.forks)
-        node = Node(parent, delta, ops, tools, number, pending, clock=clock or step.trial.clock, made_by=made_by)
+        node = Node(parent, delta, ops, tools, number, pending, clock=clock or step.trial.clock, made_by=made)
         (parent.children if parent is not None else tree.roots).append(node)
         if branch is None:
             tree.forks[number] = parent.branch if parent is not None else None

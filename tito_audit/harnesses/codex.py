@@ -1,8 +1,9 @@
 """Codex CLI (``@openai/codex``): ``codex exec TASK``, OpenAI's Responses API, streamed; a model provider pointing at
 the gateway in its ``config.toml`` (``base_url``, ``wire_api = "responses"``, the key from an environment variable),
 as its configuration documentation gives it; analytics, metrics export, update checks, remote model lists, plugins and
-apps off there. Its auto-compaction is forced with ``model_auto_compact_token_limit`` set a little past its first
-prompt (measured on the default configuration's rollouts in the same group)."""
+apps off there. Its auto-compaction is forced with ``model_auto_compact_token_limit = 1``: Codex compacts after every
+response that goes on with a tool call (it sends the history with no tools and a request for a handoff summary, then
+restarts from the summary), so a rollout compacts until the model answers."""
 
 from __future__ import annotations
 
@@ -17,17 +18,17 @@ from tito_audit.harnesses.harness import (
     RolloutContext,
 )
 
-COMPACTION = Configuration("auto-compaction forced", options=("compact",), role=COMPACTION_ROLE)
-COMPACT_AFTER = 270
-"""Tokens past the first prompt (its instructions and tools) at which the forced compaction sets in: after a turn or
-two of the task, and never again at once after it (the summary and the first prompt stay below it)."""
+COMPACT_LIMIT = 1
+"""The lowest token limit: every response past it that needs a follow-up (a tool call) is followed by a compaction."""
+COMPACTION = Configuration(
+    f"auto-compaction forced (model_auto_compact_token_limit = {COMPACT_LIMIT})",
+    options=("compact",),
+    role=COMPACTION_ROLE,
+)
 
 
-def _compaction(context: RolloutContext, configuration: Configuration) -> list[str]:
-    if "compact" not in configuration.options:
-        return []
-    first = context.first_prompt or 4500
-    return [f"model_auto_compact_token_limit = {first + COMPACT_AFTER}"]
+def _compaction(configuration: Configuration) -> list[str]:
+    return [f"model_auto_compact_token_limit = {COMPACT_LIMIT}"] if "compact" in configuration.options else []
 
 
 def command(context: RolloutContext, configuration: Configuration) -> Command:
@@ -36,7 +37,7 @@ def command(context: RolloutContext, configuration: Configuration) -> Command:
             f'model = "{context.model}"',
             'model_provider = "tito"',
             "check_for_update_on_startup = false",
-            *_compaction(context, configuration),
+            *_compaction(configuration),
             "",
             "[model_providers.tito]",
             'name = "tito"',

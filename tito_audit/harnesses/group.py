@@ -3,9 +3,11 @@ front of the stand-in engine, each rollout in a task folder and a home of its ow
 configuration, how each rollout ended and the gateway's own record of every session it opened (``GET /sessions``,
 then ``GET /sessions/{id}``), summed into a row by :mod:`.rows`.
 
-It runs as ``python -m tito_audit.harnesses.group SPEC.json OUT.json`` inside a network namespace of its own
-(:mod:`.isolation`), the gateway and the engine in this process, the harnesses as child processes: nothing they do can
-reach another host, and whatever they try through their proxy settings is recorded and fails the run.
+A group runs inside a lane (:mod:`.lane`): in a network namespace of its own (:mod:`.isolation`), the gateway and
+the engine in the lane's process, the harnesses as child processes (a framework's forked from a Python that imported
+it already: :mod:`.zygotes`): nothing they do can reach another host, and whatever they try through their proxy
+settings is recorded and fails the run. A harness whose default configuration keeps less than every sampled id has
+its fix configurations run right after it, in the same group, one after another until one keeps every id.
 
 The gateway runs with its default options (the configuration's own, where it names one), the engine shaped as the
 parser's engine serves (``--engine-api vllm`` for vLLM's parsers, ``sglang`` for SGLang's).
@@ -16,22 +18,22 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tito_audit.harnesses.catalogue import harness_named
-from tito_audit.harnesses.harness import Configuration, Harness, RolloutContext
+from tito_audit.harnesses.harness import DEFAULT, FIX_ROLE, Command, Configuration, Harness, RolloutContext
 from tito_audit.harnesses.isolation import ProxyTrap, harness_env
 from tito_audit.harnesses.task import TASK, home_folder, task_folder
-from tito_audit.outputs import write_atomically
+from tito_audit.harnesses.zygotes import Ended, Zygotes
 
-ROLLOUT_SECONDS = 90
-"""The longest a rollout may take before it is stopped (and counted as failed)."""
+ROLLOUT_SECONDS = 60
+"""The longest a rollout may take before it is stopped (and counted as failed): a few times what the slowest rollout
+that finishes takes on a busy machine."""
 TAIL = 400
 
 
@@ -46,8 +48,10 @@ class GroupSpec:
     seed: int
     mirrors: list[str]
     installed: str
-    first_prompts: dict[str, int] = field(default_factory=dict)
-    """Per harness, the first prompt's tokens of its default configuration when that cell is stored already."""
+    fixes: list[str] = field(default_factory=list)
+    """Harnesses whose fix configurations run right after their default here, if it keeps less than every id."""
+    chains: list[tuple[str, list[str]]] = field(default_factory=list)
+    """(harness, fix configurations) to run after the cells (a default stored already keeps less than every id)."""
 
     @classmethod
     def read(cls, data: dict[str, Any]) -> GroupSpec:
@@ -59,8 +63,21 @@ class GroupSpec:
             data["seed"],
             data["mirrors"],
             data["installed"],
-            data.get("first_prompts") or {},
+            list(data.get("fixes") or []),
+            [(str(h), [str(c) for c in names]) for h, names in data.get("chains") or []],
         )
+
+
+@dataclass
+class Runner:
+    """What runs a group's rollouts: the lane's proxy trap and its zygotes (None: each rollout a process of its own)."""
+
+    trap: ProxyTrap
+    zygotes: Zygotes | None = None
+
+
+Emit = Callable[[Harness, Configuration, dict], None]
+"""Told of each cell as soon as it has run (the lane writes it out)."""
 
 
 def configuration_named(harness: Harness, name: str) -> Configuration:
@@ -90,16 +107,38 @@ def summary(record: dict[str, Any]) -> dict[str, Any]:
     branches = record.get("branches") or []
     return {
         "requests": record.get("requests", 0),
-        "turns": sum(1 for turn in record.get("turns", []) if turn.get("sampled")),
+        "turns": _sampled_turns(record, branches),
         "branches": max(len(branches), 1),
-        "branch_makers": [b.get("made_by") for b in branches if b.get("made_by")],
-        "break_makers": [b.get("made_by") for b in record.get("breaks", []) if b.get("made_by")]
-        + [m for b in branches for m in (b.get("break_makers") or [])],
+        "branch_makers": _branch_makers(branches),
+        "break_makers": _break_makers(record, branches),
         "trainable": record.get("trainable") or {"sampled": 0, "in_loss": 0, "lost": {}},
         "found": [f.get("how") if isinstance(f, dict) else f for f in record.get("found") or []],
         "unsampled": len(record.get("unsampled") or []),
-        "first_prompt": next((t["completion"][0] for t in record.get("turns", []) if t.get("completion")), None),
     }
+
+
+def _sampled_turns(record: dict[str, Any], branches: list[dict[str, Any]]) -> int:
+    """The answers the engine sampled for a session, each once: with branches, the sampled turns each branch owns
+    (the record's top level lists only its active branch's turns, those it shares with its parent among them)."""
+    if branches:
+        return sum(1 for b in branches for turn in b.get("turns", []) if turn.get("sampled") and turn.get("in_loss"))
+    return sum(1 for turn in record.get("turns", []) if turn.get("sampled"))
+
+
+def _break_makers(record: dict[str, Any], branches: list[dict[str, Any]]) -> list[Any]:
+    """Who made each break of a session: each branch's own, when it has branches (the record lists its active
+    branch's breaks at its top level too, so those count there once); else the record's."""
+    if branches:
+        return [m for b in branches for m in (b.get("break_makers") or [])]
+    return [b.get("made_by") for b in record.get("breaks", []) if b.get("made_by")]
+
+
+def _branch_makers(branches: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
+    """Who made each branch of a session but the session's own (the one branch no one is named for: its first, or
+    the loop a side request came before); a further branch no one is named for is listed as None (unattributed)."""
+    named = [b["made_by"] for b in branches if b.get("made_by")]
+    unnamed = sum(1 for b in branches if not b.get("made_by"))
+    return [*named, *([None] * max(unnamed - 1, 0))]
 
 
 @contextmanager
@@ -122,99 +161,115 @@ def gateway_for(spec: GroupSpec, options: dict[str, Any]) -> Iterator[str]:
         yield url
 
 
-def run_cell(
-    spec: GroupSpec, harness: Harness, configuration: Configuration, url: str, trap: ProxyTrap, first: int | None = None
-) -> dict:
+def run_cell(spec: GroupSpec, harness: Harness, configuration: Configuration, url: str, runner: Runner) -> dict:
     started = time.monotonic()
     before = set(session_ids(url))
-    rollouts = []
+    rollouts: list[dict] = []
     for number in range(spec.rollouts):
+        if rollouts and (rollouts[-1]["exit"] != 0 or rollouts[-1]["network"]):
+            break  # a rollout failed: the row fails whatever the others do, and a harness that fails so fails again
         slug = re.sub(
             r"[^A-Za-z0-9._-]+", "_", f"{spec.model}-{spec.parser}-{harness.name}-{configuration.name}-{number}"
         )
         context = RolloutContext(
-            url,
-            spec.model,
-            task_folder("work", slug),
-            home_folder(slug),
-            Path(spec.installed),
-            TASK,
-            number,
-            first,
+            url, spec.model, task_folder("work", slug), home_folder(slug), Path(spec.installed), TASK, number
         )
-        rollouts.append(run_rollout(harness, configuration, context, trap))
+        rollouts.append(run_rollout(harness, configuration, context, runner))
     records = [summary(_get(f"{url}/sessions/{sid}")) for sid in session_ids(url) if sid not in before]
     return {
         "harness": harness.name,
         "configuration": configuration.name,
+        "planned": spec.rollouts,
         "rollouts": rollouts,
         "sessions": records,
         "seconds": round(time.monotonic() - started, 1),
     }
 
 
-def run_rollout(harness: Harness, configuration: Configuration, context: RolloutContext, trap: ProxyTrap) -> dict:
-    command = harness.command(context, configuration)
-    for relative, text in command.files.items():
-        path = context.home / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    (context.home / "tmp").mkdir(exist_ok=True)
-    env = harness_env(trap, str(context.home), command.env)
+def run_rollout(harness: Harness, configuration: Configuration, context: RolloutContext, runner: Runner) -> dict:
     started = time.monotonic()
     try:
-        done = subprocess.run(
-            command.argv,
-            cwd=context.workdir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=ROLLOUT_SECONDS,
-            check=False,
-        )
-        code: int | None = done.returncode
-        out, err = done.stdout, done.stderr
-    except subprocess.TimeoutExpired as timeout:
-        code, out, err = None, timeout.stdout or b"", timeout.stderr or b""
-    except OSError as exc:
-        code, out, err = 127, b"", str(exc).encode()
+        command = harness.command(context, configuration)
+        _prepare_home(context.home, command)
+    except OSError as exc:  # something the configuration needs is not installed
+        ended = Ended(127, b"", f"{exc} (make harnesses-install installs what the harnesses need)".encode())
+    else:
+        env = harness_env(runner.trap, str(context.home), command.env)
+        ended = _run(harness, command.argv, env, context.workdir, runner.zygotes)
     return {
-        "exit": code,
+        "exit": ended.code,
         "seconds": round(time.monotonic() - started, 1),
-        "network": trap.taken(),
-        "stdout": out.decode("utf-8", "replace")[-TAIL:],
-        "stderr": err.decode("utf-8", "replace")[-TAIL:],
+        "network": runner.trap.taken(),
+        "stdout": ended.stdout.decode("utf-8", "replace")[-TAIL:],
+        "stderr": ended.stderr.decode("utf-8", "replace")[-TAIL:],
     }
 
 
-def run_group(spec: GroupSpec) -> list[dict]:
-    trap = ProxyTrap()
-    cells = []
+def _prepare_home(home: Path, command: Command) -> None:
+    """The files and links a command needs in its home folder, and its ``tmp``."""
+    for relative, text in command.files.items():
+        path = home / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    for relative, source in command.links.items():
+        path = home / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.symlink_to(source)
+    (home / "tmp").mkdir(exist_ok=True)
+
+
+def _run(harness: Harness, argv: list[str], env: dict[str, str], cwd: Path, zygotes: Zygotes | None) -> Ended:
+    """One rollout's process: forked from the framework's zygote where there is one, else started anew."""
+    try:
+        if zygotes is not None and harness.preload:
+            return zygotes.get(argv[0], harness.preload).run(argv[1:], env, cwd, ROLLOUT_SECONDS)
+        done = subprocess.run(
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=ROLLOUT_SECONDS, check=False
+        )
+        return Ended(done.returncode, done.stdout, done.stderr)
+    except subprocess.TimeoutExpired as timeout:
+        return Ended(None, timeout.stdout or b"", timeout.stderr or b"")
+    except (OSError, RuntimeError, ValueError) as exc:
+        return Ended(127, b"", str(exc).encode())
+
+
+def kept_share(cell: dict) -> float:
+    """The share of a cell's sampled ids in the loss, 0 when a rollout did not finish or reached for another host (as
+    the row counts it: :func:`tito_audit.harnesses.rows.trainable_share`)."""
+    rollouts = cell.get("rollouts") or []
+    if any(r.get("exit") != 0 or r.get("network") for r in rollouts):
+        return 0.0
+    sampled = sum(int(s["trainable"].get("sampled") or 0) for s in cell.get("sessions") or [])
+    in_loss = sum(int(s["trainable"].get("in_loss") or 0) for s in cell.get("sessions") or [])
+    return in_loss / sampled if sampled else 0.0
+
+
+def run_group(spec: GroupSpec, runner: Runner, emit: Emit) -> None:
+    """Run the group's cells (and, after a default that keeps less than every id, its harness's fixes), telling
+    ``emit`` of each as it ends."""
     gateways: dict[str, str] = {}
-    first_prompts: dict[str, int | None] = dict(spec.first_prompts)
     with ExitStack() as stack:
-        for harness_name, configuration_name in spec.cells:
-            harness = harness_named(harness_name)
-            configuration = configuration_named(harness, configuration_name)
+
+        def run(harness: Harness, configuration: Configuration) -> dict:
             options = dict(configuration.gateway_options)
             key = json.dumps(options, sort_keys=True)
             if key not in gateways:
                 gateways[key] = stack.enter_context(gateway_for(spec, options))
-            cell = run_cell(spec, harness, configuration, gateways[key], trap, first_prompts.get(harness.name))
-            if configuration.name == "default":
-                sizes = [s["first_prompt"] for s in cell["sessions"] if s.get("first_prompt")]
-                first_prompts[harness.name] = min(sizes) if sizes else None
-            cells.append(cell)
-    trap.close()
-    return cells
+            cell = run_cell(spec, harness, configuration, gateways[key], runner)
+            emit(harness, configuration, cell)
+            return cell
 
+        def chain(harness: Harness, fixes: list[Configuration]) -> None:
+            for fix in fixes:  # in the harness's order, until one keeps every id
+                if kept_share(run(harness, fix)) >= 1:
+                    return
 
-def main(argv: list[str]) -> int:
-    spec = GroupSpec.read(json.loads(Path(argv[0]).read_text(encoding="utf-8")))
-    cells = run_group(spec)
-    write_atomically(Path(argv[1]), json.dumps(cells, ensure_ascii=False, indent=1).encode("utf-8"))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+        for harness_name, configuration_name in spec.cells:
+            harness = harness_named(harness_name)
+            configuration = configuration_named(harness, configuration_name)
+            cell = run(harness, configuration)
+            if configuration.name == DEFAULT.name and harness.name in spec.fixes and kept_share(cell) < 1:
+                chain(harness, [c for c in harness.configurations if c.role == FIX_ROLE])
+        for harness_name, names in spec.chains:
+            harness = harness_named(harness_name)
+            chain(harness, [configuration_named(harness, name) for name in names])

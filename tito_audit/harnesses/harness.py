@@ -4,7 +4,8 @@ configurations it runs in, and the command line of one rollout.
 A harness is run as it ships: its default configuration first; where that loses sampled ids, the configurations
 it documents that do not (or a gateway option) run too, and the row names the one that brings the share back, with
 its figure (:attr:`Configuration.fixes`). A rollout is one process: a CLI harness's own binary, or a framework's small
-driver (``drivers/NAME.py``) run by the Python of the harness's own virtual environment.
+driver (``drivers/NAME.py``) run by the Python of the harness's own virtual environment (forked from one that has
+imported the framework's :attr:`Harness.preload` modules already: :mod:`.zygotes`).
 """
 
 from __future__ import annotations
@@ -35,9 +36,6 @@ class RolloutContext:
     """Where :mod:`tito_audit.harnesses.install` put the harnesses."""
     task: str
     rollout: int
-    first_prompt: int | None = None
-    """The tokens of the first prompt the harness's default configuration sent in this group (what a compaction
-    threshold is set from), when it ran before."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +44,9 @@ class Command:
     env: Mapping[str, str] = field(default_factory=dict)
     files: Mapping[str, str] = field(default_factory=dict)
     """Files to write before the rollout, relative to the home folder (a provider's configuration)."""
+    links: Mapping[str, str] = field(default_factory=dict)
+    """Symbolic links to make before the rollout, relative to the home folder, to what they point at (something
+    installed beside the harnesses)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,12 @@ class Harness:
     """How the table names it (``openai-agents (Responses)``); default: ``name``."""
     venv: str = ""
     """A PyPI harness's virtual environment (``venv-NAME`` where it is installed; two rows of one package share one)."""
+    companions: tuple[str, ...] = ()
+    """What a fix configuration puts where the harness looks for it, installed with the harness in folders of their
+    own: ``npm:NAME@VERSION`` (into ``npm-HARNESS``), ``pypi:NAME==VERSION`` (into a virtual environment,
+    ``venv-HARNESS``)."""
+    preload: tuple[str, ...] = ()
+    """The modules a PyPI harness's rollouts import at start: imported once per lane, each rollout forked from there."""
 
     @property
     def title(self) -> str:
@@ -104,14 +111,31 @@ WITH_SESSION_ID = Configuration(
 )
 
 
-def framework_command(venv: str, script: str, *arguments: str) -> Callable[[RolloutContext, Configuration], Command]:
-    """The command of a framework's rollout: its driver run by the Python of its own virtual environment."""
+def venv_python(context: RolloutContext, venv: str) -> str:
+    """The Python of a PyPI harness's own virtual environment."""
+    return str(context.installed / f"venv-{venv}" / "bin" / "python")
 
-    def command(context: RolloutContext, configuration: Configuration) -> Command:
-        python = context.installed / f"venv-{venv}" / "bin" / "python"
+
+@dataclass(frozen=True)
+class FrameworkCommand:
+    """The command of a framework's rollout: its driver (``drivers/SCRIPT.py``) run by the Python of its own virtual
+    environment; a configuration's ``NAME=VALUE`` options reach the driver as ``TITO_OPTION_NAME`` (what it passes
+    the framework)."""
+
+    venv: str
+    script: str
+    arguments: tuple[str, ...] = ()
+
+    def __call__(self, context: RolloutContext, configuration: Configuration) -> Command:
         env = {"TITO_BASE_URL": f"{context.gateway}/v1", "TITO_MODEL": context.model, "TITO_TASK": context.task}
         if SESSION_ID in configuration.options:
-            env["TITO_SESSION"] = f"{venv}-{script}-{'-'.join(arguments)}-{context.rollout}"
-        return Command([str(python), driver(script), *arguments], env=env)
+            env["TITO_SESSION"] = f"{self.venv}-{self.script}-{'-'.join(self.arguments)}-{context.rollout}"
+        for option in configuration.options:
+            name, equals, value = option.partition("=")
+            if equals:
+                env[f"TITO_OPTION_{name.upper()}"] = value
+        return Command([venv_python(context, self.venv), driver(self.script), *self.arguments], env=env)
 
-    return command
+
+def framework_command(venv: str, script: str, *arguments: str) -> FrameworkCommand:
+    return FrameworkCommand(venv, script, arguments)

@@ -16,4 +16,5 @@ HARNESS = Harness(
     configurations=(DEFAULT, WITH_SESSION_ID),
     requirements=("langgraph==1.2.24", "langchain-openai==1.7.4"),
     venv="langgraph",
+    preload=("langgraph.prebuilt", "langchain_openai", "langchain_core.tools"),
 )

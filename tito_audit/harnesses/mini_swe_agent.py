@@ -1,21 +1,33 @@
 """mini-swe-agent (PyPI ``mini-swe-agent``): its ``mini`` command on a task, yolo mode, exiting when the agent
 finishes; litellm's OpenAI provider pointed at the gateway (``api_base``). Two rows: its tool-calling configuration
 (``mini.yaml``, the default: a ``bash`` tool) and its text-based one (``mini_textbased.yaml``, model class
-``litellm_textbased``: commands in fenced blocks, no tools), not streamed."""
+``litellm_textbased``: commands in fenced blocks, no tools), not streamed. Its ``mini`` script is run by the Python
+of its virtual environment (``python .../bin/mini``, as the script's own first line says)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from tito_audit.harnesses.harness import CHAT, DEFAULT, PYPI, Command, Configuration, Harness, RolloutContext
+from tito_audit.harnesses.harness import (
+    CHAT,
+    DEFAULT,
+    PYPI,
+    Command,
+    Configuration,
+    Harness,
+    RolloutContext,
+    venv_python,
+)
 
 REQUIREMENTS = ("mini-swe-agent==2.4.6",)
+PRELOAD = ("minisweagent.run.mini", "litellm")
 
 
 def _command(config: str, model_class: str) -> Callable[[RolloutContext, Configuration], Command]:
     def command(context: RolloutContext, configuration: Configuration) -> Command:
         mini = context.installed / "venv-mini-swe-agent" / "bin" / "mini"
         argv = [
+            venv_python(context, "mini-swe-agent"),
             str(mini),
             "-c",
             config,
@@ -37,7 +49,7 @@ def _command(config: str, model_class: str) -> Callable[[RolloutContext, Configu
             str(context.home / "trajectory.json"),
         ]
         if model_class:
-            argv[1:1] = ["--model-class", model_class]
+            argv[2:2] = ["--model-class", model_class]
         return Command(argv, env={"MSWEA_CONFIGURED": "true", "MSWEA_COST_TRACKING": "ignore_errors"})
 
     return command
@@ -55,6 +67,7 @@ TOOL_CALLING = Harness(
     requirements=REQUIREMENTS,
     venv="mini-swe-agent",
     label="mini-swe-agent (tool calling)",
+    preload=PRELOAD,
 )
 TEXT_BASED = Harness(
     "mini-swe-agent-text",
@@ -68,4 +81,5 @@ TEXT_BASED = Harness(
     requirements=REQUIREMENTS,
     venv="mini-swe-agent",
     label="mini-swe-agent (text-based)",
+    preload=PRELOAD,
 )

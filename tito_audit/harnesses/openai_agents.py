@@ -17,6 +17,7 @@ CHAT_HARNESS = Harness(
     configurations=(DEFAULT, WITH_SESSION_ID),
     requirements=REQUIREMENTS,
     venv="openai-agents",
+    preload=("agents", "openai"),
     label="openai-agents (chat)",
 )
 RESPONSES_HARNESS = Harness(
@@ -30,5 +31,6 @@ RESPONSES_HARNESS = Harness(
     configurations=(DEFAULT, WITH_SESSION_ID),
     requirements=REQUIREMENTS,
     venv="openai-agents",
+    preload=("agents", "openai"),
     label="openai-agents (Responses)",
 )

@@ -30,7 +30,8 @@ def _fix(row: dict[str, Any]) -> str:
     if fix is None:
         return "none of its configurations does better"
     share = f"{fix['trainable'] * 100:.1f}%".replace(".0%", "%")
-    return f"{esc(fix['configuration'])}: <strong>{esc(share)}</strong> ({fix['in_loss']}/{fix['sampled']})"
+    why = f'<br><span class="small muted">{esc(fix["why"])}</span>' if fix.get("why") else ""
+    return f"{esc(fix['configuration'])}: <strong>{esc(share)}</strong> ({fix['in_loss']}/{fix['sampled']}){why}"
 
 
 def _why(row: dict[str, Any]) -> str:
@@ -48,23 +49,24 @@ def _row(row: dict[str, Any]) -> str:
         esc(row["configuration"]),
         f"{row['finished']}/{row['rollouts']}",
         str(row["turns"]),
+        str(row["sessions"]),
         str(row["branches"]),
     ]
     return (
         "<tr>"
         + "".join(f"<td>{c}</td>" for c in cells)
         + _share_cell(row)
-        + f"<td>{_list(row['lost'])}</td><td>{_list(row['made_by'])}</td><td>{_list(row['causes'])}</td>"
-        + f'<td>{_list(row["history"])}</td><td>{_fix(row)}</td><td>{_why(row)}</td><td class="num">{seconds}</td>'
+        + f"<td>{_list(row['made_by'])}</td><td>{_list(row['history'])}</td><td>{_list(row['causes'])}</td>"
+        + f'<td>{_list(row["lost"])}</td><td>{_fix(row)}</td><td>{_why(row)}</td><td class="num">{seconds}</td>'
         + "</tr>"
     )
 
 
 HEAD = (
-    "<tr><th>model</th><th>parser</th><th>configuration</th><th>rollouts finished</th><th>turns</th><th>branches</th>"
-    "<th>trainable (in loss / sampled)</th><th>lost, by cause</th><th>made by</th><th>template, parser, BPE causes</th>"
-    "<th>what the harness did to its history</th><th>what brings it back</th><th>why a rollout failed</th>"
-    "<th>time</th></tr>"
+    "<tr><th>model</th><th>parser</th><th>configuration</th><th>rollouts finished</th><th>turns</th><th>sessions</th>"
+    "<th>branches</th><th>trainable (in loss / sampled)</th><th>branches made by</th>"
+    "<th>what the harness did to its history</th><th>breaks made by (template, parser, BPE)</th>"
+    "<th>lost, by cause</th><th>what brings it back</th><th>why a rollout failed</th><th>time</th></tr>"
 )
 
 
@@ -85,7 +87,7 @@ def html_page(table: dict[str, Any]) -> str:
             f'<div class="scroll"><table class="matrix">{HEAD}{"".join(_row(r) for r in mine)}</table></div></section>'
         )
     isolation = (
-        "each group in a network namespace of its own (loopback only)"
+        "each lane of groups in a network namespace of its own (loopback only)"
         if table["isolated"]
         else "on the machine's network (no namespaces here), with the proxy trap"
     )

@@ -47,6 +47,7 @@ def with_fixes(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "trainable": trainable_share(best),
                     "sampled": best["sampled"],
                     "in_loss": best["in_loss"],
+                    "why": best.get("fixes") or "",
                 }
             )
         shown.append(entry)
@@ -67,9 +68,14 @@ def markdown(table: dict[str, Any]) -> str:
         f"({table['rollouts']} rollouts per row, seed {table['seed']}); figures from the gateway's own record "
         "(`GET /sessions/{id}`). See docs/harnesses.md.",
         "",
+        "Sessions are those the gateway found the harness's requests in (by the id it sends, or by its conversation); "
+        "each branch beyond a session's own names who made it (the harness, with what it did to its history), each "
+        "break its maker (template, parser, BPE).",
+        "",
         "| harness | version | dialect | model | parser | configuration | rollouts | turns | sampled | in loss | "
-        "trainable | branches | lost, by cause | made by | history | fix | seconds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "trainable | sessions | branches | branches made by | history | breaks made by | lost, by cause | fix | "
+        "seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         lines.append(
@@ -87,10 +93,12 @@ def markdown(table: dict[str, Any]) -> str:
                     str(row["sampled"]),
                     str(row["in_loss"]),
                     shown_share(row),
+                    str(row["sessions"]),
                     str(row["branches"]),
-                    _pairs(row["lost"]) or "—",
                     _pairs(row["made_by"]) or "—",
                     _pairs(row["history"]) or "—",
+                    _pairs(row["breaks"]) or "—",
+                    _pairs(row["lost"]) or "—",
                     fix_text(row),
                     f"{row['seconds']:.0f}" if row.get("seconds") is not None else "—",
                 ]
@@ -114,7 +122,8 @@ def fix_text(row: dict[str, Any]) -> str:
     fix = row.get("fix")
     if fix is None:
         return "none found"
-    return f"{fix['configuration']}: {percent(fix['trainable'])} ({fix['in_loss']}/{fix['sampled']})"
+    said = f"{fix['configuration']}: {percent(fix['trainable'])} ({fix['in_loss']}/{fix['sampled']})"
+    return f"{said} ({fix['why']})" if fix.get("why") else said
 
 
 def _pairs(counts: dict[str, int]) -> str:

@@ -16,4 +16,5 @@ HARNESS = Harness(
     configurations=(DEFAULT, WITH_SESSION_ID),
     requirements=("pydantic-ai-slim[openai]==2.66.0",),
     venv="pydantic-ai",
+    preload=("pydantic_ai", "pydantic_ai.models.openai", "pydantic_ai.providers.openai"),
 )

@@ -1,10 +1,11 @@
 """A row of the harness matrix, summed from the gateway's own record of every session a harness opened.
 
 Per harness × configuration × model × parser: the rollouts and how they ended, the requests and turns, the ids the
-engine sampled and those in the loss of a training sample (the record's ``trainable``), the branches, the ids lost by
-cause, the breaks and branches by who made them (harness, template, parser, BPE: the record's ``made_by``), what the
-harness did to its history (its actions), how the gateway found each request's session, and any attempt to reach
-another host. Nothing here is measured again: it is what the gateway said.
+engine sampled and those in the loss of a training sample (the record's ``trainable``), the sessions and branches,
+the ids lost by cause, who made each branch beyond a session's own (the harness, and what it did to its history: its
+actions; ``unattributed`` for one the gateway named no maker for) and each break (template, parser, BPE: the record's
+``made_by``), how the gateway found each request's session, and any attempt to reach another host. Nothing here is
+measured again: it is what the gateway said.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from typing import Any
 from tito_audit.harnesses.harness import Configuration, Harness
 
 HARNESS_MAKER = "harness"
+UNATTRIBUTED = "unattributed"
+"""A branch beyond a session's own that the record names no maker for."""
 
 
 def _maker_label(made_by: Any) -> tuple[str, str]:
     """(maker, what: the harness's action or the cause label) of a ``made_by`` entry."""
     if not isinstance(made_by, dict):
-        return "unknown", str(made_by)
+        return UNATTRIBUTED, ""
     maker = str(made_by.get("maker") or "unknown")
     what = made_by.get("action") if maker == HARNESS_MAKER else made_by.get("cause")
     return maker, str(what or "")
@@ -36,20 +39,26 @@ def row_of(harness: Harness, configuration: Configuration, model: str, parser: s
     for session in sessions:
         for cause, ids in (session["trainable"].get("lost") or {}).items():
             lost[cause] += ids if isinstance(ids, int) else len(ids) if isinstance(ids, list) else 0
-    makers: Counter[str] = Counter()
+    branch_makers: Counter[str] = Counter()
+    break_makers: Counter[str] = Counter()
     causes: Counter[str] = Counter()
     actions: Counter[str] = Counter()
     for session in sessions:
-        for made_by in [*session.get("branch_makers", []), *session.get("break_makers", [])]:
+        for made_by in session.get("branch_makers", []):
             maker, what = _maker_label(made_by)
-            makers[maker] += 1
+            branch_makers[maker] += 1
             if maker == HARNESS_MAKER:
                 actions[what] += 1
-            elif what:
-                causes[f"{maker}: {what}"] += 1
+        for made_by in session.get("break_makers", []):
+            maker, what = _maker_label(made_by)
+            break_makers[maker] += 1
+            causes[f"{maker}: {what}"] += 1
     network = sorted({attempt for rollout in rollouts for attempt in rollout.get("network") or []})
     finished = sum(1 for r in rollouts if r.get("exit") == 0)
     failures = [_failure(r) for r in rollouts if r.get("exit") != 0]
+    planned = max(int(cell.get("planned") or 0), len(rollouts))
+    if len(rollouts) < planned:
+        failures.append(f"{planned - len(rollouts)} more rollout(s) not run after one failed")
     return {
         "harness": harness.title,
         "name": harness.name,
@@ -59,9 +68,10 @@ def row_of(harness: Harness, configuration: Configuration, model: str, parser: s
         "streamed": harness.streamed,
         "configuration": configuration.name,
         "role": configuration.role,
+        "fixes": configuration.fixes,
         "model": model,
         "parser": parser,
-        "rollouts": len(rollouts),
+        "rollouts": planned,
         "finished": finished,
         "sessions": len(sessions),
         "requests": sum(int(s.get("requests") or 0) for s in sessions),
@@ -71,13 +81,14 @@ def row_of(harness: Harness, configuration: Configuration, model: str, parser: s
         "in_loss": in_loss,
         "share": round(in_loss / sampled, 4) if sampled else None,
         "lost": dict(sorted(lost.items())),
-        "made_by": dict(sorted(makers.items())),
+        "made_by": dict(sorted(branch_makers.items())),
+        "breaks": dict(sorted(break_makers.items())),
         "causes": dict(sorted(causes.items())),
         "history": dict(sorted(actions.items())),
         "found": dict(sorted(Counter(how for s in sessions for how in s.get("found", []) if how).items())),
         "unsampled": sum(int(s.get("unsampled") or 0) for s in sessions),
         "network": network,
-        "failure": failures[0] if failures else None,
+        "failure": "; ".join(failures) if failures else None,
         "seconds": cell.get("seconds"),
     }
 

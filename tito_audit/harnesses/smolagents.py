@@ -16,4 +16,5 @@ HARNESS = Harness(
     configurations=(DEFAULT, WITH_SESSION_ID),
     requirements=("smolagents[openai]==1.26.0",),
     venv="smolagents",
+    preload=("smolagents",),
 )

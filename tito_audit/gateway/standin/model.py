@@ -36,6 +36,7 @@ from tito_audit.audit.realization.reasoning_block import probe_block
 from tito_audit.audit.realization.stops import model_end_token
 from tito_audit.conversations.conversation import ASSISTANT, SYSTEM, TOOL, USER, Conversation, Message
 from tito_audit.gateway.standin.declared_tools import PROBE_TOOLS, ToolReader, learn_reader
+from tito_audit.gateway.standin.instructions import read_asked
 from tito_audit.gateway.standin.turn_plan import Habits, as_answer, plan_turn, without_parallel_calls
 from tito_audit.model.registry import TEXT_BEFORE_CALLS, registry_habit, registry_parsers
 from tito_audit.model.render import RenderError
@@ -183,14 +184,33 @@ class StandinModel:
         first = text.find(self.header) if self.header else -1
         declarations = text[:first] if first >= 0 else text
         tools = self.reader.read(declarations) if self.reader is not None else []
-        history = text[first:] if first >= 0 else ""
-        answered = self.marker.count(history) if self.marker is not None else max(history.count(self.header) - 1, 0)
         ending = self._ending_of(text)
+        asked = read_asked(declarations, self._last_message(text, ending), text, bool(tools))
+        since = text[max(first, asked.done_at) :] if first >= 0 else ""
+        answered = asked.done + self._turns_taken(since)
         names = ",".join(sorted(t["function"]["name"] for t in tools))
-        rng = random.Random(self._draw_key(f"{names}|{answered}|{ending.kind}|{request_seed}"))
-        message = plan_turn(rng, tools, answered, answered, self.habits)
+        rng = random.Random(self._draw_key(f"{names}|{answered}|{ending.kind}|{asked.key}|{request_seed}"))
+        message = plan_turn(rng, tools, answered, answered, self.habits, asked)
         written, message = self._written(ending, tools, message)
         return self._ids(written, message, max_tokens, stop_ids)
+
+    def _turns_taken(self, history: str) -> int:
+        """How many looks the model took in ``history``: the tool results in it, or where a harness sends results
+        back as text (smolagents' ``Observation:``, mini-swe-agent's text-based loop) its own turns."""
+        turns = max(history.count(self.header) - 1, 0) if self.header else 0
+        results = self.marker.count(history) if self.marker is not None else 0
+        return results or turns
+
+    def _last_message(self, text: str, ending: Ending) -> str:
+        """The text of the prompt's last message: after the last token the template writes around messages, before
+        the generation prompt."""
+        body = text[: len(text) - len(ending.tail)] if ending.tail and text.endswith(ending.tail) else text
+        pattern = self.machinery.codec.written_added_pattern
+        start = 0
+        if pattern is not None:
+            for match in pattern.finditer(body):
+                start = match.end()
+        return body[start:]
 
     def _draw_key(self, key: str) -> str:
         with self._counts_lock:

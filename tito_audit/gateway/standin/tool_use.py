@@ -13,8 +13,9 @@ Tools fall in four kinds, by their name and parameters:
 - **other**: any other tool a request declares (a framework's ``get_weather``), called when no shell or reading tool
   is there;
 - **never called**: a tool named for writing, editing, deleting, the network (web, fetch, URLs, browsers), sub-agents,
-  asking the user or leaving a mode. A harness runs the stand-in's calls for real, in a folder of its own and with
-  nothing reachable beyond the machine: the stand-in only ever asks it to read.
+  asking the user, entering or leaving a mode or a worktree, scheduling, reporting or running a workflow. A harness
+  runs the stand-in's calls for real, in a folder of its own and with nothing reachable beyond the machine: the
+  stand-in only ever asks it to read.
 
 A property whose name says it holds a path gets a file the harness matrix's task folder has (``README.md``,
 ``notes.txt``, ``.``), rather than a drawn word.
@@ -56,7 +57,7 @@ _ANSWER_NAME = re.compile(r"^(final_answer|submit|finish|attempt_completion|task
 _NEVER_WORDS = re.compile(
     r"write|edit|patch|delete|remove|rename|move|create|update|replace|insert|web|fetch|http|url|browser|download|"
     r"upload|task|agent|spawn|kill|install|push|commit|send|mail|post|notebook|todo|plan|ask|question|exit|skill|"
-    r"mcp|image|memory|save|subagent|handoff|transfer",
+    r"mcp|image|memory|save|subagent|handoff|transfer|worktree|workflow|report|schedule|wakeup|cron|enter|user_input",
     re.IGNORECASE,
 )
 _READING_WORDS = re.compile(r"read|list|ls|glob|grep|search|find|view|get|cat|look|show|stat|tree|open", re.IGNORECASE)
@@ -88,14 +89,15 @@ def kind_of(declared: dict[str, Any]) -> str:
     """The kind of a declared tool (see the module docstring)."""
     function = function_of(declared)
     name = str(function.get("name", ""))
-    if command_key(declared) is not None and (
-        _SHELL_WORDS.search(name) or _SHELL_WORDS.search(str(function.get("description", ""))[:400])
-    ):
+    runs = command_key(declared) is not None
+    if runs and _SHELL_WORDS.search(name):
         return SHELL
     if _ANSWER_NAME.match(name):
         return ANSWER
-    if _NEVER_WORDS.search(name):
+    if _NEVER_WORDS.search(name):  # named for something else, whatever its description says (Claude Code's Workflow)
         return NEVER
+    if runs and _SHELL_WORDS.search(str(function.get("description", ""))[:400]):
+        return SHELL
     if _READING_WORDS.search(name):
         return READING
     return OTHER

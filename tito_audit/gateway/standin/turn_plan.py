@@ -16,7 +16,10 @@ what the family's model does by habit (:class:`Habits`):
 - **call ids** in the form the family's model writes them (:mod:`tito_audit.conversations.call_ids`).
 
 The answer is text, or a call to the tool the harness takes answers through (smolagents' ``final_answer``). A prompt
-that declares no tool (a title or a summary asked on the side) gets a short answer.
+that declares no tool (a title asked on the side) gets a short answer. What the prompt asks in words
+(:mod:`.instructions`) comes first: a summary of the conversation (a compaction) is written as text, whatever tools
+are declared; text only is an answer; a prompt that asks for commands in a fenced block gets them there, then the
+command that finishes.
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ from typing import Any
 
 from tito_audit.conversations.call_ids import OPENAI, CallIdForm
 from tito_audit.conversations.conversation import ASSISTANT, Message
+from tito_audit.gateway.standin.instructions import Asked, fenced, summary_text
 from tito_audit.gateway.standin.tool_use import (
+    READ_ONLY_COMMANDS,
     answer_arguments,
     answer_tool,
     arguments_for,
@@ -57,6 +62,7 @@ ANSWERS = (
     "Done. README.md and notes.txt are the only files here.",
 )
 SIDE_ANSWERS = ("Listing the folder", "Reading the project notes", "A look at the files")
+FINISHING = "I have what I need: the task is done."
 
 
 @dataclass(frozen=True)
@@ -71,22 +77,42 @@ class Habits:
 
 
 def plan_turn(
-    rng: random.Random, tools: Sequence[dict[str, Any]], answered: int, calls_written: int, habits: Habits
+    rng: random.Random,
+    tools: Sequence[dict[str, Any]],
+    answered: int,
+    calls_written: int,
+    habits: Habits,
+    asked: Asked | None = None,
 ) -> Message:
-    """The message of one turn (see the module docstring); ``answered``: the tool results in the prompt;
-    ``calls_written``: the calls in it (the next call's index, for ids that count)."""
-    usable = callable_tools(tools)
-    calling = bool(usable) and (
-        answered < CALLS_BEFORE_ANSWER or (answered < MOST_CALLS and rng.random() < LOOK_AGAIN_SHARE)
-    )
+    """The message of one turn (see the module docstring); ``answered``: the tool results in the prompt (and the
+    commands a summary in it says were run); ``calls_written``: the calls in it (the next call's index, for ids that
+    count); ``asked``: what the prompt asks in words."""
+    asked = asked or Asked()
     message: Message = {"role": ASSISTANT}
+    if asked.summary:
+        message["content"] = summary_text(answered, asked.summary_tags)
+        return _with_reasoning(rng, habits, False, message)
+    usable = [] if asked.no_calls else callable_tools(tools)
+    fenced_actions = asked.fence is not None and not tools and not asked.no_calls
+
+    def looks() -> bool:
+        return answered < CALLS_BEFORE_ANSWER or (answered < MOST_CALLS and rng.random() < LOOK_AGAIN_SHARE)
+
+    calling = bool(usable) and looks()
     if calling:
         count = 2 if rng.random() < PARALLEL_SHARE else 1
         chosen = [pick_tool(rng, usable) for _ in range(count)]
         message["tool_calls"] = [call(rng, t, calls_written + n, habits.call_ids) for n, t in enumerate(chosen)]
         before_call = habits.reasoning_before_calls is None and rng.random() < TEXT_BEFORE_CALL_SHARE
         message["content"] = rng.choice(TEXTS_BEFORE_CALL) if before_call else ""
-    elif (through := answer_tool(tools)) is not None:  # the harness takes answers through a tool
+    elif fenced_actions and asked.fence is not None:  # actions as text, in the fence the instructions show
+        if looks():
+            message["content"] = fenced(asked.fence, rng.choice(READ_ONLY_COMMANDS), rng.choice(REASONING_BEFORE_CALL))
+        elif asked.finish is not None:
+            message["content"] = fenced(asked.fence, asked.finish, FINISHING)
+        else:
+            message["content"] = rng.choice(ANSWERS)
+    elif not asked.no_calls and (through := answer_tool(tools)) is not None:  # the harness takes answers through a tool
         answer = rng.choice(ANSWERS)
         name = through["function"]["name"]
         arguments = answer_arguments(rng, through, answer)
@@ -100,6 +126,10 @@ def plan_turn(
         message["content"] = ""
     else:
         message["content"] = rng.choice(ANSWERS if tools else SIDE_ANSWERS)
+    return _with_reasoning(rng, habits, calling, message)
+
+
+def _with_reasoning(rng: random.Random, habits: Habits, calling: bool, message: Message) -> Message:
     reasoning = _reasoning(rng, habits, calling)
     if reasoning is not None:
         message["reasoning_content"] = reasoning

@@ -27,7 +27,12 @@ def bash():
 
 
 task = Task(dataset=[Sample(input=TASK)], solver=react(tools=[bash()]), message_limit=24)
-logs = eval(task, model=f"openai-api/tito/{MODEL}", log_dir=os.path.join(os.environ["HOME"], "logs"), display="none")
+config = {}
+if os.environ.get("TITO_OPTION_REASONING_HISTORY"):  # a configuration's GenerateConfig option
+    config["reasoning_history"] = os.environ["TITO_OPTION_REASONING_HISTORY"]
+logs = eval(
+    task, model=f"openai-api/tito/{MODEL}", log_dir=os.path.join(os.environ["HOME"], "logs"), display="none", **config
+)
 print(logs[0].status)
 if logs[0].status != "success":
     raise SystemExit(f"inspect-ai: the eval ended {logs[0].status}: {logs[0].error}")
