@@ -230,6 +230,23 @@ class WrittenValue:
 
 
 @dataclass
+class RewrittenValue:
+    """Argument values of one JSON type that the engine's parser read back as another value (vLLM's schema coercion:
+    ``2500.0`` as ``2500``): written values, beside the verdict, never in it (docs/contract.md "Written values";
+    :mod:`tito_audit.audit.parse_step.value_rewrites`)."""
+
+    value_type: str
+    """The type of the value the model wrote: ``number``, ``string``, ``null``, …"""
+    written: str
+    """One such value as written (JSON), and as the parser read it back: ``2500.0`` and ``2500``."""
+    read: str
+    steps: int
+    """Steps after a turn with a value of this type the parser rewrote."""
+    differing: int
+    """Of those, the steps that fail, and hold once the model writes the value as the parser reads it back."""
+
+
+@dataclass
 class ParseResult:
     """The rollout with the engine's parser between each completion and the next prompt (docs/contract.md "The parse
     step"): its own step table and verdict, beside the perfect-inverse verdict of the same variant."""
@@ -265,6 +282,11 @@ class ParseResult:
     """Call turns by form, and those whose calls the parser lost."""
     conditions: Conditions | None = None
     """When this verdict breaks, with the step tallies it is read from."""
+    rewritten_values: list[RewrittenValue] = field(default_factory=list)
+    """Values the parser read back as other values, per type (beside the verdict: a step that fails only for them
+    holds in the verdict)."""
+    rewrite_failures: list[Failure] = field(default_factory=list)
+    """The first step each value type's rewrite broke (evidence; never counted in the verdict)."""
 
 
 @dataclass
