@@ -29,17 +29,17 @@ def test_a_shape_is_named_only_where_failing_steps_hold_without_it():
     still fail: it is not named, however often it comes with the failures."""
     tallies = tally_steps(
         {
-            ("tool", (WITHOUT,), (), False): [60, 0],
-            ("tool", (WITH,), (), False): [40, 0],
-            ("tool", (BACK, WITHOUT), (BACK,), True): [8, 8],
-            ("tool", (BACK, DEVELOPER, WITH), (BACK,), True): [2, 2],
-            ("tool", (DEVELOPER, WITH), (), False): [10, 0],
+            ("tool", (WITHOUT,), (), (), False): [60, 0],
+            ("tool", (WITH,), (), (), False): [40, 0],
+            ("tool", (BACK, WITHOUT), (BACK,), (BACK,), True): [8, 8],
+            ("tool", (BACK, DEVELOPER, WITH), (BACK, DEVELOPER), (BACK,), True): [2, 2],
+            ("tool", (DEVELOPER, WITH), (), (), False): [10, 0],
         }
     )
     found = conditions_of(tallies, BROKEN)
     assert (found.plain_verdict, found.plain_steps, found.plain_failed) == (READY, 120, 0)
-    assert [(c.name, c.held, c.failed, c.steps) for c in found.breaking] == [
-        ("when two assistant turns run back to back", 10, 10, 10)
+    assert [(c.name, c.held, c.tried, c.failed, c.steps) for c in found.breaking] == [
+        ("when two assistant turns run back to back", 10, 10, 10, 10)
     ]
     assert conditions_line(found) == (
         "plain loop ready; breaks when two assistant turns run back to back (10 of 10 failing tool steps hold without "
@@ -59,11 +59,11 @@ def test_a_break_that_survives_every_undoing_is_the_plain_loops():
     prose = "form: when the model writes text before a call"
     tallies = tally_steps(
         {
-            ("tool", (WITHOUT,), (), False): [20, 0],
-            ("tool", (WITHOUT, prose), (prose,), False): [5, 5],
-            ("tool", (reused, WITHOUT, prose), (prose,), False): [2, 2],
-            ("tool", (reordered, WITH, prose), (prose,), False): [5, 5],
-            ("tool", (reordered, WITHOUT), (), False): [1, 0],
+            ("tool", (WITHOUT,), (), (), False): [20, 0],
+            ("tool", (WITHOUT, prose), (prose, WITHOUT), (prose,), False): [5, 5],
+            ("tool", (reused, WITHOUT, prose), (prose, reused, WITHOUT), (prose,), False): [2, 2],
+            ("tool", (reordered, WITH, prose), (prose, reordered, WITH), (prose,), False): [5, 5],
+            ("tool", (reordered, WITHOUT), (), (), False): [1, 0],
         }
     )
     found = conditions_of(tallies, BROKEN)
@@ -71,6 +71,18 @@ def test_a_break_that_survives_every_undoing_is_the_plain_loops():
     assert [(c.kind, c.name, c.held, c.failed) for c in found.breaking] == [
         ("form", "when the model writes text before a call", 12, 12)
     ]
+    # a condition walked again for the first conversations only says how many of its failing steps were tried
+    capped = tally_steps(
+        {
+            ("tool", (WITHOUT, prose), (prose,), (prose,), False): [3, 3],
+            ("tool", (WITHOUT, prose), (), (), False): [5, 5],
+        }
+    )
+    (named,) = conditions_of(capped, BROKEN).breaking
+    assert (named.held, named.tried, named.failed) == (3, 3, 8)
+    assert conditions_line(conditions_of(capped, BROKEN)).endswith(
+        "(3 of 3 failing tool steps hold without it; 3 of 8 tried)"
+    )
 
 
 def test_a_ready_tool_only_verdict_counts_the_other_steps():
@@ -78,10 +90,10 @@ def test_a_ready_tool_only_verdict_counts_the_other_steps():
     named over the non-tool steps; a shape drawn among them that no undoing helps is not."""
     tallies = tally_steps(
         {
-            ("tool", (WITH,), (), False): [50, 0],
-            ("user", (WITH,), (WITH,), False): [30, 30],
-            ("user", (DEVELOPER, WITH), (WITH,), False): [10, 10],
-            ("assistant", (BACK, WITH), (), False): [20, 0],
+            ("tool", (WITH,), (), (), False): [50, 0],
+            ("user", (WITH,), (WITH,), (WITH,), False): [30, 30],
+            ("user", (DEVELOPER, WITH), (DEVELOPER, WITH), (WITH,), False): [10, 10],
+            ("assistant", (BACK, WITH), (), (), False): [20, 0],
         }
     )
     found = conditions_of(tallies, READY_TOOL_ONLY)
@@ -91,7 +103,7 @@ def test_a_ready_tool_only_verdict_counts_the_other_steps():
 
 
 def test_with_no_cause_found_the_line_says_so():
-    tallies = tally_steps({("tool", (WITHOUT,), (), False): [10, 4], ("tool", (WITH,), (), False): [10, 0]})
+    tallies = tally_steps({("tool", (WITHOUT,), (), (), False): [10, 4], ("tool", (WITH,), (), (), False): [10, 0]})
     found = conditions_of(tallies, BROKEN)
     assert found.breaking == [] and found.plain_verdict == BROKEN
     assert conditions_line(found).endswith("no failing step holds once a form, shape or setting is undone")

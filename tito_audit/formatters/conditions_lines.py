@@ -4,7 +4,7 @@ hold once it is undone, each count saying what it counts), what was drawn, the r
 a family's habit with the parser.
 
 >>> from tito_audit.audit.conditions.result_conditions import Condition, Conditions
->>> found = Conditions("broken", "ready", "tool", 40, 0, [Condition("shape", "when two runs", 12, 10, 10)])
+>>> found = Conditions("broken", "ready", "tool", 40, 0, [Condition("shape", "when two runs", 12, 10, 10, 10)])
 >>> conditions_line(found)
 'plain loop ready; breaks when two runs (10 of 10 failing tool steps hold without it)'
 """
@@ -22,7 +22,8 @@ def _counted(condition: Condition, counted: str) -> str:
     if condition.kind == SETTING and not condition.steps:
         return "the template refuses tool conversations"
     where = "under the default settings" if condition.kind == SETTING else "without it"
-    return f"{condition.held} of {condition.failed} failing {counted or 'tool'} steps hold {where}"
+    line = f"{condition.held} of {condition.tried} failing {counted or 'tool'} steps hold {where}"
+    return line if condition.tried == condition.failed else f"{line}; {condition.tried} of {condition.failed} tried"
 
 
 def conditions_line(conditions: Conditions | None, plain: str = "plain loop", limit: int | None = None) -> str:

@@ -6,11 +6,13 @@ under, whether the buffer followed). Only failing steps are walked again: for ea
 undoing (:mod:`tito_audit.audit.conditions.undoings`), the conversation with that condition undone is walked the same
 way (accepted as it is, realized, the simulated rollout or the rollout with the same parser), and the step, at its
 place in the undone conversation, holds or not. A failing step drawn under departures from the plain loop (harness
-shapes, a rare form) that holds once one of them is undone, or all of them together, is not the plain loop's; one
-whose break survives every undoing is.
+shapes, a rare form) that holds once they are undone together is not the plain loop's; one whose break survives
+that undoing is.
 
-Each undone conversation is built once per walked conversation (:class:`ConversationUndos`) and walked once per
-rollout (the simulated one, each parser's): a conversation whose steps all hold costs nothing.
+Each undone conversation is built once per walked conversation (:class:`ConversationUndos`), cut after the last
+failing step, and walked once per rollout (the simulated one, each parser's): a conversation whose steps all hold costs
+nothing. The plain loop walks every failing conversation with its departures undone together; naming a cause walks the
+first :data:`TRIED_CONVERSATIONS` failing conversations with it per rollout (the count says how many steps were tried).
 
 Example (a template that renders a reused call id's result under the first call's name)::
 
@@ -21,13 +23,14 @@ Example (a template that renders a reused call id's result under the first call'
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tito_audit.audit.checks.rollout_context import RolloutContext
 from tito_audit.audit.checks.trace import trace_of
 from tito_audit.audit.conditions.step_conditions import is_plain
-from tito_audit.audit.conditions.undoings import TurnForms, Undone, can_undo, undo
+from tito_audit.audit.conditions.undoings import TurnForms, Undone, can_undo, shared_prefix, undo
 from tito_audit.conversations.conversation import Conversation
 
 Statuses = Mapping[int, bool]
@@ -45,14 +48,41 @@ class WalkedStep:
     kind: str
     tags: tuple[str, ...]
     followed: bool
+    tried: list[str] = field(default_factory=list)
+    """For a failing step: the conditions it was walked again without, one at a time."""
     held_without: list[str] = field(default_factory=list)
-    """For a failing step: the conditions each of whose undoing alone it holds without."""
+    """Of those, the ones it holds without."""
     plain_holds: bool = False
-    """For a failing step: it holds once its departures from the plain loop are undone."""
+    """For a failing step: it holds once its conversation's departures from the plain loop are undone."""
 
-    def key(self) -> tuple[str, tuple[str, ...], tuple[str, ...], bool]:
-        """The step's tally key: kind, conditions, what it holds without, whether the plain loop holds."""
-        return self.kind, self.tags, tuple(sorted(self.held_without)), self.plain_holds
+    def key(self) -> tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], bool]:
+        """The step's tally key: kind, conditions, what it was walked again without and holds without, whether the
+        plain loop holds."""
+        return self.kind, self.tags, tuple(sorted(self.tried)), tuple(sorted(self.held_without)), self.plain_holds
+
+
+def cut_at(conversation: Conversation, end: int) -> Conversation:
+    """``conversation`` without its messages from ``end`` on (of the strings a faithful render shows, those left)."""
+    messages = conversation.messages[:end]
+    if len(messages) == len(conversation.messages):
+        return conversation
+    kept = "\n".join(_strings(messages))
+    return replace(conversation, messages=messages, must_appear=[n for n in conversation.must_appear if n in kept])
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _strings(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _strings(item)]
+    return []
+
+
+def last_failing(*walks: Sequence[WalkedStep]) -> int | None:
+    """The index of the message the last failing step of any of ``walks`` leads to (None: no step failed)."""
+    return max((step.turn for steps in walks for step in steps if not step.followed), default=None)
 
 
 def turn_forms(context: RolloutContext) -> TurnForms:
@@ -64,22 +94,41 @@ def turn_forms(context: RolloutContext) -> TurnForms:
 
 
 class ConversationUndos:
-    """The undone versions of one walked conversation, each built once (by the set of conditions undone)."""
+    """The undone versions of one walked conversation, each built once (by the set of conditions undone) and cut after
+    the last step any rollout needs walked again (``until``: the index of the message that step leads to; a step reads
+    nothing after it, so the cut changes no step before it)."""
 
-    def __init__(self, conversation: Conversation, turns: TurnForms) -> None:
-        self.conversation, self.turns = conversation, turns
+    def __init__(self, conversation: Conversation, turns: TurnForms, until: int | None = None) -> None:
+        self.conversation, self.turns, self.until = conversation, turns, until
         self._built: dict[tuple[str, ...], Undone | None] = {}
 
     def get(self, conditions: Sequence[str]) -> Undone | None:
         key = tuple(sorted(conditions))
         if key not in self._built:
-            self._built[key] = undo(self.conversation, key, self.turns)
+            undone = undo(self.conversation, key, self.turns)
+            if undone is not None and self.until is not None:
+                undone = Undone(cut_at(undone.conversation, undone.index(self.until)), undone.inserted)
+            self._built[key] = undone
         return self._built[key]
 
+    def unchanged_before(self, undone: Undone, turn: int) -> bool:
+        """Whether ``undone`` leaves every message before the step to ``turn`` as it was (the step then fails again:
+        nothing it reads was undone)."""
+        end = undone.index(turn)
+        return end == turn and shared_prefix(undone.conversation.messages[:end], self.conversation.messages) >= turn
 
-def settle(steps: Sequence[WalkedStep], undos: ConversationUndos, walk: Walk) -> None:
-    """Walk each failing step of ``steps`` again with each of its conditions undone (``walk``: the rollout the steps
-    come from, on another conversation), recording what it holds without."""
+
+TRIED_CONVERSATIONS = 8
+"""Per rollout and condition, the conversations whose failing steps are walked again with that condition alone
+undone, in conversation order (naming a cause needs a count, not every step; the plain loop walks every failing
+conversation)."""
+
+
+def settle(steps: Sequence[WalkedStep], undos: ConversationUndos, walk: Walk, tried: Counter[str]) -> None:
+    """Walk each failing step of ``steps`` again: with every departure of its conversation from the plain loop undone
+    (harness shapes, rare forms), and with each of its conditions alone undone, for the first
+    :data:`TRIED_CONVERSATIONS` conversations of the rollout with that condition (``tried``: the rollout's count so
+    far; ``walk``: the rollout the steps come from, on another conversation)."""
     failing = [step for step in steps if not step.followed]
     if not failing:
         return
@@ -87,7 +136,7 @@ def settle(steps: Sequence[WalkedStep], undos: ConversationUndos, walk: Walk) ->
 
     def holds(conditions: Sequence[str], step: WalkedStep) -> bool:
         undone = undos.get(conditions)
-        if undone is None:
+        if undone is None or undos.unchanged_before(undone, step.turn):
             return False
         key = id(undone)
         if key not in walked:
@@ -97,13 +146,17 @@ def settle(steps: Sequence[WalkedStep], undos: ConversationUndos, walk: Walk) ->
 
     departures = sorted({t for step in steps for t in step.tags if not is_plain(t) and can_undo(t)})
     for step in failing:
-        own = [condition for condition in step.tags if can_undo(condition)]
-        step.held_without = [condition for condition in own if holds((condition,), step)]
-        departing = [condition for condition in own if not is_plain(condition)]
-        step.plain_holds = bool(departing) and (
-            any(condition in step.held_without for condition in departing)
-            or (departures != departing[:1] and holds(departures, step))
-        )
+        step.plain_holds = any(not is_plain(t) for t in step.tags) and holds(departures, step)
+    for condition in sorted({t for step in failing for t in step.tags if can_undo(t)}):
+        free = departures == [condition]  # the plain loop's walk is this condition's
+        if not free and tried[condition] >= TRIED_CONVERSATIONS:
+            continue
+        tried[condition] += not free
+        for step in failing:
+            if condition in step.tags:
+                step.tried.append(condition)
+                if step.plain_holds if free else holds((condition,), step):
+                    step.held_without.append(condition)
 
 
 def simulated_walk(context_of: Callable[[Conversation], RolloutContext | None]) -> Walk:

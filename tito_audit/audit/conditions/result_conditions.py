@@ -46,12 +46,14 @@ class StepTally:
     """``form: …`` (forms the plain loop has), ``rare form: …``, ``shape: …``; empty: none recorded."""
     steps: int
     failed: int
+    tried: list[str] = field(default_factory=list)
+    """The conditions the failed steps were walked again without, one at a time
+    (:mod:`tito_audit.audit.checks.undo_reruns`), and ``setting: with …`` where the default setting walked them."""
     held_without: list[str] = field(default_factory=list)
-    """The conditions each of whose undoing alone the failed steps hold without (walked again with it undone:
-    :mod:`tito_audit.audit.checks.undo_reruns`), and ``setting: with …`` where they hold under the default setting."""
+    """Of those, the ones the failed steps hold without."""
     plain_holds: bool = False
-    """The failed steps hold in the plain loop: once the departures they were drawn under (harness shapes, rare
-    forms) are undone, together or one alone. A failed step without this breaks in the plain loop."""
+    """The failed steps hold in the plain loop: once the departures of their conversation (harness shapes, rare
+    forms) are undone together. A failed step without this breaks in the plain loop."""
 
 
 @dataclass
@@ -68,8 +70,10 @@ class Condition:
     steps: int
     failed: int
     held: int = 0
-    """Of the failed steps, those that hold once the condition is undone (the same step walked again with the shape
-    put back, the form written otherwise, or under the default setting)."""
+    """Of the failed steps walked again with the condition undone (the shape put back, the form written otherwise, or
+    under the default setting), those that hold."""
+    tried: int = 0
+    """The failed steps walked again with the condition undone (all of them, or those of the first conversations)."""
 
 
 @dataclass

@@ -27,12 +27,14 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from tito_audit.audit.conditions.step_conditions import (
     BACK_TO_BACK,
     FORM,
     RARE_FORM,
     REASONING_WORDS,
+    SETTING,
     SHAPE,
     SHAPE_WORDS,
     TEXT_BEFORE_CALL,
@@ -240,6 +242,47 @@ UNDOINGS: dict[str, Undoing] = {
 }
 """Each condition that keeps the messages in place, undone; back to back (:func:`_turns_apart`) and the rare form of a
 habit (any words: :func:`_with_habit`) besides."""
+
+
+REASONING_GIVEN = "the turn written with reasoning"
+UNDONE_AS: dict[str, str] = {
+    SHAPE_WORDS[(RESULT_NAMES, "absent")]: "each tool result named after the call it answers",
+    SHAPE_WORDS[(RESULT_ORDER, "reversed")]: "the tool results in the order of the calls",
+    SHAPE_WORDS[(CALL_IDS, "reused")]: "every call under an id no earlier call had",
+    SHAPE_WORDS[(LEAD, "developer")]: "a system message leading instead",
+    BACK_TO_BACK: "a user message between the two assistant turns",
+    REASONING_WORDS[REASONING_PRESENT]: (
+        "the turn written without reasoning (with the block closed at once where the prompt opens it)"
+    ),
+    REASONING_WORDS[REASONING_ABSENT]: REASONING_GIVEN,
+    REASONING_WORDS[REASONING_EMPTY]: REASONING_GIVEN,
+    REASONING_WORDS[REASONING_SENT_BACK_WITHOUT]: REASONING_GIVEN,
+    TEXT_BEFORE_CALL: "the call turn written without text before its calls",
+    RARE_FORM: "the call turn written with the habit (reasoning before the call)",
+    SETTING: "the same step under the default setting",
+}
+"""What each condition is undone to, in the contract's words (docs/contract.md "Undoing a condition"); a rare form
+and a setting by their kind. A model's own layout has no undoing: its model writes nothing else."""
+
+
+def identical(a: Any, b: Any) -> bool:
+    """The same JSON value written the same way: the same type (``2500`` is not ``2500.0``, ``True`` not ``1``), and
+    objects with their keys in the same order (Python's ``==`` takes ``2500 == 2500.0``)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(identical(a[key], b[key]) for key in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(identical(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def shared_prefix(messages: Sequence[Message], others: Sequence[Message]) -> int:
+    """How many leading messages ``messages`` and ``others`` have identical."""
+    return next(
+        (n for n, (a, b) in enumerate(zip(messages, others, strict=False)) if not identical(a, b)),
+        min(len(messages), len(others)),
+    )
 
 
 def can_undo(condition: str) -> bool:

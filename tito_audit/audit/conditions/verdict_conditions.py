@@ -54,8 +54,8 @@ def tally_steps(tallies: dict[tuple, list[int]]) -> list[StepTally]:
     """Running ``(kind, conditions, held without, plain holds) -> [steps, failed]`` totals (the keys of
     :meth:`tito_audit.audit.checks.undo_reruns.WalkedStep.key`) as :class:`StepTally` rows, in a stable order."""
     return [
-        StepTally(kind, list(tags), steps, failed, list(held), plain_holds)
-        for (kind, tags, held, plain_holds), (steps, failed) in sorted(tallies.items())
+        StepTally(kind, list(tags), steps, failed, list(tried), list(held), plain_holds)
+        for (kind, tags, tried, held, plain_holds), (steps, failed) in sorted(tallies.items())
     ]
 
 
@@ -64,9 +64,10 @@ def _sum(tallies: Iterable[StepTally], kinds: frozenset[str]) -> tuple[int, int]
     return sum(t.steps for t in chosen), sum(t.failed for t in chosen)
 
 
-def _held(tallies: Iterable[StepTally], condition: str, kinds: frozenset[str]) -> int:
-    """The failing steps of ``kinds`` that hold once ``condition`` is undone."""
-    return sum(t.failed for t in tallies if t.kind in kinds and condition in t.held_without)
+def _held(tallies: Iterable[StepTally], condition: str, kinds: frozenset[str]) -> tuple[int, int]:
+    """(the failing steps of ``kinds`` walked again with ``condition`` undone, those of them that hold)."""
+    chosen = [t for t in tallies if t.kind in kinds and condition in t.tried]
+    return sum(t.failed for t in chosen), sum(t.failed for t in chosen if condition in t.held_without)
 
 
 def _in_plain_loop(tallies: Sequence[StepTally]) -> list[StepTally]:
@@ -119,8 +120,13 @@ def _causes(tallies: Sequence[StepTally], kinds: frozenset[str]) -> list[Conditi
     found = []
     for name in sorted({c for t in tallies if t.kind in kinds for c in t.held_without if kind_of(c) != SETTING}):
         steps, failed = _sum((t for t in tallies if name in t.conditions), kinds)
-        found.append(Condition(kind_of(name), words(name), steps, failed, _held(tallies, name, kinds)))
-    return sorted(found, key=lambda c: (-c.held, -c.held / c.failed if c.failed else 0.0, c.name))
+        tried, held = _held(tallies, name, kinds)
+        found.append(Condition(kind_of(name), words(name), steps, failed, held, tried))
+    return sorted(found, key=_most_held)
+
+
+def _most_held(condition: Condition) -> tuple[float, float, str]:
+    return (-condition.held, -condition.held / condition.tried if condition.tried else 0.0, condition.name)
 
 
 Result = VariantResult | ParseResult
@@ -157,10 +163,10 @@ def report_conditions(
             continue
         tallies = result.conditions.tallies
         steps, failed = _sum(tallies, kinds)
-        held = _held(tallies, tag(SETTING, f"with {variant.name}"), kinds)
+        tried, held = _held(tallies, tag(SETTING, f"with {variant.name}"), kinds)
         if held:
-            settings.append(Condition(SETTING, f"with {variant.name}", steps, failed, held))
+            settings.append(Condition(SETTING, f"with {variant.name}", steps, failed, held, tried))
     forms = base.conditions.breaking if base.verdict == verdict else []
-    settings.sort(key=lambda c: (-c.held, -c.held / c.failed if c.failed else 0.0, c.name))
+    settings.sort(key=_most_held)
     breaking = settings + list(forms)
     return Conditions(verdict, _verdict_of(plain), label, plain_steps, plain_failed, breaking, base.conditions.drawn)

@@ -46,6 +46,7 @@ from tito_audit.audit.conditions.step_conditions import rare_call, step_tags
 from tito_audit.audit.core.causes import MessageRef, parse_lossy, tool_call_reformatted
 from tito_audit.audit.core.diff import first_difference
 from tito_audit.audit.core.join import Join, join, join_text_only
+from tito_audit.audit.parse_step.parse_memo import ParseMemo
 from tito_audit.audit.parse_step.parsed_turns import answer_with_ids, parse_with, parser_input, render_next
 from tito_audit.audit.parse_step.reasoning_calls import calls_in_reasoning
 from tito_audit.audit.parse_step.value_rewrites import Rewrite, RewriteTotals, rewrites
@@ -122,7 +123,7 @@ class ParsedOutcome:
             if found:
                 self.rewritten.add_step(found, held_as_read.get(step.turn, set()), failure)
             if step.turn in held_as_read:
-                step.held_without, step.plain_holds = [], False
+                step.tried, step.held_without, step.plain_holds = [], [], False
                 continue
             self.tallies.append(Tally(NAME, step.kind, PASSED if step.followed else FAILED))
             for name in self.step_fields.get(step.turn, []):
@@ -144,6 +145,8 @@ class _Walk:
     calls: int = 0
     layout: str | None = None
     """The name of the layout the family's model writes (where it differs from the template's)."""
+    memo: ParseMemo | None = None
+    """Where the parser is a conversation's :class:`ParseMemo`: its next prompts, kept."""
 
 
 def parsed_rollout(
@@ -176,6 +179,7 @@ def parsed_rollout(
     rng = random.Random(f"written:{seed}:{context.conversation.id}")
     first = context.renders[(turns[0], True)]
     walk = _Walk(list(messages), list(first.ids), first.text, layout=layout.name if layout is not None else None)
+    walk.memo = parser if isinstance(parser, ParseMemo) else None
     control = {step.turn: step for step in trace.steps}
     steps = {step.after: step for step in steps_of(messages)}
     completions = {completion.turn: completion for completion in trace.completions}
@@ -279,7 +283,7 @@ def _step(
     tags = step_tags(context.conversation, previous, k, step.previous.form, context.setup.rare_form, own_layout)
     changed = [j for j, fields in sorted(walk.fields_by_turn.items()) if fields and j < k]
     try:
-        prompt = render_next(context, walk.history, k) if changed else context.renders[(k, True)]
+        prompt = _next_prompt(context, walk, k) if changed else context.renders[(k, True)]
     except RenderError as exc:
         fields = {f for j in changed for f in walk.fields_by_turn[j]}
         field_name = next((f for f in (CALL_LOST, CALL_ADDED) if f in fields), None) or (
@@ -328,6 +332,13 @@ def _step(
     )
     walk.ids, walk.text = list(prompt.ids), prompt.text
     return True
+
+
+def _next_prompt(context: RolloutContext, walk: _Walk, k: int) -> RenderedPrefix:
+    """``R'``: the next prompt of the parsed history (kept by the conversation's memo, when the walk has one)."""
+    if walk.memo is None:
+        return render_next(context, walk.history, k)
+    return walk.memo.prompt(walk.history, k, lambda: render_next(context, walk.history, k))
 
 
 def _count(outcome: ParsedOutcome, step: WalkedStep, fields: list[str], failure: Failure | None) -> None:

@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tito_audit.audit.conditions.undoings import identical
 from tito_audit.audit.parse_step.value_literals import arguments_of, value_type, with_value
 from tito_audit.audit.results import Failure, RewrittenValue
 from tito_audit.conversations.conversation import Conversation, Message
@@ -38,18 +39,6 @@ class Rewrite:
     @property
     def value_type(self) -> str:
         return value_type(self.written) or STRING
-
-
-def identical(a: Any, b: Any) -> bool:
-    """The same JSON value written the same way: the same type (``2500`` is not ``2500.0``, ``True`` not ``1``), and
-    objects with their keys in the same order."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(identical(a[key], b[key]) for key in a)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(identical(x, y) for x, y in zip(a, b, strict=True))
-    return bool(a == b)
 
 
 def rewrites(original: Message, parsed: Message) -> list[Rewrite]:

@@ -82,11 +82,6 @@ class Acceptor:
         change keeping it was tried). After a few, such a refusal is no longer retried natively first (a
         template without a tool role refuses every tool conversation the same way)."""
 
-    def renders(self, conversation: Conversation) -> Renders | None:
-        """The turn renders of ``conversation`` as it is (no other shape tried; None when the template refuses it):
-        a conversation walked again with a condition undone (:mod:`tito_audit.audit.checks.undo_reruns`)."""
-        return self._try(conversation)[0]
-
     def _try(self, conversation: Conversation) -> tuple[Renders | None, str | None]:
         """The turn renders of ``conversation``, or why the template refuses it."""
         messages, tools = conversation.messages, conversation.tools
