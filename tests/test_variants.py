@@ -120,8 +120,8 @@ def test_a_setting_compared_with_a_number_is_swept_on_both_sides():
 
 
 def test_an_integer_with_a_default_of_its_own_is_swept_at_it_and_its_neighbours():
-    """Laguna-S-2.1-RFA_L and XMB480-Qwen3.6: a limit the template falls back to 0 (off) and compares ``> 0`` is swept at
-    0 alone (one past the threshold, 1, would cut every tool result to one character: an edge no harness sets); a
+    """Laguna-S-2.1-RFA_L and XMB480-Qwen3.6: a limit the template falls back to 0 (off) and compares ``> 0`` is swept
+    at 0 alone (one past the threshold, 1, would cut every tool result to one character: an edge no harness sets); a
     count with its own default of 6 at 0 and 6; a budget with named gears at the default's neighbours among them."""
     limit = (
         "{%- set cap = cap if cap is defined else 0 -%}"

@@ -9,7 +9,7 @@ The path of one conversation: :class:`~tito_audit.audit.realization.acceptance.A
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 from tito_audit.audit.aggregate import (
@@ -25,6 +25,9 @@ from tito_audit.audit.checks import run_checks
 from tito_audit.audit.checks.mask import variant_notes as mask_notes
 from tito_audit.audit.checks.rollout_context import CheckSetup, RolloutContext
 from tito_audit.audit.checks.undo_reruns import (
+    TRIED_CONVERSATIONS,
+    TRIED_OTHER_SETTINGS,
+    Budget,
     ConversationUndos,
     WalkedStep,
     last_failing,
@@ -222,8 +225,9 @@ class VariantAudit:
         literals = LiteralCache()
         accepted: list[tuple[Conversation, str]] = []
         native_tool_conversations = 0
-        tried: dict[str, Counter[str]] = defaultdict(Counter)
-        """Per rollout (``template`` or a parser's name): the conversations walked again without each condition."""
+        cap = TRIED_CONVERSATIONS if default is None else TRIED_OTHER_SETTINGS
+        budgets: dict[str, Budget] = defaultdict(lambda: Budget(cap))
+        """Per rollout (``template`` or a parser's name): what it walked again so far."""
         with frozen_clock(model.template_source, options.clock):
             allowed = self.reasoning.kinds
             conversations = conversations_for(self.profile)
@@ -249,7 +253,7 @@ class VariantAudit:
                     until = last_failing(outcome.walked, *(found.walked for found in walked))
                     undos = ConversationUndos(context.conversation, turn_forms(context), until)
                     context_of = self._walked_again(setup, context)
-                    settle(outcome.walked, undos, simulated_walk(context_of), tried[TEMPLATE])
+                    settle(outcome.walked, undos, simulated_walk(context_of), budgets[TEMPLATE])
                     self._by_setting(TEMPLATE, context.conversation.id, outcome.walked, default)
                     outcome.count_conditions()
                     totals.add(outcome, changes)
@@ -257,7 +261,7 @@ class VariantAudit:
                     for memo, totals_parsed, outcome_parsed in zip(memos, parsed, walked, strict=True):
                         parser = memo.parser
                         walk = parsed_walk(context_of, memo, options.seed, self.layout)
-                        held = settle_parsed(outcome_parsed, undos, walk, tried[parser.name])
+                        held = settle_parsed(outcome_parsed, undos, walk, budgets[parser.name])
                         self._by_setting(parser.name, context.conversation.id, outcome_parsed.walked, default)
                         outcome_parsed.close(held)
                         totals_parsed.add(outcome_parsed, changes)

@@ -4,15 +4,16 @@ same step, walked again with that condition undone, holds.
 The rollout checks record each step they walk (:class:`WalkedStep`: the step's kind, the conditions it was drawn
 under, whether the buffer followed). Only failing steps are walked again: for each condition of the step that has an
 undoing (:mod:`tito_audit.audit.conditions.undoings`), the conversation with that condition undone is walked the same
-way (accepted as it is, realized, the simulated rollout or the rollout with the same parser), and the step, at its
+way (rendered as it is, realized, the simulated rollout or the rollout with the same parser), and the step, at its
 place in the undone conversation, holds or not. A failing step drawn under departures from the plain loop (harness
 shapes, a rare form) that holds once they are undone together is not the plain loop's; one whose break survives
 that undoing is.
 
 Each undone conversation is built once per walked conversation (:class:`ConversationUndos`), cut after the last
 failing step, and walked once per rollout (the simulated one, each parser's): a conversation whose steps all hold costs
-nothing. The plain loop walks every failing conversation with its departures undone together; naming a cause walks the
-first :data:`TRIED_CONVERSATIONS` failing conversations with it per rollout (the count says how many steps were tried).
+nothing. The plain loop walks a failing conversation with its departures undone together until one of the rollout's
+tool steps breaks there (its verdict is then settled); naming a cause walks the first :data:`TRIED_CONVERSATIONS`
+failing conversations with it per rollout (the count says how many steps were tried).
 
 Example (a template that renders a reused call id's result under the first call's name)::
 
@@ -31,7 +32,7 @@ from tito_audit.audit.checks.rollout_context import RolloutContext
 from tito_audit.audit.checks.trace import trace_of
 from tito_audit.audit.conditions.step_conditions import is_plain
 from tito_audit.audit.conditions.undoings import TurnForms, Undone, can_undo, shared_prefix, undo
-from tito_audit.conversations.conversation import Conversation
+from tito_audit.conversations.conversation import TOOL, Conversation
 
 Statuses = Mapping[int, bool]
 """Step (by the index of the message it leads to) -> whether the buffer followed."""
@@ -120,42 +121,58 @@ class ConversationUndos:
 
 TRIED_CONVERSATIONS = 8
 """Per rollout and condition, the conversations whose failing steps are walked again with that condition alone
-undone, in conversation order (naming a cause needs a count, not every step; the plain loop walks every failing
-conversation)."""
+undone, in conversation order: naming a cause needs a count, not every step (under the first setting, whose conditions
+are the model's; :data:`TRIED_OTHER_SETTINGS` under the others)."""
+TRIED_OTHER_SETTINGS = 3
 
 
-def settle(steps: Sequence[WalkedStep], undos: ConversationUndos, walk: Walk, tried: Counter[str]) -> None:
-    """Walk each failing step of ``steps`` again: with every departure of its conversation from the plain loop undone
-    (harness shapes, rare forms), and with each of its conditions alone undone, for the first
-    :data:`TRIED_CONVERSATIONS` conversations of the rollout with that condition (``tried``: the rollout's count so
-    far; ``walk``: the rollout the steps come from, on another conversation)."""
+@dataclass
+class Budget:
+    """What one rollout (a variant's simulated rollout, or its rollout with one parser) walked again so far."""
+
+    cap: int = TRIED_CONVERSATIONS
+    """Conversations walked again per condition, for naming it."""
+    tried: Counter[str] = field(default_factory=Counter)
+    plain_broken: bool = False
+    """A tool step of the rollout breaks in the plain loop: its verdict is broken whatever the other steps do, so no
+    other step is walked again for it (they count as failing there)."""
+
+
+def settle(steps: Sequence[WalkedStep], undos: ConversationUndos, walk: Walk, budget: Budget) -> None:
+    """Walk each failing step of ``steps`` again (``walk``: the rollout the steps come from, on another
+    conversation): with every departure of its conversation from the plain loop undone (harness shapes, rare forms),
+    while the plain loop's verdict is not yet broken (``budget``), and with each of its conditions alone undone, for
+    the first ``budget.cap`` conversations of the rollout with that condition."""
     failing = [step for step in steps if not step.followed]
     if not failing:
         return
     walked: dict[int, Statuses | None] = {}
 
-    def holds(conditions: Sequence[str], step: WalkedStep) -> bool:
-        undone = undos.get(conditions)
+    def holds(undone: Undone | None, step: WalkedStep) -> bool:
         if undone is None or undos.unchanged_before(undone, step.turn):
             return False
-        key = id(undone)
-        if key not in walked:
-            walked[key] = walk(undone.conversation)
-        found = walked[key]
+        if id(undone) not in walked:
+            walked[id(undone)] = walk(undone.conversation)
+        found = walked[id(undone)]
         return bool(found is not None and found.get(undone.index(step.turn)))
 
     departures = sorted({t for step in steps for t in step.tags if not is_plain(t) and can_undo(t)})
     for step in failing:
-        step.plain_holds = any(not is_plain(t) for t in step.tags) and holds(departures, step)
+        if any(not is_plain(t) for t in step.tags) and not budget.plain_broken:
+            step.plain_holds = holds(undos.get(departures), step)
+        budget.plain_broken |= step.kind == TOOL and not step.plain_holds
     for condition in sorted({t for step in failing for t in step.tags if can_undo(t)}):
-        free = departures == [condition]  # the plain loop's walk is this condition's
-        if not free and tried[condition] >= TRIED_CONVERSATIONS:
+        undone = undos.get((condition,))
+        if undone is None:
+            continue  # nothing of it to undo here (a reasoning form the template never renders)
+        walked_already = id(undone) in walked
+        if not walked_already and budget.tried[condition] >= budget.cap:
             continue
-        tried[condition] += not free
+        budget.tried[condition] += not walked_already
         for step in failing:
             if condition in step.tags:
                 step.tried.append(condition)
-                if step.plain_holds if free else holds((condition,), step):
+                if holds(undone, step):
                     step.held_without.append(condition)
 
 

@@ -90,7 +90,8 @@ class Conditions:
     """The steps the counts are of: ``tool``, ``non-tool`` (``ready-tool-only``), or empty (nothing failed)."""
     plain_steps: int
     plain_failed: int
-    """The steps of the plain loop (every counted step, its departures undone) and those that still fail."""
+    """The steps of the plain loop (every counted step, its departures undone) and those that still fail (once one tool
+    step breaks there, the later failing steps are not walked again for it and count as failing)."""
     breaking: list[Condition] = field(default_factory=list)
     """The conditions that cause failures, most failing steps holding without them first: each named only where
     some failing step holds once it is undone."""

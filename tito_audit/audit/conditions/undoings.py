@@ -131,7 +131,7 @@ def _fresh_id(used: set[str], reused: str) -> str:
 
 def _fresh_ids(messages: Messages, _: TurnForms) -> Messages | None:
     """Every call under an id no earlier turn used, with the results that answer it after its turn."""
-    out, used, changed = list(messages), set(), False
+    out, used, changed = list(messages), set[str](), False
     for index, message in enumerate(messages):
         calls = message.get("tool_calls") or []
         renamed = {}

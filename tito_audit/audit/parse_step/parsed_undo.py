@@ -9,11 +9,10 @@ steps still failing are walked again with each of their conditions undone, on th
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 
 from tito_audit.audit.checks.rollout_context import RolloutContext
-from tito_audit.audit.checks.undo_reruns import ConversationUndos, Statuses, Walk, cut_at, settle
+from tito_audit.audit.checks.undo_reruns import Budget, ConversationUndos, Statuses, Walk, cut_at, settle
 from tito_audit.audit.parse_step.parsed_rollout import ParsedOutcome, parsed_rollout
 from tito_audit.audit.parse_step.value_rewrites import as_read_back
 from tito_audit.conversations.conversation import Conversation
@@ -38,9 +37,7 @@ def parsed_walk(
     return walk
 
 
-def settle_parsed(
-    outcome: ParsedOutcome, undos: ConversationUndos, walk: Walk, tried: Counter[str]
-) -> dict[int, set[str]]:
+def settle_parsed(outcome: ParsedOutcome, undos: ConversationUndos, walk: Walk, budget: Budget) -> dict[int, set[str]]:
     """Settle ``outcome``'s failing steps (see the module docstring); the steps that failed for a written value (marked
     as holding), each with the value types whose rewrite broke it: of the types the parser rewrote in the turn before
     it, those that it holds with alone written as read back (all of them when no one alone does). Where a written value
@@ -66,7 +63,7 @@ def settle_parsed(
             held[step.turn] = alone or types
         if held:
             undos = ConversationUndos(read_back, undos.turns, undos.until)
-    settle(outcome.walked, undos, walk, tried)
+    settle(outcome.walked, undos, walk, budget)
     return held
 
 
