@@ -118,7 +118,7 @@ def test_a_form_the_template_drops_is_when_it_breaks(tiny_model_dir, write_templ
     assert variant.conditions.plain_verdict == BROKEN
     first = variant.conditions.breaking[0]  # sent back as "", absent or None: each its own form, each failing
     assert first.name.startswith("when the model closes the reasoning block at once")
-    assert first.failed == first.steps > 0
+    assert first.failed == first.steps > 0 and first.held == first.tried > 0  # each holds once the model reasons
     tool_steps = next(row for row in variant.checks["rollout"].rows if row.category == "tool")
     assert sum(t.steps for t in variant.conditions.tallies if t.kind == "tool") == tool_steps.cases - tool_steps.refused
 
@@ -132,6 +132,8 @@ def test_a_setting_worse_than_the_defaults_is_a_condition_of_the_model(tiny_mode
     first = conditions.breaking[0]
     assert (first.kind, first.name) == ("setting", "with enable_thinking=true,preserve_thinking=true")
     assert 0 < first.failed <= first.steps
+    # the same failing steps, under the default settings, hold: the setting is their cause
+    assert first.held == first.tried == first.failed
 
 
 @requires_shared
