@@ -164,7 +164,7 @@ def settle(steps: Sequence[WalkedStep], undos: ConversationUndos, walk: Walk, bu
     for condition in sorted({t for step in failing for t in step.tags if can_undo(t)}):
         undone = undos.get((condition,))
         if undone is None:
-            continue  # nothing of it to undo here (a reasoning form the template never renders)
+            continue  # nothing of it to undo here
         walked_already = id(undone) in walked
         if not walked_already and budget.tried[condition] >= budget.cap:
             continue

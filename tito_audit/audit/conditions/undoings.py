@@ -203,9 +203,9 @@ def _reasoning_otherwise(form: str) -> Undoing:
     def undo(messages: Messages, turns: TurnForms) -> Messages | None:
         out, changed = list(messages), False
         for index, audited in turns.forms.items():
-            state = turns.states.get(index, UNKNOWN)
-            if audited != form or state == UNKNOWN or index >= len(messages):
-                continue  # the template never renders the reasoning field: every form renders alike
+            if audited != form or index >= len(messages):
+                continue
+            state = turns.states.get(index, UNKNOWN)  # unknown: the probe found no block, every form is realizable
             other = next((f for f in OTHERWISE if f != own and f in REALIZABLE[state]), "")
             if other:
                 out[index], changed = with_reasoning_form(messages[index], other), True
