@@ -15,6 +15,7 @@ import pytest
 from tests import templates
 from tests.helpers import default_variant, load
 from tests.test_parse_step import ToyParser
+from tito_audit.audit.parse_step.value_rewrites import rewrites
 from tito_audit.audit.results import BROKEN, READY
 from tito_audit.audit.service import AuditOptions, audit
 from tito_audit.formatters.parse_lines import rewritten_lines
@@ -106,3 +107,15 @@ def _coerced(arguments: dict) -> dict:
 
     (call,) = parser.parse(ParseInput(text, None))["tool_calls"]
     return json.loads(call["function"]["arguments"])
+
+
+def test_a_value_the_tokenizer_composes_is_not_one_the_parser_rewrites():
+    """A string written with a combining accent comes back composed (NFC) from a tokenizer that normalizes its input
+    (Qwen2's): the model's tokens hold no other value, so no parser rewrote it. A value the parser did change (its
+    whitespace trimmed, a float read as an integer) still is one."""
+    decomposed, composed = "cafe\u0301", "caf\u00e9"
+    turn = {"tool_calls": [{"function": {"name": "f", "arguments": {"sku": [decomposed], "n": 2500.0, "s": " a"}}}]}
+    back = {
+        "tool_calls": [{"function": {"name": "f", "arguments": json.dumps({"sku": [composed], "n": 2500, "s": "a"})}}]
+    }
+    assert [(r.name, r.read) for r in rewrites(turn, back)] == [("n", 2500), ("s", "a")]

@@ -98,7 +98,8 @@ def rewritten_lines(parse: ParseResult) -> list[str]:
     lines = []
     for value in parse.rewritten_values:
         line = (
-            f"{value.value_type} values written {value.written:.40} are read back by the parser as {value.read:.40}: "
+            f"{value.value_type} values written {_literal(value.written)} are read back by the parser as "
+            f"{_literal(value.read)}: "
         )
         if value.differing:
             line += (
@@ -106,9 +107,20 @@ def rewritten_lines(parse: ParseResult) -> list[str]:
                 "beside the verdict, the steps hold with the value written as read back)"
             )
         else:
-            line += f"the next prompt holds on the {value.steps} steps after them (the tool receives another value)"
+            line += (
+                f"the next prompt holds on {value.steps} step{'s' * (value.steps != 1)} after them (the tool receives "
+                "another value)"
+            )
         lines.append(line)
     return lines + [f"e.g. {line}" for line in example_lines(parse.rewrite_failures)]
+
+
+LITERAL_LIMIT = 40
+"""Characters of a rewritten value shown (an array or object is not quoted whole)."""
+
+
+def _literal(text: str) -> str:
+    return text if len(text) <= LITERAL_LIMIT else f"{text[:LITERAL_LIMIT]}…"
 
 
 def value_line(value: WrittenValue) -> list[str]:

@@ -16,6 +16,7 @@ with the parser named (:class:`RewriteTotals`).
 from __future__ import annotations
 
 import json
+import unicodedata
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -53,9 +54,22 @@ def rewrites(original: Message, parsed: Message) -> list[Rewrite]:
         found += [
             Rewrite(index, name, value, read[name])
             for name, value in written.items()
-            if name in read and not identical(value, read[name])
+            if name in read and not identical(_composed(value), _composed(read[name]))
         ]
     return found
+
+
+def _composed(value: Any) -> Any:
+    """``value`` with its strings in Unicode's composed form (NFC): a tokenizer that normalizes its input (Qwen2's)
+    holds ``café`` written with a combining accent as the composed ``café``, which the parser then reads back: the
+    tokenizer's doing, not the parser's, and the model's tokens hold no other value."""
+    if isinstance(value, str):
+        return unicodedata.normalize("NFC", value)
+    if isinstance(value, dict):
+        return {_composed(key): _composed(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_composed(item) for item in value]
+    return value
 
 
 def as_read_back(conversation: Conversation, by_turn: dict[int, list[Rewrite]]) -> Conversation:
