@@ -33,9 +33,8 @@ Example (a parser that strips content; the template writes it as sampled)::
 
 from __future__ import annotations
 
-import json
 import random
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from tito_audit.audit.checks.outcome import FAILED, PASSED, Tally, count_steps
 from tito_audit.audit.checks.records import text_failure, token_failure
@@ -47,7 +46,14 @@ from tito_audit.audit.core.causes import MessageRef, parse_lossy, tool_call_refo
 from tito_audit.audit.core.diff import first_difference
 from tito_audit.audit.core.join import Join, join, join_text_only
 from tito_audit.audit.parse_step.parse_memo import ParseMemo
-from tito_audit.audit.parse_step.parsed_turns import answer_with_ids, parse_with, parser_input, render_next
+from tito_audit.audit.parse_step.parsed_turns import (
+    answer_with_ids,
+    as_the_model_writes,
+    parse_with,
+    parser_input,
+    quoted_arguments,
+    render_next,
+)
 from tito_audit.audit.parse_step.reasoning_calls import calls_in_reasoning
 from tito_audit.audit.parse_step.value_rewrites import Rewrite, RewriteTotals, rewrites
 from tito_audit.audit.results import Failure
@@ -86,7 +92,7 @@ class ParsedOutcome:
     """Layout -> [tool steps, steps whose next prompt no longer continues the buffer]."""
     skipped: int = 0
     """1 when the template wrote tool-call arguments given as JSON strings as quoted strings: a model behind an
-    engine never writes that (see :func:`_quoted_arguments`)."""
+    engine never writes that (see :func:`.parsed_turns.quoted_arguments`)."""
     without_tools: int = 0
     """1 when the conversation carries tool calls but declares no tools: no engine parses calls then."""
     calls_in_reasoning: list[int] = field(default_factory=lambda: [0, 0])
@@ -206,28 +212,6 @@ def parsed_rollout(
     if final is not None:
         _step(context, walk, final, control_causes, outcome)
     return outcome
-
-
-def as_the_model_writes(context: RolloutContext, completion: Completion, layout: OutputLayout | None) -> Completion:
-    """``completion`` in the layout the family's model writes (the same object when the layouts agree)."""
-    if layout is None:
-        return completion
-    text = layout.rewrite(completion.text)
-    if text == completion.text:
-        return completion
-    return replace(completion, text=text, ids=context.setup.codec.encode(text), noncanonical=None)
-
-
-def quoted_arguments(message: Message, written: str) -> bool:
-    """Whether the template wrote a call's arguments given as a JSON string as a quoted JSON string
-    (``"{\\"city\\": ...}"``). Engines turn the OpenAI string back into an object before rendering, so a model
-    behind one has only ever seen, and writes, the object; such a turn is not one it writes."""
-    for call in message.get("tool_calls") or []:
-        arguments = (call.get("function") or {}).get("arguments")
-        quoted = isinstance(arguments, str) and json.dumps(arguments, ensure_ascii=False)[1:-1] in written
-        if quoted and arguments not in written:
-            return True
-    return False
 
 
 def _parse_turn(
