@@ -517,3 +517,32 @@ MASK_GLM_LIKE = (
 )
 """GLM-like (NO_END_OF_TURN) with a block: no turn is closed; the engine stops on ``<|im_start|>``, the first token of
 the next message, which no block marks (``stop-token-untrained``)."""
+
+ALL_CALL_IDS = (
+    "{%- set ids = namespace(all=[]) -%}{%- for m in messages -%}{%- for c in m.tool_calls or [] -%}"
+    "{%- set ids.all = ids.all + [c.id] -%}{%- endfor -%}{%- endfor -%}"
+)
+BREAKS_ON_REUSED_IDS = build(
+    preamble=ALL_CALL_IDS,
+    tool="<|im_start|>tool{%- if ids.all | select('equalto', m.tool_call_id) | list | length > 1 -%} (id reused)"
+    "{%- endif -%}" + NL + "{{ m.content }}<|im_end|>" + NL,
+)
+"""A known cause for the conditions: a tool result's header says so when any call of the conversation shares its id,
+so a result already in the buffer is rewritten once a later turn reuses its call's id (and only then)."""
+
+BREAKS_ON_REORDERED_RESULTS = build(
+    calls=CALLS + "{%- set after = messages[loop.index0 + 1] if not loop.last else none -%}"
+    "{%- if after is not none and after.role == 'tool' and m.tool_calls and after.tool_call_id != m.tool_calls[0].id"
+    " -%} (answered out of order){%- endif -%}"
+)
+"""A known cause: a call turn says so once its first result is not the first to come back, so the turn already in the
+buffer is rewritten when the results come in another order than the calls (and only then)."""
+
+BREAKS_ON_PROSE_BEFORE_CALL = build(
+    content=CONTENT
+    + "{%- if m.tool_calls and m.content is string and m.content | trim and not loop.last -%}"
+    + NL
+    + "{%- endif -%}"
+)
+"""A known cause: history writes a newline between a call turn's text and its calls that the turn, while it was the
+last message, did not have, whatever the harness shapes (Qwen2.5 behind vLLM's ``hermes``, in the template)."""

@@ -23,26 +23,27 @@ WITHOUT = "form: after turns without reasoning"
 WITH = "form: after turns with reasoning"
 
 
-def test_a_shape_whose_steps_alone_fail_is_named_and_the_plain_loop_holds():
-    """GigaChat3.1-like with its parser: the ten failing tool steps follow two assistant turns back to back; a
-    developer message drawn in some of the same conversations fails only alongside them and is not named."""
+def test_a_shape_is_named_only_where_failing_steps_hold_without_it():
+    """GigaChat3.1-like with its parser: the ten failing tool steps follow two assistant turns back to back, and each
+    holds once a user turn is put between them; a developer message drawn in two of them is undone too, and they
+    still fail: it is not named, however often it comes with the failures."""
     tallies = tally_steps(
         {
-            ("tool", (WITHOUT,)): [60, 0],
-            ("tool", (WITH,)): [40, 0],
-            ("tool", (BACK, WITHOUT)): [8, 8],
-            ("tool", (BACK, DEVELOPER, WITH)): [2, 2],
-            ("tool", (DEVELOPER, WITH)): [10, 0],
+            ("tool", (WITHOUT,), (), (), False): [60, 0],
+            ("tool", (WITH,), (), (), False): [40, 0],
+            ("tool", (BACK, WITHOUT), (BACK,), (BACK,), True): [8, 8],
+            ("tool", (BACK, DEVELOPER, WITH), (BACK, DEVELOPER), (BACK,), True): [2, 2],
+            ("tool", (DEVELOPER, WITH), (), (), False): [10, 0],
         }
     )
     found = conditions_of(tallies, BROKEN)
-    assert (found.plain_verdict, found.plain_steps, found.plain_failed) == (READY, 100, 0)
-    assert [(c.name, c.failed, c.steps) for c in found.breaking] == [
-        ("when two assistant turns run back to back", 10, 10)
+    assert (found.plain_verdict, found.plain_steps, found.plain_failed) == (READY, 120, 0)
+    assert [(c.name, c.held, c.tried, c.failed, c.steps) for c in found.breaking] == [
+        ("when two assistant turns run back to back", 10, 10, 10, 10)
     ]
-    assert (
-        conditions_line(found)
-        == "plain loop ready; breaks when two assistant turns run back to back (10 of 10 tool steps)"
+    assert conditions_line(found) == (
+        "plain loop ready; breaks when two assistant turns run back to back (10 of 10 failing tool steps hold without "
+        "it)"
     )
     assert {c.name: (c.failed, c.steps) for c in found.drawn}["when a developer message leads the conversation"] == (
         2,
@@ -50,39 +51,62 @@ def test_a_shape_whose_steps_alone_fail_is_named_and_the_plain_loop_holds():
     )
 
 
-def test_a_condition_common_among_the_failing_kind_is_not_named():
-    """Every user step fails, every assistant step holds (Qwen3.5's pruned reasoning): a shape drawn more often among
-    user steps than among assistant steps fails more often, but no more than the user steps drawn without it."""
+def test_a_break_that_survives_every_undoing_is_the_plain_loops():
+    """Qwen2.5 behind vLLM's hermes: the failing steps were drawn with reused ids, reordered results and reasoning, but
+    none holds once those are undone; each holds without the text the model wrote before its call."""
+    reused = "shape: when a later turn reuses a call id"
+    reordered = "shape: when tool results come in another order than the calls"
+    prose = "form: when the model writes text before a call"
     tallies = tally_steps(
         {
-            ("tool", (WITH,)): [50, 0],
-            ("user", (WITH,)): [30, 30],
-            ("user", (DEVELOPER, WITH)): [10, 10],
-            ("assistant", (BACK, WITH)): [20, 0],
-            ("assistant", (BACK, DEVELOPER, WITH)): [1, 0],
+            ("tool", (WITHOUT,), (), (), False): [20, 0],
+            ("tool", (WITHOUT, prose), (prose, WITHOUT), (prose,), False): [5, 5],
+            ("tool", (reused, WITHOUT, prose), (prose, reused, WITHOUT), (prose,), False): [2, 2],
+            ("tool", (reordered, WITH, prose), (prose, reordered, WITH), (prose,), False): [5, 5],
+            ("tool", (reordered, WITHOUT), (), (), False): [1, 0],
+        }
+    )
+    found = conditions_of(tallies, BROKEN)
+    assert (found.plain_verdict, found.plain_failed) == (BROKEN, 12)
+    assert [(c.kind, c.name, c.held, c.failed) for c in found.breaking] == [
+        ("form", "when the model writes text before a call", 12, 12)
+    ]
+    # a condition walked again for the first conversations only says how many of its failing steps were tried
+    capped = tally_steps(
+        {
+            ("tool", (WITHOUT, prose), (prose,), (prose,), False): [3, 3],
+            ("tool", (WITHOUT, prose), (), (), False): [5, 5],
+        }
+    )
+    (named,) = conditions_of(capped, BROKEN).breaking
+    assert (named.held, named.tried, named.failed) == (3, 3, 8)
+    assert conditions_line(conditions_of(capped, BROKEN)).endswith(
+        "(3 of 3 failing tool steps hold without it; 3 of 8 tried)"
+    )
+
+
+def test_a_ready_tool_only_verdict_counts_the_other_steps():
+    """Every user step fails and holds once the turn's reasoning is dropped (Qwen3.5's pruned reasoning): the form is
+    named over the non-tool steps; a shape drawn among them that no undoing helps is not."""
+    tallies = tally_steps(
+        {
+            ("tool", (WITH,), (), (), False): [50, 0],
+            ("user", (WITH,), (WITH,), (WITH,), False): [30, 30],
+            ("user", (DEVELOPER, WITH), (DEVELOPER, WITH), (WITH,), False): [10, 10],
+            ("assistant", (BACK, WITH), (), (), False): [20, 0],
         }
     )
     found = conditions_of(tallies, READY_TOOL_ONLY)
     assert found.counted == "non-tool" and found.plain_verdict == READY_TOOL_ONLY
-    assert found.breaking == []
-    assert conditions_line(found).endswith("no form, shape or setting makes it break more often")
+    assert [(c.name, c.held, c.failed) for c in found.breaking] == [("after turns with reasoning", 40, 40)]
+    assert conditions_line(found).endswith("(40 of 40 failing non-tool steps hold without it)")
 
 
-def test_conditions_that_fail_only_together_are_named_together():
-    """Muse-Glimmer-like: a nameless tool result whose call id a later turn reuses is re-rendered under another tool's
-    name: neither shape alone fails as often as the two together."""
-    names, reused = "shape: when tool results carry no name", "shape: when a later turn reuses a call id"
-    tallies = tally_steps(
-        {
-            ("tool", (WITHOUT,)): [80, 0],
-            ("tool", (WITHOUT, names)): [30, 0],
-            ("tool", (WITHOUT, reused)): [11, 0],
-            ("tool", (WITHOUT, names, reused)): [3, 1],
-        }
-    )
-    (found,) = conditions_of(tallies, BROKEN).breaking
-    assert found.name == "when a later turn reuses a call id and tool results carry no name"
-    assert (found.failed, found.steps) == (1, 3)
+def test_with_no_cause_found_the_line_says_so():
+    tallies = tally_steps({("tool", (WITHOUT,), (), (), False): [10, 4], ("tool", (WITH,), (), (), False): [10, 0]})
+    found = conditions_of(tallies, BROKEN)
+    assert found.breaking == [] and found.plain_verdict == BROKEN
+    assert conditions_line(found).endswith("no failing step holds once a form, shape or setting is undone")
 
 
 def test_a_form_the_template_drops_is_when_it_breaks(tiny_model_dir, write_template):
@@ -94,7 +118,7 @@ def test_a_form_the_template_drops_is_when_it_breaks(tiny_model_dir, write_templ
     assert variant.conditions.plain_verdict == BROKEN
     first = variant.conditions.breaking[0]  # sent back as "", absent or None: each its own form, each failing
     assert first.name.startswith("when the model closes the reasoning block at once")
-    assert first.failed == first.steps > 0
+    assert first.failed == first.steps > 0 and first.held == first.tried > 0  # each holds once the model reasons
     tool_steps = next(row for row in variant.checks["rollout"].rows if row.category == "tool")
     assert sum(t.steps for t in variant.conditions.tallies if t.kind == "tool") == tool_steps.cases - tool_steps.refused
 
@@ -108,6 +132,8 @@ def test_a_setting_worse_than_the_defaults_is_a_condition_of_the_model(tiny_mode
     first = conditions.breaking[0]
     assert (first.kind, first.name) == ("setting", "with enable_thinking=true,preserve_thinking=true")
     assert 0 < first.failed <= first.steps
+    # the same failing steps, under the default settings, hold: the setting is their cause
+    assert first.held == first.tried == first.failed
 
 
 @requires_shared

@@ -10,7 +10,15 @@ import re
 from pathlib import Path
 
 from tito_audit.audit.checks.mask_compare import LABEL_LINES
-from tito_audit.audit.conditions.step_conditions import BACK_TO_BACK, REASONING_WORDS, SHAPE_WORDS
+from tito_audit.audit.conditions.step_conditions import (
+    BACK_TO_BACK,
+    RARE_FORM,
+    REASONING_WORDS,
+    SETTING,
+    SHAPE_WORDS,
+    TEXT_BEFORE_CALL,
+)
+from tito_audit.audit.conditions.undoings import UNDONE_AS, can_undo
 from tito_audit.audit.core.causes import CAUSES
 from tito_audit.audit.results import VERDICT_ORDER
 from tito_audit.conversations.shapes import SHAPE_CHANGES
@@ -62,6 +70,23 @@ def test_every_reasoning_form_and_harness_shape_is_defined_with_its_words():
     assert _table("Reasoning forms") == REASONING_WORDS
     shapes = list(_definitions("Shapes harnesses send"))
     assert sorted(shapes) == sorted([*SHAPE_WORDS.values(), BACK_TO_BACK])
+
+
+def test_every_condition_is_undone_as_the_contract_says():
+    """Conditions are causes: each condition a step can be tagged with has the undoing the contract gives it (the one a
+    failing step is walked again with), and the contract names no undoing the code does not make."""
+    assert _definitions("Undoing a condition") == {term: " ".join(words.split()) for term, words in UNDONE_AS.items()}
+    tagged = [*SHAPE_WORDS.values(), BACK_TO_BACK, *REASONING_WORDS.values(), TEXT_BEFORE_CALL]
+    assert sorted(tagged) == sorted(set(UNDONE_AS) - {RARE_FORM, SETTING})
+    kinds = {"when two assistant turns run back to back": "shape", TEXT_BEFORE_CALL: "form"}
+    for words in tagged:
+        kind = kinds.get(words, "form" if words in REASONING_WORDS.values() else "shape")
+        assert can_undo(f"{kind}: {words}"), words
+    assert can_undo("rare form: when the model calls with no analysis message first")
+    assert not can_undo("form: when the model writes its own layout (harmony)")
+    section = " ".join(_section("Conditions").split())
+    for phrase in ("k of n failing steps hold without it", "plain loop", "is not named"):
+        assert phrase in section
 
 
 def test_every_shape_change_is_defined_in_its_order():

@@ -38,7 +38,10 @@ class ToyParser:
     """Reads the skeleton's assistant turn back. Defects: ``strip`` trims content, ``newline`` keeps the separator
     newline inside the reasoning, ``reserialize`` writes arguments back as compact JSON, ``as_object`` returns them
     as objects (the template then writes its own layout), ``lose_calls`` finds no call, ``calls_as_text`` finds no
-    call and gives its text back as content (as SGLang does with a call its detector does not recognise)."""
+    call and gives its text back as content (as SGLang does with a call its detector does not recognise),
+    ``prose_newline`` keeps a newline after the text before a call (as vLLM's hermes keeps the one before
+    ``<tool_call>``), ``coerce`` reads a top-level whole-valued float back as an integer (as vLLM's schema coercion
+    does for ``number``)."""
 
     def __init__(self, name: str = "toy", **defects: bool) -> None:
         self.name = name
@@ -58,6 +61,8 @@ class ToyParser:
             reasoning, body = body[len("<think>") : end], body[end + len("</think>") :]
         if self.defects.get("calls_as_text"):  # the calls not found: their text stays in the content
             body, calls = body + text[calls_start:], []
+        if self.defects.get("prose_newline") and calls and body.strip():
+            body += "\n"
         message: dict = {"role": "assistant", "content": body.strip() if self.defects.get("strip") else body}
         if reasoning is not None:
             message["reasoning_content"] = reasoning + ("\n" if self.defects.get("newline") else "")
@@ -71,6 +76,10 @@ class ToyParser:
             arguments = json.dumps(json.loads(found.group(2)), separators=(",", ":"))
         elif self.defects.get("as_object"):
             arguments = json.loads(found.group(2))
+        elif self.defects.get("coerce"):
+            values = json.loads(found.group(2))
+            whole = {k: int(v) for k, v in values.items() if isinstance(v, float) and v.is_integer()}
+            arguments = json.dumps({**values, **whole}, ensure_ascii=False)
         return {"id": f"t{index}", "type": "function", "function": {"name": found.group(1), "arguments": arguments}}
 
 

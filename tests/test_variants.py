@@ -119,6 +119,25 @@ def test_a_setting_compared_with_a_number_is_swept_on_both_sides():
     assert names("{% if budget > 0 %}b{% endif %}{{ messages }}") == {"budget": (0, 1)}
 
 
+def test_an_integer_with_a_default_of_its_own_is_swept_at_it_and_its_neighbours():
+    """Laguna-S-2.1-RFA_L and XMB480-Qwen3.6: a limit the template falls back to 0 (off) and compares ``> 0`` is swept
+    at 0 alone (one past the threshold, 1, would cut every tool result to one character: an edge no harness sets); a
+    count with its own default of 6 at 0 and 6; a budget with named gears at the default's neighbours among them."""
+    limit = (
+        "{%- set cap = cap if cap is defined else 0 -%}"
+        "{%- for m in messages -%}{%- if cap > 0 and m.content | length > cap -%}{{ m.content[:cap] }}"
+        "{%- else -%}{{ m.content }}{%- endif -%}{%- endfor -%}"
+    )
+    assert names(limit) == {"cap": (0,)}
+    count = "{%- set after = after if after is defined else 6 -%}{% if after > 0 %}n{% endif %}{{ messages }}"
+    assert names(count) == {"after": (0, 6)}
+    gears = (
+        "{%- set budget = budget | default(4096) -%}{% if budget == 512 or budget == 1024 %}s{% endif %}"
+        "{% if budget >= 8192 %}l{% endif %}{% if budget == 0 %}o{% endif %}{{ messages }}"
+    )
+    assert names(gears) == {"budget": (1024, 4096, 8192)}
+
+
 def test_a_truth_tested_setting_stays_boolean():
     assert names("{% set on = thinking if thinking is defined else false %}{% if on %}t{% endif %}") == {
         "thinking": (False, True)

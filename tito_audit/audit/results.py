@@ -13,6 +13,7 @@ from typing import Any
 
 from tito_audit.audit.conditions.result_conditions import CallTurns, Conditions, FormSteps, RefusedSetting, ShapeSteps
 from tito_audit.audit.engine_result import EngineVerdict
+from tito_audit.audit.written_result import RewrittenValue, WrittenLayout, WrittenValue
 from tito_audit.conversations.conversation import Conversation
 
 READY = "ready"
@@ -194,42 +195,6 @@ class Finding:
 
 
 @dataclass
-class WrittenLayout:
-    """Tool steps after turns whose model wrote its call or content in another layout than the template's
-    (docs/contract.md "What models write"): how often the next prompt, rendered from the parsed message, no longer
-    continues the buffer. Reported beside the verdict, never folded into it."""
-
-    layout: str
-    """``compact JSON arguments``, ``arguments in another key order`` or ``content with surrounding whitespace``."""
-    steps: int
-    differing: int
-
-
-@dataclass
-class WrittenValue:
-    """Argument values of one JSON type written in the template's own literal or in the JSON literal, through the
-    parser into the next prompt (docs/contract.md "Written values"; :mod:`tito_audit.audit.parse_step.written_values`).
-    Beside the verdict, never in it."""
-
-    value_type: str
-    """``boolean``, ``null``, ``integer``, ``number``, ``array`` or ``object``."""
-    template_literal: str
-    """How the template writes such a value (``False``), when a JSON literal differs; ``json_literal``: that one."""
-    json_literal: str
-    values: int
-    """Values of this type in tool-call turns followed by tool results, as the template writes them."""
-    values_changed: int
-    """Of those, the values the parser read back as another value, tokens holding (``None`` as ``"None"``; a lost
-    call counts as ``call lost``). Always 0 with the perfect inverse."""
-    steps: int
-    """Tool steps after a turn whose model wrote one such value in a JSON literal the template does not write."""
-    differing: int
-    """Of those, the steps whose next prompt no longer continues the buffer (``value-rewritten``)."""
-    steps_changed: int
-    """Of those, the steps whose parsed value differs from the value written."""
-
-
-@dataclass
 class ParseResult:
     """The rollout with the engine's parser between each completion and the next prompt (docs/contract.md "The parse
     step"): its own step table and verdict, beside the perfect-inverse verdict of the same variant."""
@@ -265,6 +230,11 @@ class ParseResult:
     """Call turns by form, and those whose calls the parser lost."""
     conditions: Conditions | None = None
     """When this verdict breaks, with the step tallies it is read from."""
+    rewritten_values: list[RewrittenValue] = field(default_factory=list)
+    """Values the parser read back as other values, per type (beside the verdict: a step that fails only for them
+    holds in the verdict)."""
+    rewrite_failures: list[Failure] = field(default_factory=list)
+    """The first step each value type's rewrite broke (evidence; never counted in the verdict)."""
 
 
 @dataclass

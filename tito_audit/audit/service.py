@@ -135,7 +135,10 @@ def audit(
                 variants, refused = variants + kept[1:], refused + refused_together
     conversations_for = conversation_source(options)
     audits = [VariantAudit(loaded, codec, variant, options, plan.parsers) for variant in variants]
-    results = [variant_audit.run(conversations_for, progress) for variant_audit in audits]
+    results = [
+        variant_audit.run(conversations_for, progress, audits[0].steps if index else None)
+        for index, variant_audit in enumerate(audits)
+    ]
     verdict = worst_verdict([r.verdict for r in results])
     prompts = {a.variant.name: a.probe_prompt() for a in audits} if len(audits) > 1 else {}
     return AuditReport(

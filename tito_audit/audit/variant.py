@@ -9,7 +9,8 @@ The path of one conversation: :class:`~tito_audit.audit.realization.acceptance.A
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Callable, Sequence
 
 from tito_audit.audit.aggregate import (
     VariantTotals,
@@ -23,14 +24,29 @@ from tito_audit.audit.audit_options import AuditOptions, ConversationSource, Pro
 from tito_audit.audit.checks import run_checks
 from tito_audit.audit.checks.mask import variant_notes as mask_notes
 from tito_audit.audit.checks.rollout_context import CheckSetup, RolloutContext
+from tito_audit.audit.checks.undo_reruns import (
+    TRIED_CONVERSATIONS,
+    TRIED_OTHER_SETTINGS,
+    Budget,
+    ConversationUndos,
+    WalkedStep,
+    last_failing,
+    settle,
+    simulated_walk,
+    turn_forms,
+)
+from tito_audit.audit.conditions.step_conditions import SETTING, tag
+from tito_audit.audit.conditions.undoings import shared_prefix
 from tito_audit.audit.conditions.verdict_conditions import conditions_of, tally_steps
 from tito_audit.audit.findings import FindingContext, run_findings
 from tito_audit.audit.generation import generation_profile
+from tito_audit.audit.parse_step.parse_memo import ParseMemo
 from tito_audit.audit.parse_step.parsed_rollout import parsed_rollout
 from tito_audit.audit.parse_step.parsed_totals import ParsedTotals
+from tito_audit.audit.parse_step.parsed_undo import parsed_walk, settle_parsed
 from tito_audit.audit.parse_step.written_values import LiteralCache, ValueTotals, written_values
 from tito_audit.audit.realization.acceptance import Acceptor, Renders
-from tito_audit.audit.realization.realize import RealizedConversation, realize
+from tito_audit.audit.realization.realize import RealizedConversation, realize, turn_keys
 from tito_audit.audit.realization.reasoning_block import VariantReasoning, variant_reasoning
 from tito_audit.audit.realization.stops import collect_stop_tokens, model_end_token
 from tito_audit.audit.results import Failure, StopToken, VariantResult, Walked
@@ -50,6 +66,9 @@ from tito_audit.parse.output_layouts import OutputLayout, output_layout
 from tito_audit.parse.parser import TEMPLATE, CompletionParser
 
 _STATE_WORDS = {OPEN: "opens", CLOSED: "closes"}
+
+StepStatuses = dict[tuple[str, str, int], bool]
+"""(``template`` or a parser's name, conversation id, the step's turn) -> whether the buffer followed."""
 
 
 class VariantAudit:
@@ -72,6 +91,9 @@ class VariantAudit:
         self.options = options
         self.renderer = Renderer(model, codec, variant.kwargs, options.limits)
         self.acceptor = Acceptor(self.renderer)
+        self.steps: StepStatuses = {}
+        """How each step went, by (``template`` or the parser's name, conversation id, the step's turn), once
+        :meth:`run` has walked it: a variant of another setting reads the default setting's."""
 
     def accept(self, conversation: Conversation):
         """See :meth:`tito_audit.audit.realization.acceptance.Acceptor.accept`."""
@@ -142,8 +164,59 @@ class VariantAudit:
         )
         return stop_tokens, setup
 
-    def run(self, conversations_for: ConversationSource, progress: ProgressCallback | None) -> VariantResult:
-        """Audit the conversations ``conversations_for`` gives for the reasoning kinds this variant allows."""
+    def _walked_again(
+        self, setup: CheckSetup, walked: RolloutContext
+    ) -> Callable[[Conversation], RolloutContext | None]:
+        """A conversation walked again with a condition undone, as a rollout context: rendered as it is (no other shape
+        tried; None when the template refuses it; the renders of the prefixes it shares with ``walked``, the
+        conversation as walked, taken from there), realized; each one built once (the simulated rollout and every
+        parser read the same)."""
+        built: dict[int, tuple[Conversation, RolloutContext | None]] = {}
+        before = walked.conversation.messages
+
+        def context_of(conversation: Conversation) -> RolloutContext | None:
+            key = id(conversation)
+            if key not in built:
+                messages = conversation.messages
+                same = shared_prefix(messages, before)
+                keys = turn_keys(messages)
+                renders = {key: walked.renders[key] for key in keys if key[0] <= same and key in walked.renders}
+                context = None
+                try:
+                    missing = [key for key in keys if key not in renders]
+                    renders.update(self.renderer.prefixes(messages, conversation.tools, missing))
+                    realized = self.realize(conversation, renders)
+                    context = RolloutContext(setup, realized.conversation, realized.renders, realized.alignments)
+                except RenderError:
+                    pass
+                built[key] = (conversation, context)  # the conversation kept: its id stays its own
+            return built[key][1]
+
+        return context_of
+
+    def _by_setting(
+        self, result: str, conversation: str, steps: Sequence[WalkedStep], default: StepStatuses | None
+    ) -> None:
+        """Record how each step of ``result`` (``template`` or a parser's name) went (:attr:`steps`); under another
+        setting than the default (``default``: the default setting's steps), a failing step that holds under the
+        default setting holds without this setting."""
+        setting = tag(SETTING, f"with {self.variant.name}")
+        for step in steps:
+            self.steps[(result, conversation, step.turn)] = step.followed
+            if default is None or step.followed or (result, conversation, step.turn) not in default:
+                continue
+            step.tried.append(setting)
+            if default[(result, conversation, step.turn)]:
+                step.held_without.append(setting)
+
+    def run(
+        self,
+        conversations_for: ConversationSource,
+        progress: ProgressCallback | None,
+        default: StepStatuses | None = None,
+    ) -> VariantResult:
+        """Audit the conversations ``conversations_for`` gives for the reasoning kinds this variant allows;
+        ``default``: the steps of the default setting's audit (:attr:`steps`), for a variant of another setting."""
         options, model = self.options, self.model
         totals = VariantTotals()
         parsed = [ParsedTotals() for _ in self.parsers]
@@ -152,6 +225,9 @@ class VariantAudit:
         literals = LiteralCache()
         accepted: list[tuple[Conversation, str]] = []
         native_tool_conversations = 0
+        cap = TRIED_CONVERSATIONS if default is None else TRIED_OTHER_SETTINGS
+        budgets: dict[str, Budget] = defaultdict(lambda: Budget(cap))
+        """Per rollout (``template`` or a parser's name): what it walked again so far."""
         with frozen_clock(model.template_source, options.clock):
             allowed = self.reasoning.kinds
             conversations = conversations_for(self.profile)
@@ -171,11 +247,23 @@ class VariantAudit:
                     context = RolloutContext(setup, realized.conversation, realized.renders, realized.alignments)
                     outcome = run_checks(context)
                     keep_walked(outcome.failures, realized)
+                    failing = {key[1]: f.causes for key, f in outcome.located if key[0] == 1 and key[2:] == (0, 0)}
+                    memos = [ParseMemo(parser) for parser in self.parsers]
+                    walked = [parsed_rollout(context, failing, memo, options.seed, self.layout) for memo in memos]
+                    until = last_failing(outcome.walked, *(found.walked for found in walked))
+                    undos = ConversationUndos(context.conversation, turn_forms(context), until)
+                    context_of = self._walked_again(setup, context)
+                    settle(outcome.walked, undos, simulated_walk(context_of), budgets[TEMPLATE])
+                    self._by_setting(TEMPLATE, context.conversation.id, outcome.walked, default)
+                    outcome.count_conditions()
                     totals.add(outcome, changes)
                     totals.add_shapes(realized.conversation, outcome)
-                    failing = {key[1]: f.causes for key, f in outcome.located if key[0] == 1 and key[2:] == (0, 0)}
-                    for parser, totals_parsed in zip(self.parsers, parsed, strict=True):
-                        outcome_parsed = parsed_rollout(context, failing, parser, options.seed, self.layout)
+                    for memo, totals_parsed, outcome_parsed in zip(memos, parsed, walked, strict=True):
+                        parser = memo.parser
+                        walk = parsed_walk(context_of, memo, options.seed, self.layout)
+                        held = settle_parsed(outcome_parsed, undos, walk, budgets[parser.name])
+                        self._by_setting(parser.name, context.conversation.id, outcome_parsed.walked, default)
+                        outcome_parsed.close(held)
                         totals_parsed.add(outcome_parsed, changes)
                     values.add(written_values(context, values_parser, options.seed, literals, self.layout))
                     last = (len(realized.conversation.messages), False)

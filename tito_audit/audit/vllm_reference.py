@@ -186,7 +186,8 @@ class Comparison:
 
 def vllm_message(message: Message) -> Message:
     """``message`` as an OpenAI client sends it to vLLM: each call's arguments a JSON string (the request schema
-    wants one), the reasoning under ``reasoning`` (vLLM 0.33 ignores ``reasoning_content``:
+    wants one), the reasoning under ``reasoning``, the name vLLM 0.33's responses use (a ``reasoning_content`` sent
+    instead is renamed so by the request's validator, and the renderer hands the template both names:
     ``renderers/chat_utils/chat_message.py``)."""
     out = dict(message)
     if "reasoning_content" in out:

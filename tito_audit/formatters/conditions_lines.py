@@ -1,23 +1,29 @@
 """When a verdict breaks, in the words every format prints (docs/contract.md, Verdicts: "Conditions"): the plain loop's
-verdict, the forms, shapes and settings the failures come with (failing of drawn steps, each count saying what it
-counts), what was drawn, the refused settings, and the rare form of a family's habit with the parser.
+verdict, the forms, shapes and settings that cause its failures (of the failing steps drawn under each, those that
+hold once it is undone, each count saying what it counts), what was drawn, the refused settings, and the rare form of
+a family's habit with the parser.
 
 >>> from tito_audit.audit.conditions.result_conditions import Condition, Conditions
->>> found = Conditions("broken", "ready", "tool", 40, 0, [Condition("shape", "when two runs", 10, 10)])
+>>> found = Conditions("broken", "ready", "tool", 40, 0, [Condition("shape", "when two runs", 12, 10, 10, 10)])
 >>> conditions_line(found)
-'plain loop ready; breaks when two runs (10 of 10 tool steps)'
+'plain loop ready; breaks when two runs (10 of 10 failing tool steps hold without it)'
 """
 
 from __future__ import annotations
 
 from tito_audit.audit.conditions.result_conditions import Condition, Conditions
-from tito_audit.audit.conditions.step_conditions import RARE_FORM
+from tito_audit.audit.conditions.step_conditions import RARE_FORM, SETTING
 from tito_audit.audit.results import READY, UNSUPPORTED, AuditReport, ParseResult, VariantResult
 from tito_audit.parse.engines import engine_words
 
 
 def _counted(condition: Condition, counted: str) -> str:
-    return f"{condition.failed} of {condition.steps} {counted or 'tool'} steps"
+    """``10 of 10 failing tool steps hold without it`` (``… under the default settings`` for a setting)."""
+    if condition.kind == SETTING and not condition.steps:
+        return "the template refuses tool conversations"
+    where = "under the default settings" if condition.kind == SETTING else "without it"
+    line = f"{condition.held} of {condition.tried} failing {counted or 'tool'} steps hold {where}"
+    return line if condition.tried == condition.failed else f"{line}; {condition.tried} of {condition.failed} tried"
 
 
 def conditions_line(conditions: Conditions | None, plain: str = "plain loop", limit: int | None = None) -> str:
@@ -32,7 +38,7 @@ def conditions_line(conditions: Conditions | None, plain: str = "plain loop", li
         if len(conditions.breaking) > len(shown):
             line += f"; {len(conditions.breaking) - len(shown)} more"
     elif conditions.plain_verdict == conditions.verdict:
-        line += "; no form, shape or setting makes it break more often"
+        line += "; no failing step holds once a form, shape or setting is undone"
     return line
 
 

@@ -83,12 +83,44 @@ def parse_result_lines(parse: ParseResult) -> list[str]:
     if fields:
         lines.append(fields)
     lines += written_lines(parse)
+    lines += rewritten_lines(parse)
     if parse.calls_in_reasoning:
         lines.append(
             f"calls written inside the reasoning: {parse.calls_in_reasoning_lost} of {parse.calls_in_reasoning} lost "
             "by the parser (beside the verdict: a model that does this loses its call)"
         )
     return lines
+
+
+def rewritten_lines(parse: ParseResult) -> list[str]:
+    """Values the parser read back as other values, per type (written values, beside the verdict), with the first
+    step each broke."""
+    lines = []
+    for value in parse.rewritten_values:
+        line = (
+            f"{value.value_type} values written {_literal(value.written)} are read back by the parser as "
+            f"{_literal(value.read)}: "
+        )
+        if value.differing:
+            line += (
+                f"the next prompt differs on {value.differing} of the {value.steps} steps after them (a written value: "
+                "beside the verdict, the steps hold with the value written as read back)"
+            )
+        else:
+            line += (
+                f"the next prompt holds on {value.steps} step{'s' * (value.steps != 1)} after them (the tool receives "
+                "another value)"
+            )
+        lines.append(line)
+    return lines + [f"e.g. {line}" for line in example_lines(parse.rewrite_failures)]
+
+
+LITERAL_LIMIT = 40
+"""Characters of a rewritten value shown (an array or object is not quoted whole)."""
+
+
+def _literal(text: str) -> str:
+    return text if len(text) <= LITERAL_LIMIT else f"{text[:LITERAL_LIMIT]}…"
 
 
 def value_line(value: WrittenValue) -> list[str]:
@@ -134,8 +166,13 @@ def variant_shape_lines(variant: VariantResult) -> list[str]:
 
 def value_example_lines(variant: VariantResult) -> list[str]:
     """The first ``value-rewritten`` step of each value type: what the model wrote, and the next prompt."""
+    return example_lines(variant.value_failures)
+
+
+def example_lines(failures: list[Failure]) -> list[str]:
+    """The first of ``failures`` of each value type (their category): what the model wrote, and the next prompt."""
     first_of_each_type = {}
-    for failure in variant.value_failures:
+    for failure in failures:
         first_of_each_type.setdefault(failure.category, failure)
     lines = []
     for failure in first_of_each_type.values():

@@ -232,12 +232,20 @@ def engine_cells(report: AuditReport, engine: Engine) -> dict[str, str]:
 
 
 def written_values_cell(report: AuditReport) -> str:
-    """``boolean 6/6, null 5/5; read back as another value: null 29/29``: over every variant, per value type, the
-    tool steps whose next prompt no longer continues a JSON literal the model wrote (value-rewritten), then the
-    values the parser read back as other values; empty when neither happened."""
+    """``boolean 6/6, null 5/5; read back as another value: null 29/29; rewritten by vllm qwen3_xml: number 10/10``:
+    over every variant, per value type, the tool steps whose next prompt no longer continues a JSON literal the model
+    wrote (value-rewritten), the values the parser read back as other values, then per engine's parser the steps
+    after a value it rewrote that the rewrite broke; empty when none of these happened."""
     rewritten: dict[str, list[int]] = {}
     changed: dict[str, list[int]] = {}
+    by_parser: dict[str, dict[str, list[int]]] = {}
     for variant in report.variants:
+        for parse in variant.parses:
+            for found in parse.rewritten_values:
+                if found.differing:
+                    tally = by_parser.setdefault(parse.parser, {}).setdefault(found.value_type, [0, 0])
+                    tally[0] += found.differing
+                    tally[1] += found.steps
         for value in variant.values:
             if value.steps:
                 tally = rewritten.setdefault(value.value_type, [0, 0])
@@ -249,7 +257,11 @@ def written_values_cell(report: AuditReport) -> str:
                 tally[1] += value.values
     parts = ", ".join(f"{kind} {n}/{d}" for kind, (n, d) in rewritten.items() if n)
     back = ", ".join(f"{kind} {n}/{d}" for kind, (n, d) in changed.items())
-    return "; ".join(filter(None, [parts, f"read back as another value: {back}" if back else ""]))
+    parsers = [
+        f"rewritten by {parser}: " + ", ".join(f"{kind} {n}/{d}" for kind, (n, d) in sorted(kinds.items()))
+        for parser, kinds in by_parser.items()
+    ]
+    return "; ".join(filter(None, [parts, f"read back as another value: {back}" if back else "", *parsers]))
 
 
 def row_from_report(report: AuditReport, report_link: str, duration: float) -> MatrixRow:

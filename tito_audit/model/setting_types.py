@@ -7,7 +7,9 @@ A template reads its own settings in three ways, often through a local it sets f
   only concatenate str``), so the sweep passes the strings the template names for it: those it is compared with and
   the literal it falls back to (``'high'``);
 - **compared with constants** (``effort == 'low'``, ``effort in ('low', 'high')``, ``budget > 0``): those constants
-  (and, for an ordered comparison with a number, one past it, so that both sides of the test are audited);
+  (and, for an ordered comparison with a number, one past it, so that both sides of the test are audited); an
+  integer the template gives a default of its own is swept at that default and its neighbours among the integers
+  the template names (:func:`integer_neighbours`), never one past a threshold;
 - **tested for truth** only: booleans (:mod:`tito_audit.model.variants`).
 
 >>> from jinja2 import Environment
@@ -119,9 +121,12 @@ def literal_alternatives(ast: nodes.Template, aliases: dict[str, set[str]]) -> d
     return found
 
 
-def compared_constants(node: nodes.Compare, aliases: dict[str, set[str]]) -> dict[str, set[object]]:
+def compared_constants(
+    node: nodes.Compare, aliases: dict[str, set[str]], one_past: bool = True
+) -> dict[str, set[object]]:
     """The constants each name (through its aliases) is compared with in ``node``: ``==``/``!=`` a constant,
-    ``in``/``not in`` a list of constants, ``<``/``>``/``<=``/``>=`` a number (that number and one past it)."""
+    ``in``/``not in`` a list of constants, ``<``/``>``/``<=``/``>=`` a number (that number, and with ``one_past``
+    one past it, so that both sides of the test are audited)."""
     found: dict[str, set[object]] = {}
     left = node.expr
     for op in node.ops:
@@ -140,10 +145,29 @@ def compared_constants(node: nodes.Compare, aliases: dict[str, set[str]]) -> dic
                 items = constant.value if isinstance(constant.value, (tuple, list)) else ()
                 values = {item for item in items if isinstance(item, str)}
             elif op.op in _ORDERED and _is_number(constant):
-                values = {constant.value, constant.value + 1}  # type: ignore[attr-defined]
+                value = constant.value  # type: ignore[attr-defined]
+                values = {value, value + 1} if one_past else {value}
             for name in names:
                 found.setdefault(name, set()).update(values)
         left = right
+    return found
+
+
+def integer_neighbours(defaults: set[int], named: set[int]) -> set[int]:
+    """An integer setting's values to sweep: the template's own defaults and their neighbours among the integers the
+    template names for it (its defaults and the constants it compares it with), never a value it does not name (a
+    limit one past its threshold, ``max_tool_response_chars=1``, that cuts every tool result to one character).
+
+    >>> sorted(integer_neighbours({4}, {0, 4})), sorted(integer_neighbours({0}, {0}))
+    ([0, 4], [0])
+    >>> sorted(integer_neighbours({4096}, {0, 512, 1024, 4096, 8192}))
+    [1024, 4096, 8192]
+    """
+    ordered = sorted(defaults | named)
+    found = set()
+    for default in defaults:
+        at = ordered.index(default)
+        found.update(ordered[max(at - 1, 0) : at + 2])
     return found
 
 

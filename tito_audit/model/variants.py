@@ -23,6 +23,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tito_audit.model.setting_types import (
     compared_constants,
     concatenated_names,
+    integer_neighbours,
     literal_alternatives,
     sources_of,
     value_aliases,
@@ -103,7 +104,11 @@ def template_inputs(source: str, special_token_names: Iterable[str] = ()) -> lis
     # itself is internal unless it also guards the name with `is defined` or `|default` (a default).
     names = {n for n in undeclared if not n.endswith("_token") and (n not in assigned or n in defaulted)}
     tested: dict[str, set[Any]] = {n: set() for n in names}
+    named: dict[str, set[Any]] = {n: set() for n in names}
+    """The constants each input is compared with, without the values one past a threshold."""
     truthy: set[str] = set()
+    integers: set[str] = set()
+    """Integer settings with a default of the template's own: swept at it and its neighbours, never as booleans."""
     aliases = value_aliases(ast)
 
     def read(expr: nodes.Node) -> set[str]:
@@ -127,6 +132,9 @@ def template_inputs(source: str, special_token_names: Iterable[str] = ()) -> lis
                 if name in tested and consts:
                     tested[name].update(consts)
                     truthy.add(name)
+            for name, consts in compared_constants(node, aliases, one_past=False).items():
+                if name in named:
+                    named[name].update(consts)
     # read as text (added to a string): only strings; the constants the template falls back to are its own values
     concatenated = concatenated_names(ast, aliases) & names
     for name, alternatives in literal_alternatives(ast, aliases).items():
@@ -134,6 +142,10 @@ def template_inputs(source: str, special_token_names: Iterable[str] = ()) -> lis
             continue
         kinds = {_kind(v) for v in tested[name]} | ({"text"} if name in concatenated else set())
         tested[name].update(v for v in alternatives if _kind(v) in kinds)
+        defaults = {v for v in alternatives if _integer(v)}
+        if defaults and tested[name] and all(_integer(v) for v in tested[name]):
+            tested[name] = integer_neighbours(defaults, {v for v in named[name] if _integer(v)})
+            integers.add(name)
     for name in concatenated:
         tested[name] = {v for v in tested[name] if isinstance(v, str)}
     structured = _structured_names(ast)
@@ -144,11 +156,15 @@ def template_inputs(source: str, special_token_names: Iterable[str] = ()) -> lis
             if not tested[name]:
                 truthy.discard(name)
         values = set(tested[name])
-        if name in truthy and not values - {True, False}:
+        if name in truthy and name not in integers and not values - {True, False}:
             values |= {True, False}
         ordered = sorted(values, key=lambda v: (type(v).__name__, str(v)))[:MAX_VALUES_PER_KWARG]
         inputs.append(TemplateInput(name=name, tested=name in truthy, values=tuple(ordered)))
     return inputs
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _kind(value: Any) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tito_audit.audit.checks.undo_reruns import WalkedStep
 from tito_audit.audit.results import CheckRow, Failure
 
 PASSED, FAILED, REFUSED = "passed", "failed", "refused"
@@ -29,6 +30,14 @@ def count_into(row: CheckRow, status: str) -> None:
         row.refused += 1
     else:
         row.passed += 1
+
+
+def count_steps(into: dict[tuple, list[int]], steps: list[WalkedStep]) -> None:
+    """Each walked step added to ``into``'s ``key -> [steps, failed]`` (:meth:`WalkedStep.key`)."""
+    for step in steps:
+        tally = into.setdefault(step.key(), [0, 0])
+        tally[0] += 1
+        tally[1] += not step.followed
 
 
 @dataclass
@@ -60,15 +69,15 @@ class Outcome:
     forms: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     """(step kind, reasoning form of the turn before the step) -> [steps, steps the buffer could not follow]."""
 
-    conditions: dict[tuple[str, tuple[str, ...]], list[int]] = field(default_factory=dict)
-    """(step kind, the conditions the step was drawn under) -> [steps, steps the buffer could not follow]."""
+    walked: list[WalkedStep] = field(default_factory=list)
+    """The rollout's steps as walked, by the conditions they were drawn under
+    (:mod:`tito_audit.audit.conditions.step_conditions`); settled by the undo re-runs, then counted."""
+    conditions: dict[tuple, list[int]] = field(default_factory=dict)
+    """(step kind, its conditions, what it holds without, whether the plain loop holds) -> [steps, failed]."""
 
-    def count_conditions(self, kind: str, tags: tuple[str, ...], followed: bool) -> None:
-        """One rollout step, by the conditions it was drawn under
-        (:mod:`tito_audit.audit.conditions.step_conditions`)."""
-        tally = self.conditions.setdefault((kind, tags), [0, 0])
-        tally[0] += 1
-        tally[1] += not followed
+    def count_conditions(self) -> None:
+        """The walked steps, settled, into :attr:`conditions`."""
+        count_steps(self.conditions, self.walked)
 
     def count(self, check: str, category: str, status: str) -> None:
         self.tallies.append(Tally(check, category, status))

@@ -26,6 +26,7 @@ from tito_audit.audit.checks.outcome import FAILED, PASSED, Outcome
 from tito_audit.audit.checks.records import text_failure, token_failure
 from tito_audit.audit.checks.rollout_context import RolloutContext
 from tito_audit.audit.checks.trace import Segment, StepTrace, trace_of
+from tito_audit.audit.checks.undo_reruns import WalkedStep
 from tito_audit.audit.conditions.step_conditions import step_tags
 from tito_audit.audit.core.causes import (
     MessageRef,
@@ -55,7 +56,7 @@ def check(context: RolloutContext, outcome: Outcome) -> None:
     for step in trace.steps:
         outcome.count_form(step.kind, step.previous.form, step.followed)
         tags = step_tags(context.conversation, step.previous.turn, step.turn, step.previous.form, rare_form)
-        outcome.count_conditions(step.kind, tags, step.followed)
+        outcome.walked.append(WalkedStep(step.turn, step.kind, tags, step.followed))
         outcome.final_steps += step.turn == final
         if step.text_index is not None:
             outcome.count(NAME, step.kind, FAILED)

@@ -46,12 +46,21 @@ class StepTally:
     """``form: …`` (forms the plain loop has), ``rare form: …``, ``shape: …``; empty: none recorded."""
     steps: int
     failed: int
+    tried: list[str] = field(default_factory=list)
+    """The conditions the failed steps were walked again without, one at a time
+    (:mod:`tito_audit.audit.checks.undo_reruns`), and ``setting: with …`` where the default setting walked them."""
+    held_without: list[str] = field(default_factory=list)
+    """Of those, the ones the failed steps hold without."""
+    plain_holds: bool = False
+    """The failed steps hold in the plain loop: once the departures of their conversation (harness shapes, rare
+    forms) are undone together. A failed step without this breaks in the plain loop."""
 
 
 @dataclass
 class Condition:
     """One form, harness shape or setting, with the steps drawn under it that decide the verdict (tool steps for
-    ``broken``, the others for ``ready-tool-only``) and how many of them fail."""
+    ``broken``, the others for ``ready-tool-only``), how many of them fail, and, among those, how many hold once it is
+    undone (the count that makes it a cause)."""
 
     kind: str
     """``form`` (the plain loop has it), ``rare form``, ``shape`` or ``setting``."""
@@ -60,14 +69,19 @@ class Condition:
     enable_thinking=false``."""
     steps: int
     failed: int
+    held: int = 0
+    """Of the failed steps walked again with the condition undone (the shape put back, the form written otherwise, or
+    under the default setting), those that hold."""
+    tried: int = 0
+    """The failed steps walked again with the condition undone (all of them, or those of the first conversations)."""
 
 
 @dataclass
 class Conditions:
     """When a verdict breaks (docs/contract.md, Verdicts: "Conditions"): the verdict of the plain loop (the model writes
     as it does by habit, calls as the template supports them, no unusual harness shape, the first setting), and the
-    conditions the failures come with. The verdict itself stays the worst case. Computed by
-    :mod:`tito_audit.audit.conditions.verdict_conditions` from the step tallies."""
+    conditions that cause the failures (those whose undoing lets failing steps hold). The verdict itself stays the
+    worst case. Computed by :mod:`tito_audit.audit.conditions.verdict_conditions` from the step tallies."""
 
     verdict: str
     plain_verdict: str
@@ -76,9 +90,11 @@ class Conditions:
     """The steps the counts are of: ``tool``, ``non-tool`` (``ready-tool-only``), or empty (nothing failed)."""
     plain_steps: int
     plain_failed: int
+    """The steps of the plain loop (every counted step, its departures undone) and those that still fail (once one tool
+    step breaks there, the later failing steps are not walked again for it and count as failing)."""
     breaking: list[Condition] = field(default_factory=list)
-    """The conditions the failures come with, most telling first: each fails more often than the steps left
-    without it (a condition failing only alongside one already named is not named again)."""
+    """The conditions that cause failures, most failing steps holding without them first: each named only where
+    some failing step holds once it is undone."""
     drawn: list[Condition] = field(default_factory=list)
     """Every rare form and harness shape drawn, failing or not, with its steps of every kind: how often the audit
     wrote it."""

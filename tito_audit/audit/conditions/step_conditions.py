@@ -6,8 +6,8 @@ into when a verdict breaks.
 A step carries the form the model wrote the turn before it in, and the shapes its conversation was sent in:
 
 - **forms the plain loop has** (``form: …``): the reasoning form of that turn (a model writes each: without
-  reasoning, with it, closing the block at once), and, with the parser, the layout the family's model writes where
-  it differs from the template's (gpt-oss's harmony: its model writes nothing else);
+  reasoning, with it, closing the block at once), text before its calls, and, with the parser, the layout the
+  family's model writes where it differs from the template's (gpt-oss's harmony: its model writes nothing else);
 - **rare forms** (``rare form: …``): what a model writes against its documented habit (a gpt-oss call with no
   analysis message first; the registry's ``model_habits``);
 - **shapes harnesses send** (``shape: …``): tool results without ``name``, in another order than the calls, a call
@@ -51,6 +51,8 @@ SHAPE_WORDS = {
     (LEAD, "developer"): "when a developer message leads the conversation",
 }
 BACK_TO_BACK = "when two assistant turns run back to back"
+TEXT_BEFORE_CALL = "when the model writes text before a call"
+"""The form of a call turn with content before its calls (a model's prose: ``Let me look that up.``)."""
 REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
 
 
@@ -85,10 +87,13 @@ def back_to_back(messages: list[Message], turn: int, after: int) -> bool:
 
 
 def turn_tags(message: Message, form: str, rare_form: str | None, own_layout: str | None = None) -> tuple[str, ...]:
-    """The forms of the turn before a step: its reasoning form; ``rare_form`` (the registry's words) when the model
-    has the habit of text before each call and this call turn has none; the model's own layout when it was written
-    in one (``own_layout``: its name)."""
+    """The forms of the turn before a step: its reasoning form; text before its calls; ``rare_form`` (the registry's
+    words) when the model has the habit of text before each call and this call turn has none; the model's own layout
+    when it was written in one (``own_layout``: its name)."""
     found = [tag(FORM, REASONING_WORDS.get(form, form))] if form else []
+    content = message.get("content")
+    if message.get("tool_calls") and isinstance(content, str) and content.strip():
+        found.append(tag(FORM, TEXT_BEFORE_CALL))
     if rare_call(message, rare_form):
         found.append(tag(RARE_FORM, f"when {rare_form}"))
     if own_layout is not None:

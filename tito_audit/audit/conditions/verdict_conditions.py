@@ -1,25 +1,29 @@
-"""When a verdict breaks (docs/contract.md, Verdicts: "Conditions"), from the steps as they were walked and tagged
-(:mod:`tito_audit.audit.conditions.step_conditions`).
+"""When a verdict breaks (docs/contract.md, Verdicts: "Conditions"), from the steps as they were walked, tagged
+(:mod:`tito_audit.audit.conditions.step_conditions`) and walked again with each condition undone
+(:mod:`tito_audit.audit.checks.undo_reruns`).
 
 A verdict is the worst step over every drawn form, shape and setting. Beside it:
 
-- **the plain loop's verdict**: the same rule (:func:`tito_audit.audit.verdict.verdict_for`) over the steps drawn
-  with no rare form and no unusual harness shape (and, for a model, under its first setting);
-- **the conditions it breaks under**: each form, shape or setting whose steps of the kind that decides the verdict
-  (tool steps for ``broken``; the others for ``ready-tool-only``) fail more often than those drawn without it, with
-  failing / drawn steps. A condition failing no more often than the rest is not when the verdict breaks: the
-  failures lie elsewhere.
+- **the plain loop's verdict**: the same rule (:func:`tito_audit.audit.verdict.verdict_for`) over every step, a
+  failing step counting as holding where it holds once its departures from the plain loop (harness shapes, rare
+  forms) are undone (and, for a model, under its first setting): the steps whose break survives every undoing are
+  the plain loop's;
+- **the conditions that cause its failures**: each form, shape or setting such that some failing step of the kind
+  that decides the verdict (tool steps for ``broken``; the others for ``ready-tool-only``) holds once it is undone,
+  with how many of the failing steps drawn under it do. A condition whose undoing leaves every failing step failing
+  is not when the verdict breaks, however often it comes with the failures.
 
 Example (GigaChat3.1 with SGLang's parser): ``broken`` — plain loop ``ready``; breaks when two assistant turns run
-back to back (10 of 10 tool steps).
+back to back (10 of 10 failing tool steps hold without it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 
 from tito_audit.audit.conditions.result_conditions import Condition, Conditions, StepTally
-from tito_audit.audit.conditions.step_conditions import SETTING, is_plain, kind_of, words
+from tito_audit.audit.conditions.step_conditions import SETTING, is_plain, kind_of, tag, words
 from tito_audit.audit.results import (
     BROKEN,
     READY_TOOL_ONLY,
@@ -46,9 +50,13 @@ def counted_kinds(verdict: str) -> tuple[str, frozenset[str]]:
     return "", frozenset()
 
 
-def tally_steps(tallies: dict[tuple[str, tuple[str, ...]], list[int]]) -> list[StepTally]:
-    """Running ``(kind, conditions) -> [steps, failed]`` totals as :class:`StepTally` rows, in a stable order."""
-    return [StepTally(kind, list(tags), steps, failed) for (kind, tags), (steps, failed) in sorted(tallies.items())]
+def tally_steps(tallies: dict[tuple, list[int]]) -> list[StepTally]:
+    """Running ``(kind, conditions, held without, plain holds) -> [steps, failed]`` totals (the keys of
+    :meth:`tito_audit.audit.checks.undo_reruns.WalkedStep.key`) as :class:`StepTally` rows, in a stable order."""
+    return [
+        StepTally(kind, list(tags), steps, failed, list(tried), list(held), plain_holds)
+        for (kind, tags, tried, held, plain_holds), (steps, failed) in sorted(tallies.items())
+    ]
 
 
 def _sum(tallies: Iterable[StepTally], kinds: frozenset[str]) -> tuple[int, int]:
@@ -56,8 +64,15 @@ def _sum(tallies: Iterable[StepTally], kinds: frozenset[str]) -> tuple[int, int]
     return sum(t.steps for t in chosen), sum(t.failed for t in chosen)
 
 
-def _plain(tallies: Sequence[StepTally]) -> list[StepTally]:
-    return [t for t in tallies if all(is_plain(c) for c in t.conditions)]
+def _held(tallies: Iterable[StepTally], condition: str, kinds: frozenset[str]) -> tuple[int, int]:
+    """(the failing steps of ``kinds`` walked again with ``condition`` undone, those of them that hold)."""
+    chosen = [t for t in tallies if t.kind in kinds and condition in t.tried]
+    return sum(t.failed for t in chosen), sum(t.failed for t in chosen if condition in t.held_without)
+
+
+def _in_plain_loop(tallies: Sequence[StepTally]) -> list[StepTally]:
+    """The tallies as the plain loop has them: a failing step that holds once its departures are undone holds."""
+    return [replace(t, failed=0) if t.plain_holds else t for t in tallies]
 
 
 def _verdict_of(tallies: Sequence[StepTally]) -> str:
@@ -78,9 +93,8 @@ def _verdict_of(tallies: Sequence[StepTally]) -> str:
 def conditions_of(tallies: Sequence[StepTally], verdict: str) -> Conditions:
     """The conditions of one result (a variant's, or its rollout with the parser) whose verdict is ``verdict``."""
     label, kinds = counted_kinds(verdict)
-    plain = _plain(tallies)
+    plain = _in_plain_loop(tallies)
     plain_steps, plain_failed = _sum(plain, kinds)
-    breaking = [_condition(tallies, names, kinds) for names in _explaining(tallies, kinds)]
     drawn = sorted({c for t in tallies for c in t.conditions if not is_plain(c)})
     return Conditions(
         verdict,
@@ -88,68 +102,31 @@ def conditions_of(tallies: Sequence[StepTally], verdict: str) -> Conditions:
         label,
         plain_steps,
         plain_failed,
-        breaking,
-        [_condition(tallies, (name,), frozenset(STEP_KINDS)) for name in drawn],
+        _causes(tallies, kinds),
+        [_drawn(tallies, name) for name in drawn],
         list(tallies),
     )
 
 
-def _under(tallies: Iterable[StepTally], names: Sequence[str]) -> list[StepTally]:
-    return [t for t in tallies if all(name in t.conditions for name in names)]
+def _drawn(tallies: Sequence[StepTally], name: str) -> Condition:
+    """``name`` with the steps of every kind drawn under it, and how many fail."""
+    steps, failed = _sum((t for t in tallies if name in t.conditions), frozenset(STEP_KINDS))
+    return Condition(kind_of(name), words(name), steps, failed)
 
 
-def _condition(tallies: Sequence[StepTally], names: Sequence[str], kinds: frozenset[str]) -> Condition:
-    """``names`` together (``when a later turn reuses a call id and tool results carry no name``), with the steps
-    drawn under all of them."""
-    steps, failed = _sum(_under(tallies, names), kinds)
-    text = " and ".join(words(name).removeprefix("when ") if n else words(name) for n, name in enumerate(names))
-    return Condition(kind_of(names[0]), text, steps, failed)
+def _causes(tallies: Sequence[StepTally], kinds: frozenset[str]) -> list[Condition]:
+    """Each form, shape or rare form some failing step of ``kinds`` holds without, most such steps first: with the
+    steps of ``kinds`` drawn under it, those failing, and those of them that hold once it is undone."""
+    found = []
+    for name in sorted({c for t in tallies if t.kind in kinds for c in t.held_without if kind_of(c) != SETTING}):
+        steps, failed = _sum((t for t in tallies if name in t.conditions), kinds)
+        tried, held = _held(tallies, name, kinds)
+        found.append(Condition(kind_of(name), words(name), steps, failed, held, tried))
+    return sorted(found, key=_most_held)
 
 
-def _excess(left: Sequence[StepTally], name: str, kinds: frozenset[str]) -> tuple[float, int, int]:
-    """(failures beyond those expected, steps, failures) of the steps under ``name``. Expected, kind by kind: as
-    many as the steps of that kind drawn without it fail at; for a kind whose every step has it (two assistant turns
-    back to back is every assistant step), the rate of the steps of any counted kind without it; with none: as many
-    as fail."""
-    pooled, pooled_failed = _sum((t for t in left if name not in t.conditions), kinds)
-    expected, steps, failed = 0.0, 0, 0
-    for kind in kinds:
-        inside, inside_failed = _sum((t for t in left if name in t.conditions), frozenset({kind}))
-        rest, rest_failed = _sum((t for t in left if name not in t.conditions), frozenset({kind}))
-        if not rest:
-            rest, rest_failed = (pooled, pooled_failed) if pooled else (inside, inside_failed)
-        expected += inside * rest_failed / rest if rest else 0.0
-        steps, failed = steps + inside, failed + inside_failed
-    return failed - expected, steps, failed
-
-
-def _explaining(tallies: Sequence[StepTally], kinds: frozenset[str]) -> list[tuple[str, ...]]:
-    """The conditions the failures come with, most telling first: the condition whose steps fail most beyond the
-    rate of the steps of the same kind drawn without it (so that a condition common among user steps is not named
-    because user steps fail); joined by the conditions that come with all its failures where together they fail
-    more often (a reused call id and a nameless result); then, among the steps they leave, the next, until none is
-    left. A condition that fails only alongside one already named is not named again; one every step of its kind
-    has tells nothing."""
-    left = [t for t in tallies if t.kind in kinds]
-    named: list[tuple[str, ...]] = []
-    while True:
-        best, best_key = None, None
-        for name in sorted({c for t in left for c in t.conditions}):
-            excess, steps, failed = _excess(left, name, kinds)
-            key = (-excess / steps if steps else 0.0, -failed, name)
-            if excess > 1e-9 and (best_key is None or key < best_key):
-                best, best_key = name, key
-        if best is None:
-            return named
-        together = [best]
-        failing = [set(t.conditions) for t in _under(left, together) if t.failed]
-        others = sorted(set.intersection(*failing) - {best}, key=lambda c: (is_plain(c), c)) if failing else []
-        for other in others:  # harness shapes and rare forms first, then the forms of the plain loop
-            before, after = _sum(_under(left, together), kinds), _sum(_under(left, [*together, other]), kinds)
-            if after[1] * before[0] > before[1] * after[0]:
-                together.append(other)
-        named.append(tuple(together))
-        left = [t for t in left if t not in _under(left, together)]
+def _most_held(condition: Condition) -> tuple[float, float, str]:
+    return (-condition.held, -condition.held / condition.tried if condition.tried else 0.0, condition.name)
 
 
 Result = VariantResult | ParseResult
@@ -160,9 +137,10 @@ def report_conditions(
 ) -> Conditions | None:
     """A model's conditions over its variants: ``pick`` chooses each variant's result (the variant itself for the
     perfect inverse; one engine's parse result, once per engine: :mod:`tito_audit.audit.parse_step.engine_verdicts`).
-    The plain loop runs under the first variant (the default settings, or the pinned ones); the settings whose verdict
-    is worse than that one's are conditions of their own; the first variant's forms and shapes are the model's where its
-    verdict is the model's."""
+    The plain loop runs under the first variant (the default settings, or the pinned ones); a setting whose verdict is
+    worse than that one's is a cause where some of its failing steps hold under the first setting (a setting the
+    template refuses tool conversations under is named with no step); the first variant's forms and shapes are the
+    model's where its verdict is the model's."""
     chosen = [
         (variant, result)
         for variant in variants
@@ -174,16 +152,21 @@ def report_conditions(
     label, kinds = counted_kinds(verdict)
     _, base = chosen[0]
     assert base.conditions is not None
-    base_tallies = base.conditions.tallies
-    plain_steps, plain_failed = _sum(_plain(base_tallies), kinds)
+    plain = _in_plain_loop(base.conditions.tallies)
+    plain_steps, plain_failed = _sum(plain, kinds)
     settings = []
     for variant, result in chosen[1:]:
-        if VERDICT_ORDER.index(result.verdict) > VERDICT_ORDER.index(base.verdict):
-            steps, failed = _sum(result.conditions.tallies if result.conditions else [], kinds)
-            if result.verdict == UNSUPPORTED:
-                steps = failed = 0
-            settings.append(Condition(SETTING, f"with {variant.name}", steps, failed))
+        if VERDICT_ORDER.index(result.verdict) <= VERDICT_ORDER.index(base.verdict) or result.conditions is None:
+            continue
+        if result.verdict == UNSUPPORTED:
+            settings.append(Condition(SETTING, f"with {variant.name}", 0, 0))
+            continue
+        tallies = result.conditions.tallies
+        steps, failed = _sum(tallies, kinds)
+        tried, held = _held(tallies, tag(SETTING, f"with {variant.name}"), kinds)
+        if held:
+            settings.append(Condition(SETTING, f"with {variant.name}", steps, failed, held, tried))
     forms = base.conditions.breaking if base.verdict == verdict else []
-    plain = _verdict_of(_plain(base_tallies))
-    settings.sort(key=lambda c: (-c.failed / c.steps if c.steps else 0, -c.failed, c.name))
-    return Conditions(verdict, plain, label, plain_steps, plain_failed, settings + list(forms), base.conditions.drawn)
+    settings.sort(key=_most_held)
+    breaking = settings + list(forms)
+    return Conditions(verdict, _verdict_of(plain), label, plain_steps, plain_failed, breaking, base.conditions.drawn)

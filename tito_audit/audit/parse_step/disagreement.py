@@ -24,8 +24,13 @@ from tito_audit.audit.checks.rollout_context import RolloutContext
 from tito_audit.audit.checks.trace import trace_of
 from tito_audit.audit.core.join import Join, join, join_text_only
 from tito_audit.audit.parse_step.call_layouts import LAYOUTS, CallTurn, WrittenTurn
-from tito_audit.audit.parse_step.parsed_rollout import as_the_model_writes, quoted_arguments
-from tito_audit.audit.parse_step.parsed_turns import answer_with_ids, handed_input, parse_with
+from tito_audit.audit.parse_step.parsed_turns import (
+    answer_with_ids,
+    as_the_model_writes,
+    handed_input,
+    parse_with,
+    quoted_arguments,
+)
 from tito_audit.audit.variant import VariantAudit
 from tito_audit.conversations.conversation import ASSISTANT, TOOL, USER, Message
 from tito_audit.errors import BadInputError

@@ -33,20 +33,29 @@ Example (a parser that strips content; the template writes it as sampled)::
 
 from __future__ import annotations
 
-import json
 import random
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from tito_audit.audit.checks.outcome import FAILED, PASSED, Tally
+from tito_audit.audit.checks.outcome import FAILED, PASSED, Tally, count_steps
 from tito_audit.audit.checks.records import text_failure, token_failure
 from tito_audit.audit.checks.rollout_context import RolloutContext
 from tito_audit.audit.checks.trace import Completion, StepTrace, trace_of
+from tito_audit.audit.checks.undo_reruns import WalkedStep
 from tito_audit.audit.conditions.step_conditions import rare_call, step_tags
 from tito_audit.audit.core.causes import MessageRef, parse_lossy, tool_call_reformatted
 from tito_audit.audit.core.diff import first_difference
 from tito_audit.audit.core.join import Join, join, join_text_only
-from tito_audit.audit.parse_step.parsed_turns import answer_with_ids, parse_with, parser_input, render_next
+from tito_audit.audit.parse_step.parse_memo import ParseMemo
+from tito_audit.audit.parse_step.parsed_turns import (
+    answer_with_ids,
+    as_the_model_writes,
+    parse_with,
+    parser_input,
+    quoted_arguments,
+    render_next,
+)
 from tito_audit.audit.parse_step.reasoning_calls import calls_in_reasoning
+from tito_audit.audit.parse_step.value_rewrites import Rewrite, RewriteTotals, rewrites
 from tito_audit.audit.results import Failure
 from tito_audit.conversations.conversation import ASSISTANT, TOOL, Message, steps_of
 from tito_audit.model.render import RenderedPrefix, RenderError
@@ -83,16 +92,51 @@ class ParsedOutcome:
     """Layout -> [tool steps, steps whose next prompt no longer continues the buffer]."""
     skipped: int = 0
     """1 when the template wrote tool-call arguments given as JSON strings as quoted strings: a model behind an
-    engine never writes that (see :func:`_quoted_arguments`)."""
+    engine never writes that (see :func:`.parsed_turns.quoted_arguments`)."""
     without_tools: int = 0
     """1 when the conversation carries tool calls but declares no tools: no engine parses calls then."""
     calls_in_reasoning: list[int] = field(default_factory=lambda: [0, 0])
     """[tool-call turns with reasoning written with their calls inside the reasoning, of them: calls lost]."""
-    conditions: dict[tuple[str, tuple[str, ...]], list[int]] = field(default_factory=dict)
-    """(step kind, the conditions the step was drawn under) -> [steps, failed steps]."""
+    conditions: dict[tuple, list[int]] = field(default_factory=dict)
+    """(step kind, its conditions, what it holds without, whether the plain loop holds) -> [steps, failed steps]."""
     call_turns: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
     """[call turns parsed, of them: those whose calls the parser lost, those written in the rare form of the
     family's habit (a call with no text before it), of those: lost]."""
+    walked: list[WalkedStep] = field(default_factory=list)
+    """Each step as walked (settled by the undo re-runs, then counted by :meth:`close`)."""
+    step_fields: dict[int, list[str]] = field(default_factory=dict)
+    """Of each failing step (by its turn): the fields the parse changed, and its failure."""
+    step_failures: dict[int, Failure] = field(default_factory=dict)
+    rewrites: dict[int, list[Rewrite]] = field(default_factory=dict)
+    """Assistant turn -> the argument values the parser read back as other values."""
+    previous_turn: dict[int, int] = field(default_factory=dict)
+    """Step (by its turn) -> the assistant turn before it."""
+    rewritten: RewriteTotals = field(default_factory=RewriteTotals)
+
+    @property
+    def statuses(self) -> dict[int, bool]:
+        """Step (by its turn) -> whether the buffer followed."""
+        return {step.turn: step.followed for step in self.walked}
+
+    def close(self, held_as_read: dict[int, set[str]] | None = None) -> None:
+        """Count the settled steps: tallies, fields, failures, conditions. A step in ``held_as_read`` failed only for
+        the values the parser rewrote (it holds with them written as read back; the value types whose rewrite broke
+        it): it holds in the verdict, and counts as broken by a written value beside it."""
+        held_as_read = held_as_read or {}
+        for step in self.walked:
+            failure = self.step_failures.get(step.turn)
+            found = self.rewrites.get(self.previous_turn.get(step.turn, -1), [])
+            if found:
+                self.rewritten.add_step(found, held_as_read.get(step.turn, set()), failure)
+            if step.turn in held_as_read:
+                step.tried, step.held_without, step.plain_holds = [], [], False
+                continue
+            self.tallies.append(Tally(NAME, step.kind, PASSED if step.followed else FAILED))
+            for name in self.step_fields.get(step.turn, []):
+                self.fields[name] = self.fields.get(name, 0) + 1
+            if failure is not None:
+                self.failures.append(failure)
+        count_steps(self.conditions, self.walked)
 
 
 @dataclass
@@ -107,6 +151,8 @@ class _Walk:
     calls: int = 0
     layout: str | None = None
     """The name of the layout the family's model writes (where it differs from the template's)."""
+    memo: ParseMemo | None = None
+    """Where the parser is a conversation's :class:`ParseMemo`: its next prompts, kept."""
 
 
 def parsed_rollout(
@@ -115,11 +161,14 @@ def parsed_rollout(
     parser: CompletionParser,
     seed: int,
     layout: OutputLayout | None = None,
+    side_walks: bool = True,
 ) -> ParsedOutcome:
     """Walk ``context``'s rollout with ``parser`` between each completion and the next prompt.
 
     ``control_causes`` maps each step (by the turn it leads to) that fails without a parser to that failure's
     causes; ``layout`` is the layout the family's model writes its turns in, when it differs from the template's.
+    ``side_walks``: also the other written layouts and the calls inside the reasoning (not for an undo re-run, which
+    reads the steps alone). The steps are counted by :meth:`ParsedOutcome.close`, once the undo re-runs settled them.
     """
     outcome = ParsedOutcome()
     trace = trace_of(context)
@@ -136,6 +185,7 @@ def parsed_rollout(
     rng = random.Random(f"written:{seed}:{context.conversation.id}")
     first = context.renders[(turns[0], True)]
     walk = _Walk(list(messages), list(first.ids), first.text, layout=layout.name if layout is not None else None)
+    walk.memo = parser if isinstance(parser, ParseMemo) else None
     control = {step.turn: step for step in trace.steps}
     steps = {step.after: step for step in steps_of(messages)}
     completions = {completion.turn: completion for completion in trace.completions}
@@ -148,41 +198,20 @@ def parsed_rollout(
             walk.model_layout_turns.add(j)
             outcome.turns_in_model_layout += 1
         before, calls_before = (walk.text, list(walk.ids)), walk.calls
-        lost_inside = calls_in_reasoning(context, parser, j, completion, calls_before)
+        lost_inside = calls_in_reasoning(context, parser, j, completion, calls_before) if side_walks else None
         if lost_inside is not None:
             outcome.calls_in_reasoning[0] += 1
             outcome.calls_in_reasoning[1] += lost_inside
         _parse_turn(context, walk, j, completion, parser, outcome)
         walk.ids += completion.ids
         walk.text += completion.text
-        if end in steps and steps[end].kind == TOOL and messages[j].get("tool_calls"):
+        wrote_calls = end in steps and steps[end].kind == TOOL and messages[j].get("tool_calls")
+        if side_walks and wrote_calls:
             _written(context, walk, (j, end, calls_before), completion, before, parser, rng, outcome)
     final = control.get(len(messages))
     if final is not None:
         _step(context, walk, final, control_causes, outcome)
     return outcome
-
-
-def as_the_model_writes(context: RolloutContext, completion: Completion, layout: OutputLayout | None) -> Completion:
-    """``completion`` in the layout the family's model writes (the same object when the layouts agree)."""
-    if layout is None:
-        return completion
-    text = layout.rewrite(completion.text)
-    if text == completion.text:
-        return completion
-    return replace(completion, text=text, ids=context.setup.codec.encode(text), noncanonical=None)
-
-
-def quoted_arguments(message: Message, written: str) -> bool:
-    """Whether the template wrote a call's arguments given as a JSON string as a quoted JSON string
-    (``"{\\"city\\": ...}"``). Engines turn the OpenAI string back into an object before rendering, so a model
-    behind one has only ever seen, and writes, the object; such a turn is not one it writes."""
-    for call in message.get("tool_calls") or []:
-        arguments = (call.get("function") or {}).get("arguments")
-        quoted = isinstance(arguments, str) and json.dumps(arguments, ensure_ascii=False)[1:-1] in written
-        if quoted and arguments not in written:
-            return True
-    return False
 
 
 def _parse_turn(
@@ -202,6 +231,9 @@ def _parse_turn(
     outcome.turns_parsed += 1
     outcome.turns_changed += bool(set(fields) - {ID_CHANGED})
     walk.fields_by_turn[j] = fields
+    found = rewrites(original, parsed)
+    if found:
+        outcome.rewrites[j] = found
     if original.get("tool_calls"):
         lost, rare = CALL_LOST in fields, rare_call(original, context.setup.rare_form)
         for index, counted in enumerate((True, lost, rare, lost and rare)):
@@ -230,11 +262,12 @@ def _step(
     template refuses that history (the rollout cannot go on)."""
     k = step.turn
     previous = step.previous.turn
+    outcome.previous_turn[k] = previous
     own_layout = walk.layout if previous in walk.model_layout_turns else None
     tags = step_tags(context.conversation, previous, k, step.previous.form, context.setup.rare_form, own_layout)
     changed = [j for j, fields in sorted(walk.fields_by_turn.items()) if fields and j < k]
     try:
-        prompt = render_next(context, walk.history, k) if changed else context.renders[(k, True)]
+        prompt = _next_prompt(context, walk, k) if changed else context.renders[(k, True)]
     except RenderError as exc:
         fields = {f for j in changed for f in walk.fields_by_turn[j]}
         field_name = next((f for f in (CALL_LOST, CALL_ADDED) if f in fields), None) or (
@@ -244,10 +277,9 @@ def _step(
             if ARGUMENTS_AS_OBJECT in fields
             else "template refused the parsed message"
         )
-        _count(outcome, step.kind, FAILED, [field_name], tags)
         failure = Failure(NAME, "refused", step.kind, context.conversation.id, k, step.roles, [LOSSY])
         failure.detail = f"{field_name}: {exc}"
-        outcome.failures.append(failure)
+        _count(outcome, WalkedStep(k, step.kind, tags, False), [field_name], failure)
         return False
     joined = _join(context, walk, prompt)
     lost = CALL_LOST in walk.fields_by_turn.get(previous, []) and bool(context.conversation.tools)
@@ -255,14 +287,13 @@ def _step(
         bridge = joined.bridge or []
         walk.ids += bridge
         walk.text = prompt.text
-        _count(outcome, step.kind, PASSED, [], tags)
+        _count(outcome, WalkedStep(k, step.kind, tags, True), [], None)
         return True
     if joined.followed:  # the lost call re-rendered as content keeps the prefix; the harness never got its call
-        _count(outcome, step.kind, FAILED, [CALL_LOST], tags)
         failure = Failure(NAME, "call", step.kind, context.conversation.id, k, step.roles, [LOSSY])
         failure.detail = f"the parse changed: {', '.join(walk.fields_by_turn[previous])} (the prefix holds)"
         failure.message_index, failure.message_role, failure.message_was_last = previous, ASSISTANT, True
-        outcome.failures.append(failure)
+        _count(outcome, WalkedStep(k, step.kind, tags, False), [CALL_LOST], failure)
         walk.ids += joined.bridge or []
         walk.text = prompt.text
         return True
@@ -277,19 +308,28 @@ def _step(
         causes = ([REFORMATTED] if reformatted else []) + ([LOSSY] if rerendered or not reformatted else [])
         if not rerendered and reformatted:
             fields = []
-    _count(outcome, step.kind, FAILED, fields, tags)
-    outcome.failures.append(_failure(context, walk, step, joined, causes, fields, changed))
+    _count(
+        outcome,
+        WalkedStep(k, step.kind, tags, False),
+        fields,
+        _failure(context, walk, step, joined, causes, fields, changed),
+    )
     walk.ids, walk.text = list(prompt.ids), prompt.text
     return True
 
 
-def _count(outcome: ParsedOutcome, kind: str, status: str, fields: list[str], tags: tuple[str, ...]) -> None:
-    outcome.tallies.append(Tally(NAME, kind, status))
-    tally = outcome.conditions.setdefault((kind, tags), [0, 0])
-    tally[0] += 1
-    tally[1] += status == FAILED
-    for name in fields:
-        outcome.fields[name] = outcome.fields.get(name, 0) + 1
+def _next_prompt(context: RolloutContext, walk: _Walk, k: int) -> RenderedPrefix:
+    """``R'``: the next prompt of the parsed history (kept by the conversation's memo, when the walk has one)."""
+    if walk.memo is None:
+        return render_next(context, walk.history, k)
+    return walk.memo.prompt(walk.history, k, lambda: render_next(context, walk.history, k))
+
+
+def _count(outcome: ParsedOutcome, step: WalkedStep, fields: list[str], failure: Failure | None) -> None:
+    """One step as walked (counted by :meth:`ParsedOutcome.close`)."""
+    outcome.walked.append(step)
+    if failure is not None:
+        outcome.step_fields[step.turn], outcome.step_failures[step.turn] = fields, failure
 
 
 def _failure(

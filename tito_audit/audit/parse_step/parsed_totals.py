@@ -9,6 +9,7 @@ from tito_audit.audit.checks.outcome import count_into
 from tito_audit.audit.conditions.result_conditions import CallTurns
 from tito_audit.audit.conditions.verdict_conditions import conditions_of, tally_steps
 from tito_audit.audit.parse_step.parsed_rollout import NAME, ParsedOutcome
+from tito_audit.audit.parse_step.value_rewrites import RewriteTotals
 from tito_audit.audit.results import CheckResult, Failure, ParseResult, WrittenLayout
 from tito_audit.audit.verdict import WALKED, verdict_for
 from tito_audit.parse.parser import CompletionParser, engine_of
@@ -27,8 +28,9 @@ class ParsedTotals:
     without_tools: int = 0
     turns_in_model_layout: int = 0
     calls_in_reasoning: list[int] = field(default_factory=lambda: [0, 0])
-    conditions: dict[tuple[str, tuple[str, ...]], list[int]] = field(default_factory=dict)
+    conditions: dict[tuple, list[int]] = field(default_factory=dict)
     call_turns: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
+    rewritten: RewriteTotals = field(default_factory=RewriteTotals)
 
     def add(self, outcome: ParsedOutcome, shape_changes: list[str]) -> None:
         for tally in outcome.tallies:
@@ -46,6 +48,7 @@ class ParsedTotals:
         self.calls_in_reasoning[0] += outcome.calls_in_reasoning[0]
         self.calls_in_reasoning[1] += outcome.calls_in_reasoning[1]
         add_tallies(self.conditions, outcome.conditions)
+        self.rewritten.add(outcome.rewritten)
         self.call_turns = [a + b for a, b in zip(self.call_turns, outcome.call_turns, strict=True)]
         self.turns_parsed += outcome.turns_parsed
         self.turns_changed += outcome.turns_changed
@@ -85,4 +88,6 @@ class ParsedTotals:
             calls_in_reasoning_lost=self.calls_in_reasoning[1],
             calls=CallTurns(*self.call_turns[:2], rare_form or "", *self.call_turns[2:]),
             conditions=conditions_of(tallies, verdict),
+            rewritten_values=self.rewritten.result(),
+            rewrite_failures=self.rewritten.failures,
         )

@@ -1,5 +1,7 @@
 """One completion through the engine's parser, as a loop does it: what the engine hands the parser, the parsed
-message, the tool results answering the parser's call ids, and the next prompt rendered from that history.
+message, the tool results answering the parser's call ids, and the next prompt rendered from that history; and the
+completion as the family's model writes it (:func:`as_the_model_writes`), where a turn is one no engine's model writes
+(:func:`quoted_arguments`).
 
 Shared by the rollout with a parser (:mod:`tito_audit.audit.parse_step.parsed_rollout`) and the written-values draw
 (:mod:`tito_audit.audit.parse_step.written_values`).
@@ -7,7 +9,9 @@ Shared by the rollout with a parser (:mod:`tito_audit.audit.parse_step.parsed_ro
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import replace
 
 from tito_audit.audit.checks.rollout_context import RolloutContext
 from tito_audit.audit.checks.trace import Completion
@@ -16,6 +20,7 @@ from tito_audit.conversations.reasoning_forms import OPEN
 from tito_audit.errors import BadInputError
 from tito_audit.model.render import RenderedPrefix, one_line
 from tito_audit.parse.handover import Sampled, hand_over
+from tito_audit.parse.output_layouts import OutputLayout
 from tito_audit.parse.parser import CompletionParser, ParseInput
 
 
@@ -120,3 +125,25 @@ def render_next(context: RolloutContext, history: list[Message], k: int) -> Rend
 def turn_text(context: RolloutContext, j: int) -> tuple[str, int]:
     """The full render of the history through turn ``j`` and where turn ``j``'s model text begins in it."""
     return context.renders[(j + 1, False)].text, context.alignments[j].completion_start
+
+
+def as_the_model_writes(context: RolloutContext, completion: Completion, layout: OutputLayout | None) -> Completion:
+    """``completion`` in the layout the family's model writes (the same object when the layouts agree)."""
+    if layout is None:
+        return completion
+    text = layout.rewrite(completion.text)
+    if text == completion.text:
+        return completion
+    return replace(completion, text=text, ids=context.setup.codec.encode(text), noncanonical=None)
+
+
+def quoted_arguments(message: Message, written: str) -> bool:
+    """Whether the template wrote a call's arguments given as a JSON string as a quoted JSON string
+    (``"{\\"city\\": ...}"``). Engines turn the OpenAI string back into an object before rendering, so a model
+    behind one has only ever seen, and writes, the object; such a turn is not one it writes."""
+    for call in message.get("tool_calls") or []:
+        arguments = (call.get("function") or {}).get("arguments")
+        quoted = isinstance(arguments, str) and json.dumps(arguments, ensure_ascii=False)[1:-1] in written
+        if quoted and arguments not in written:
+            return True
+    return False
