@@ -1,4 +1,4 @@
-"""A lane of the harness matrix: ``python -m tito_audit.harnesses.lane SPEC.json OUT.jsonl`` runs groups
+"""A lane of the harness matrix: ``python -m tito_audit.harnesses.lane LANE.json OUT.jsonl`` runs groups
 (:mod:`.group`) one after another in one process, in a network namespace of its own (:mod:`.isolation`), and appends
 each cell to ``OUT.jsonl`` as one JSON line as soon as it has run (the table stores it from there: a lane stopped
 half way keeps what it finished); progress goes to standard error.
