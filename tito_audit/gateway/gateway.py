@@ -77,6 +77,8 @@ class GatewayConfig:
     """A render longer than this is refused (413 ``render_too_long``)."""
     max_render_seconds: float = RenderLimits.max_seconds
     """A render that takes longer is stopped and refused (422 ``render_timeout``)."""
+    max_render_bytes: int = RenderLimits.max_bytes
+    """A render whose strings and lists would take more memory in all is refused (413 ``render_too_large``)."""
     max_session_bytes: int = DEFAULT_SESSION_BYTES
     """A request that would bring its session past this (estimated) is refused (413 ``session_too_large``)."""
     max_total_bytes: int = DEFAULT_TOTAL_BYTES
@@ -133,7 +135,7 @@ class Gateway:
                 config.template,
                 config.template_name,
             )
-            limits = RenderLimits(config.max_render_chars, config.max_render_seconds, refuse_after_timeout=False)
+            limits = RenderLimits(config.max_render_chars, config.max_render_seconds, False, config.max_render_bytes)
             machinery = machinery_for(config.model, source, config.template_kwargs, tuple(config.stop_tokens), limits)
         self.machinery = machinery
         self.model_id = machinery.loaded.resolved.model_id

@@ -154,8 +154,11 @@ def compared(entry: GatewaySession, messages: list[dict], key: Any) -> tuple[lis
 
 def refusal(exc: RenderRefused) -> RequestError:
     """A render the template did not give (whatever the break policy): 413 when its output would pass
-    ``--max-render-chars``, 422 when it ran past ``--max-render-seconds`` or the template raised."""
+    ``--max-render-chars`` or its values ``--max-render-bytes``, 422 when it ran past ``--max-render-seconds`` or the
+    template raised."""
     reason = _one_line(exc.reason)
+    if exc.limit == "max_bytes":
+        return RequestError(413, "render_too_large", f"the template's render of these messages is refused: {reason}")
     if exc.limit == "max_chars":
         return RequestError(413, "render_too_long", f"the template's render of these messages is refused: {reason}")
     if exc.limit == "max_seconds":
