@@ -104,7 +104,7 @@ def template_inputs(source: str, special_token_names: Iterable[str] = ()) -> lis
     names = {n for n in undeclared if not n.endswith("_token") and (n not in assigned or n in defaulted)}
     tested: dict[str, set[Any]] = {n: set() for n in names}
     truthy: set[str] = set()
-    aliases = value_aliases(ast)
+    aliases = value_aliases(ast, names)
 
     def read(expr: nodes.Node) -> set[str]:
         """The inputs whose value ``expr`` holds, directly or through a local set from them."""
