@@ -32,6 +32,12 @@ class InputList(list):
     __slots__ = ("measured",)
 
 
+for _marked, _plain in ((InputDict, dict), (InputList, list)):
+    # named as the plain type: what a template's error says of a value ("'dict object' has no attribute 'x'", in
+    # reports) reads as it did before the mark
+    _marked.__name__ = _marked.__qualname__ = _plain.__name__
+    _marked.__module__ = "builtins"
+
 INPUT_TYPES = (InputDict, InputList)
 _PAIR = (list, tuple)
 
