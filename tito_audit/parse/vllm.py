@@ -102,6 +102,9 @@ class VLLMParser:
     """One vLLM tool-call parser and, optionally, one reasoning parser, for one model's tokenizer."""
 
     engine = ENGINE
+    runs_apart = True
+    """Its parse runs in vLLM's worker process: nothing of the model this process holds is read while it waits, so a
+    session does not hold the model's lock through it (a stalled worker would stall every session of the model)."""
 
     def __init__(self, tool: str | None, reasoning: str | None, model_dir: Path | None) -> None:
         if tool is None and reasoning is None:
@@ -120,7 +123,8 @@ class VLLMParser:
                 "(a template-only model, audited at text level)"
             )
         self._key = hashlib.sha256(json.dumps(self._files, sort_keys=True).encode()).hexdigest()
-        self._opened = 0
+        self._opened: set[int] = set()
+        """The workers (by generation) this parser's model is opened in."""
         self._lock = threading.Lock()
         self.harmony = False
         self._ask({"op": "ping"}, opening=True)
@@ -128,7 +132,7 @@ class VLLMParser:
     def _ask(self, request: dict[str, Any], opening: bool = False) -> dict[str, Any]:
         running, generation = worker()
         with self._lock:
-            if self._opened != generation:
+            if generation not in self._opened:
                 try:
                     opened = running.ask(
                         {"op": "open", "model": self._key, "files": self._files}
@@ -141,7 +145,7 @@ class VLLMParser:
                         raise ParserRefused(f"--parser {self.name}: {exc}") from None
                     raise BadInputError(f"--parser {self.name}: {exc}") from None
                 self.harmony = bool(opened.get("harmony"))
-                self._opened = generation
+                self._opened.add(generation)
         if opening:
             return {}
         request = request | {"model": self._key, "tool": self.tool, "reasoning": self.reasoning}

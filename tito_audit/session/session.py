@@ -335,9 +335,14 @@ class TitoSession(DeferredChecks):
         if state.parsed is not None and state.parsed[0] == key:
             return clone_data(state.parsed[1])
         stop = self.codec.decode([completion[-1]]) if completion and completion[-1] in self.stop_ids else None
+        parser = self._parser
         with self._machinery.lock, self._machinery.rendering(self.clock):
             prompt = (state.view_text, state.view_ids)
-            message = self._parser.parse(self._decode_in_context(completion), stop, prompt, completion, state.steps + 1)
+            text = self._decode_in_context(completion)
+            if not parser.runs_apart:
+                message = parser.parse(text, stop, prompt, completion, state.steps + 1)
+        if parser.runs_apart:  # another process parses: the model's other sessions go on meanwhile
+            message = parser.parse(text, stop, prompt, completion, state.steps + 1)
         check_depth(message, "the parsed completion")
         state.parsed = (key, message)
         return clone_data(message)
