@@ -9,12 +9,14 @@ time limit holds up only the sessions of its own model.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +82,18 @@ class Machinery:
     """By whether a session declares tools: which steps a session may bridge without rendering the history
     (:func:`tito_audit.session.proof.proof_for`), proved once, on first use, under :attr:`lock`."""
 
+    @cached_property
+    def fingerprint(self) -> dict[str, str]:
+        """What a session's ids and texts depend on in this machinery: its tokenizer's vocabulary (every token and id,
+        hashed), its template and the template's keyword arguments (hashed), and the model's id (to name it)."""
+        tokenizer = self.loaded.tokenizer
+        vocabulary = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+        return {
+            "model": self.loaded.resolved.model_id,
+            "tokenizer": _digest(vocabulary),
+            "template": _digest([self.loaded.template_source, sorted(self.renderer.kwargs.items(), key=str)]),
+        }
+
     @property
     def stop_ids(self) -> frozenset[int]:
         return self.setup.stop_ids
@@ -88,6 +102,10 @@ class Machinery:
         """A context in which renders see ``clock`` through ``strftime_now`` (a session's clock is frozen at its
         start: a template that writes the date must not change it in the middle of an episode)."""
         return frozen_clock(self.loaded.template_source, clock)
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")).hexdigest()[:32]
 
 
 SESSION_LIMITS = RenderLimits(refuse_after_timeout=False)
