@@ -9,6 +9,7 @@ can see what they do.
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import pytest
@@ -275,3 +276,26 @@ def test_shared_lists_read_as_the_lists_they_copy(monkeypatch):
             if reference:
                 assert shared[-1] == reference[-1] and shared[0] == reference[0]
         assert all(list(shared) == reference for reference, shared in kept)
+
+
+SLOW = templates.build(
+    preamble=templates.PREAMBLE + "{%- for i in range(3000) -%}{%- for j in range(3000) -%}{%- endfor -%}{%- endfor -%}"
+)
+"""The good template, made slow: every render walks an empty loop of 9,000,000 steps (legal, under any render limit)."""
+
+
+def test_the_proof_stops_at_its_bound_inside_a_conversation(tiny_model_dir, tmp_path, monkeypatch):
+    """The bound is checked in every render, not only between conversations: a slow template's conversation cannot
+    carry the proof (and the model's lock it holds, which other sessions wait on) far past it (issue 56: a 60 s bound
+    ran 71 s over)."""
+    from tito_audit.session import proof
+
+    path = tmp_path / "slow.jinja"
+    path.write_text(SLOW, encoding="utf-8")
+    session = TitoSession.from_loaded(load(tiny_model_dir, path), tools=TOOLS, clock=CLOCK)
+    monkeypatch.setattr(proof, "PROOF_SECONDS", 1.0)
+    started = time.monotonic()
+    made = session.bridge_proof
+    seconds = time.monotonic() - started
+    assert not made.covered and "longer than 1 s" in made.reason, made.describe()
+    assert seconds < 2.5, f"the proof ran {seconds:.1f} s against a bound of 1 s"

@@ -153,8 +153,9 @@ class deadline:
     :class:`RenderTooLarge` when they would build more than ``max_bytes`` in all (0: no bound). Each block is one
     budget (enter it once per render).
 
-    An enclosing deadline that ends sooner stays in force. A class rather than a generator-based context manager:
-    it is entered once per render, and this costs a third as much."""
+    An enclosing deadline that ends sooner stays in force (a render inside a longer piece of work bounded as a
+    whole, as the bridge proof is); the bounds on what is built are this block's, counted afresh. A class rather
+    than a generator-based context manager: it is entered once per render, and this costs a third as much."""
 
     __slots__ = ("_bytes_bound", "_chars_bound", "_off", "_seconds", "_token")
 
@@ -174,9 +175,11 @@ class deadline:
         if self._off:
             return
         at = time.monotonic() + self._seconds if self._seconds > 0 else math.inf
+        seconds = self._seconds
         enclosing = _BUDGET.get()
-        if enclosing is None or at < enclosing.at:
-            self._token = _BUDGET.set(Budget(at, self._seconds, self._chars_bound, self._bytes_bound))
+        if enclosing is not None and enclosing.at <= at:  # the sooner deadline holds, with this block's bounds
+            at, seconds = enclosing.at, enclosing.seconds
+        self._token = _BUDGET.set(Budget(at, seconds, self._chars_bound, self._bytes_bound))
 
     def __exit__(self, *exc_info: object) -> None:
         if self._token is not None:

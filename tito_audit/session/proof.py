@@ -40,6 +40,7 @@ from tito_audit.conversations.generate import generate_conversation
 from tito_audit.conversations.reasoning_forms import reasoning_form
 from tito_audit.errors import AuditError
 from tito_audit.model.render import DEFAULT_CLOCK, RenderError, frozen_clock
+from tito_audit.model.render_budget import deadline
 from tito_audit.model.variants import Variant
 from tito_audit.session.local_bridge import hard_stops, local_bridge
 from tito_audit.session.machinery import Machinery
@@ -164,7 +165,9 @@ def prove(machinery: Machinery, with_tools: bool) -> BridgeProof:
     tally: dict[Shape, list[int]] = {}
     walked = 0
     try:
-        with frozen_clock(loaded.template_source, DEFAULT_CLOCK):
+        # the bound holds inside every render too: a slow template's long conversation cannot carry the proof (and
+        # the model's lock it holds) far past it
+        with frozen_clock(loaded.template_source, DEFAULT_CLOCK), deadline(PROOF_SECONDS):
             profile = variant_audit.profile
             grid = list(conversation_source(options)(profile))
             grid += [generate_conversation(i, 1, LONG_TURNS, profile) for i in range(LONG_CONVERSATIONS)]
@@ -176,7 +179,11 @@ def prove(machinery: Machinery, with_tools: bool) -> BridgeProof:
                 walked += _walk(
                     machinery, variant_audit, conversation if with_tools else without_tools(conversation), tally
                 )
+        if time.perf_counter() - started > PROOF_SECONDS:  # a render cut at the bound reads as refused
+            return refused_proof(with_tools, f"the proof took longer than {PROOF_SECONDS:g} s")
     except (RenderError, AuditError) as exc:
+        if time.perf_counter() - started > PROOF_SECONDS:  # cut at the bound, not refused by the template
+            return refused_proof(with_tools, f"the proof took longer than {PROOF_SECONDS:g} s")
         return refused_proof(with_tools, f"the proof could not render its conversations ({exc})")
     except RecursionError:
         return refused_proof(with_tools, "the proof's renders recursed too deeply")
