@@ -75,6 +75,16 @@ def guarded_template(template_source: str, limits: RenderLimits | None = None) -
     return compiled
 
 
+def refuse_constants(template_source: str, limits: RenderLimits | None = None) -> None:
+    """Raise :class:`TemplateTimeoutError` when a constant expression of ``template_source`` is too big to compute
+    under ``limits``: before anything that compiles the template with plain Jinja (which computes them; Jinja's
+    ``meta`` does too) gets to it."""
+    limits = limits or RenderLimits()
+    refusal = _constant_refusal(template_source, limits.max_chars, limits.max_bytes)
+    if refusal is not None:
+        raise TemplateTimeoutError(f"{refusal[1]}: the template is refused")
+
+
 @functools.lru_cache(maxsize=256)
 def _constant_refusal(template_source: str, max_chars: int, max_bytes: int) -> tuple[type, str] | None:
     """Why the constants of ``template_source`` are refused (the exception's class and message), or None (parsed

@@ -20,6 +20,7 @@ import jinja2
 from jinja2 import meta, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from tito_audit.model.render_budget import RenderLimits
 from tito_audit.model.render_guard import compile_guarded
 from tito_audit.model.setting_types import (
     compared_constants,
@@ -90,12 +91,19 @@ def parse_template(source: str) -> nodes.Template:
     return jinja_environment().parse(source)
 
 
-def template_inputs(source: str, special_token_names: Iterable[str] = ()) -> list[TemplateInput]:
-    """The template's own keyword arguments, sorted by name.
+def template_inputs(
+    source: str, special_token_names: Iterable[str] = (), limits: RenderLimits | None = None
+) -> list[TemplateInput]:
+    """The template's own keyword arguments, sorted by name. A constant expression too big to compute under
+    ``limits`` is refused first (:class:`~tito_audit.errors.TemplateTimeoutError`): Jinja's ``meta`` computes
+    them as the compiler does.
 
     >>> [i.name for i in template_inputs("{% if enable_thinking is false %}x{% endif %}{{ messages }}")]
     ['enable_thinking']
     """
+    from tito_audit.model.render import refuse_constants
+
+    refuse_constants(source, limits)
     ast = parse_template(source)
     undeclared = meta.find_undeclared_variables(ast) - STANDARD_INPUTS - set(special_token_names)
     assigned = _assigned_names(ast)

@@ -129,8 +129,10 @@ def build_machinery(
     check_stop_tokens(codec, extra_stop_tokens)
     kwargs = dict(template_kwargs or {})
     notes: list[str] = []
+    session_limits = limits or SESSION_LIMITS
     if loaded.template_source is not None:
-        known = {item.name for item in template_inputs(loaded.template_source, codec.tokenizer.special_tokens_map)}
+        special = codec.tokenizer.special_tokens_map
+        known = {item.name for item in template_inputs(loaded.template_source, special, session_limits)}
         for name in sorted(set(kwargs) - known):
             notes.append(f"template_kwargs: {name} is not read by the template as a keyword argument")
     elif kwargs:
@@ -139,7 +141,6 @@ def build_machinery(
     # long) ends the opening of the session (TemplateTimeoutError), after one limit, not one per probe. Once open, a
     # render past the limit is one refused step of one rollout (a TitoBreak), never a refusal of the model for every
     # later session of the process.
-    session_limits = limits or SESSION_LIMITS
     renderer = Renderer(loaded, codec, kwargs, replace(session_limits, refuse_after_timeout=True))
     with frozen_clock(loaded.template_source, DEFAULT_CLOCK):
         stop_tokens = collect_stop_tokens(renderer, codec, loaded.generation_eos_ids, extra_stop_tokens)
