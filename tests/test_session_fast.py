@@ -299,3 +299,30 @@ def test_the_proof_stops_at_its_bound_inside_a_conversation(tiny_model_dir, tmp_
     seconds = time.monotonic() - started
     assert not made.covered and "longer than 1 s" in made.reason, made.describe()
     assert seconds < 2.5, f"the proof ran {seconds:.1f} s against a bound of 1 s"
+
+
+def test_while_the_proof_is_made_the_models_other_sessions_render_whole(tiny_model_dir, tmp_path, monkeypatch):
+    """The proof is made without the model's lock: another session of the same model starts and takes a tool step
+    (rendered whole, as ``bridge="template"`` would) while it runs, instead of waiting for it (it waited 69 s)."""
+    import threading
+
+    from tito_audit.session import proof
+    from tito_audit.session.machinery import build_machinery
+
+    path = tmp_path / "slow.jinja"
+    path.write_text(SLOW.replace("range(3000)", "range(1000)"), encoding="utf-8")
+    model = load(tiny_model_dir, path)
+    machinery = build_machinery(model)
+    monkeypatch.setattr(proof, "PROOF_SECONDS", 8.0)
+    proving = threading.Thread(target=lambda: TitoSession(machinery, tools=TOOLS, clock=CLOCK).bridge_proof)
+    proving.start()
+    try:
+        time.sleep(1.0)  # the proof is under way
+        messages = loop_with("no mark", steps=1)
+        other = TitoSession(machinery, tools=TOOLS, clock=CLOCK)
+        run(other, model, messages)
+        assert proving.is_alive(), "the other session waited for the proof"
+        assert [t.bridged for t in other.turns[:-1]] == ["template"]
+    finally:
+        proving.join(timeout=60)
+    assert machinery.proofs[True] is not None

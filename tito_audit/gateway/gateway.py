@@ -360,9 +360,7 @@ class Gateway:
         ``bridge BRIDGE:``)."""
         if self.config.bridge != "auto":
             return "every step as that bridge makes it (nothing to prove)"
-        machinery = self.machinery
-        with machinery.lock:
-            return proof_for(machinery, with_tools=True).describe()
+        return proof_for(self.machinery, with_tools=True).describe()
 
     def give_back(self) -> int:
         """Give back the memory of the sessions that ended since the last call (in a worker thread: forgetting takes

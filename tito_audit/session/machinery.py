@@ -80,7 +80,9 @@ class Machinery:
     lock: threading.RLock = field(default_factory=threading.RLock)
     proofs: dict[bool, Any] = field(default_factory=dict)
     """By whether a session declares tools: which steps a session may bridge without rendering the history
-    (:func:`tito_audit.session.proof.proof_for`), proved once, on first use, under :attr:`lock`."""
+    (:func:`tito_audit.session.proof.proof_for`), proved once, on first use, under :attr:`proof_lock`."""
+    proof_lock: threading.Lock = field(default_factory=threading.Lock)
+    """Held while the proof is made: not :attr:`lock`, so the model's other sessions render meanwhile."""
 
     @cached_property
     def fingerprint(self) -> dict[str, str]:

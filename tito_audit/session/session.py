@@ -369,6 +369,7 @@ class TitoSession(DeferredChecks, Restoring):
         # one step at a time per model (the renderer and the tokenization cache are shared by the sessions of a
         # process), and every render of the step, diagnosis included, sees the session's clock
         broke = None
+        self._prepare_proof(completion, appended)
         with machinery.lock, machinery.rendering(self.clock):
             if self.bridge == "history-free":
                 self._history_free(completion, assistant, appended, sampled)
