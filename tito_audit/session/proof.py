@@ -226,6 +226,8 @@ def prove(machinery: Machinery, with_tools: bool) -> BridgeProof:
     except RecursionError:
         return refused_proof(with_tools, "the proof's renders recursed too deeply")
     except Exception as exc:  # whatever fails in the proof, every step is rendered whole: safe
+        if time.perf_counter() - started > PROOF_SECONDS:  # cut at the bound (a render timed out)
+            return refused_proof(with_tools, f"the proof took longer than {PROOF_SECONDS:g} s")
         return refused_proof(with_tools, f"the proof failed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})")
     covered = frozenset(shape for shape, (_, bad, equal) in tally.items() if equal and not bad)
     failed = frozenset(shape for shape, (_, bad, _) in tally.items() if bad)
