@@ -212,22 +212,22 @@ def prove(machinery: Machinery, with_tools: bool) -> BridgeProof:
             for conversation in grid:
                 if not any(m.get("role") == TOOL for m in conversation.messages):
                     continue  # no tool step to walk
-                if time.perf_counter() - started > PROOF_SECONDS:
-                    return refused_proof(with_tools, f"the proof took longer than {PROOF_SECONDS:g} s")
+                if _past_bound(started):
+                    return _bound_reached(with_tools)
                 walked += _walk(
                     setup, variant_audit, conversation if with_tools else without_tools(conversation), tally
                 )
-        if time.perf_counter() - started > PROOF_SECONDS:  # a render cut at the bound reads as refused
-            return refused_proof(with_tools, f"the proof took longer than {PROOF_SECONDS:g} s")
+        if _past_bound(started):  # a render cut at the bound reads as refused
+            return _bound_reached(with_tools)
     except (RenderError, AuditError) as exc:
-        if time.perf_counter() - started > PROOF_SECONDS:  # cut at the bound, not refused by the template
-            return refused_proof(with_tools, f"the proof took longer than {PROOF_SECONDS:g} s")
+        if _past_bound(started):  # cut at the bound, not refused by the template
+            return _bound_reached(with_tools)
         return refused_proof(with_tools, f"the proof could not render its conversations ({exc})")
     except RecursionError:
         return refused_proof(with_tools, "the proof's renders recursed too deeply")
     except Exception as exc:  # whatever fails in the proof, every step is rendered whole: safe
-        if time.perf_counter() - started > PROOF_SECONDS:  # cut at the bound (a render timed out)
-            return refused_proof(with_tools, f"the proof took longer than {PROOF_SECONDS:g} s")
+        if _past_bound(started):  # cut at the bound (a render timed out)
+            return _bound_reached(with_tools)
         return refused_proof(with_tools, f"the proof failed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})")
     covered = frozenset(shape for shape, (_, bad, equal) in tally.items() if equal and not bad)
     failed = frozenset(shape for shape, (_, bad, _) in tally.items() if bad)
@@ -243,6 +243,14 @@ def prove(machinery: Machinery, with_tools: bool) -> BridgeProof:
         reason = "no stop token is an added token the tokenizer cuts text at (the local bridge has no seam to check)"
     seconds = time.perf_counter() - started
     return BridgeProof(covered, failed, steps, walked, seconds, with_tools, stops, reason)
+
+
+def _past_bound(started: float) -> bool:
+    return time.perf_counter() - started > PROOF_SECONDS
+
+
+def _bound_reached(with_tools: bool) -> BridgeProof:
+    return refused_proof(with_tools, f"the proof took longer than {PROOF_SECONDS:g} s")
 
 
 def without_tools(conversation: Conversation) -> Conversation:
