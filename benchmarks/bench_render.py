@@ -7,8 +7,8 @@ process, so that other work on the machine counts less):
 - ``bare``: transformers' compiled template, no time limit, no clock;
 - ``signal``: the same under a ``SIGALRM``/``setitimer`` limit per render (the way before the guard; main thread
   only, and it cancels the caller's own timers);
-- ``guarded``: the template with :mod:`tito_audit.model.render_guard` installed, under its per-thread deadline and clock
-  (what the audit does now).
+- ``guarded``: the template with :mod:`tito_audit.model.render_guard` installed, under its per-thread deadline, bounds
+  (the audit's default ``RenderLimits``: time, characters, bytes) and clock (what the audit does now).
 
 Run: ``python benchmarks/bench_render.py --mirror ../shared/tokenizers``.
 """
@@ -27,7 +27,7 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-DEFAULT_MODELS = ["Qwen/Qwen3-4B", "meta-llama/Llama-3.1-8B-Instruct", "openai/gpt-oss-20b"]
+DEFAULT_MODELS = ["Qwen/Qwen3-4B", "meta-llama/Llama-3.1-8B-Instruct", "openai/gpt-oss-20b", "google/gemma-4-E2B-it"]
 LIMIT = 10.0
 
 
@@ -79,7 +79,11 @@ def main() -> None:
     from tito_audit.conversations.generate import generate
     from tito_audit.model.load_by_id import load_by_id
     from tito_audit.model.render import DEFAULT_CLOCK
-    from tito_audit.model.render_guard import clock, deadline, guard
+    from tito_audit.model.render_guard import RenderLimits, clock, deadline, guard
+    from tito_audit.model.render_sizes import as_input
+
+    def bounded(seconds: float) -> deadline:
+        return deadline.of(RenderLimits(max_seconds=seconds))
 
     conversations = list(generate(args.count, 0))
     ways = ("bare", "signal", "guarded")
@@ -93,16 +97,19 @@ def main() -> None:
         kwargs = _plain_template_data(dict(loaded.tokenizer.special_tokens_map))
         jobs = []
         for conversation in conversations:
-            chat = _alias_reasoning_fields(
-                _plain_template_data([{k: v for k, v in m.items() if v is not None} for m in conversation.messages])
+            # prepared once per conversation and marked as the render's input, as the audit's renderer does
+            chat = as_input(
+                _alias_reasoning_fields(
+                    _plain_template_data([{k: v for k, v in m.items() if v is not None} for m in conversation.messages])
+                )
             )
-            tools = _plain_template_data(conversation.tools)
+            tools = as_input(_plain_template_data(conversation.tools))
             jobs += [(chat[:k], tools, gp) for k in range(1, len(chat) + 1) for gp in (False, True)]
         best = dict.fromkeys(ways, float("inf"))
         for _ in range(args.rounds):  # interleaved, so that a busy moment of the machine hits every way
             best["bare"] = min(best["bare"], timed(jobs, bare, kwargs, None, contextlib.nullcontext()))
             best["signal"] = min(best["signal"], timed(jobs, bare, kwargs, signal_deadline, contextlib.nullcontext()))
-            best["guarded"] = min(best["guarded"], timed(jobs, guarded, kwargs, deadline, clock(DEFAULT_CLOCK)))
+            best["guarded"] = min(best["guarded"], timed(jobs, guarded, kwargs, bounded, clock(DEFAULT_CLOCK)))
         for way in ways:
             totals[way] += best[way]
         figures = " ".join(f"{best[w]:9.3f}" for w in ways)

@@ -11,7 +11,7 @@ import pytest
 from tests import templates
 from tito_audit import TitoSession
 from tito_audit.errors import TemplateTimeoutError
-from tito_audit.model import render, render_guard, segments
+from tito_audit.model import render, render_budget, segments
 from tito_audit.model.render import RenderLimits
 from tito_audit.session import machinery
 
@@ -36,13 +36,13 @@ def test_sessions_run_past_the_piece_cache_bound(tiny_model_dir, write_template,
 def test_from_model_is_refused_after_one_render_past_the_limit(tiny_model_dir, write_template, monkeypatch):
     """A template stuck on every render: opening a session costs one time limit, not one per probe."""
     expired: list[object] = []
-    original = render_guard._Deadline.expired
+    original = render_budget.Budget.expired
 
     def counted(self):
         expired.append(self)
         return original(self)
 
-    monkeypatch.setattr(render_guard._Deadline, "expired", counted)
+    monkeypatch.setattr(render_budget.Budget, "expired", counted)
     monkeypatch.setattr(machinery, "SESSION_LIMITS", RenderLimits(max_seconds=0.3, refuse_after_timeout=False))
     stuck = write_template("stuck", "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}")
     outcome: list[BaseException] = []

@@ -13,7 +13,8 @@ from tests.helpers import load
 from tito_audit.audit.service import AuditOptions, audit
 from tito_audit.errors import TemplateTimeoutError
 from tito_audit.model.load_folder import codec_for
-from tito_audit.model.render import Renderer, RenderError, RenderLimits
+from tito_audit.model.render import Renderer, RenderError, RenderLimits, RenderTooLong
+from tito_audit.model.render_budget import Budget
 
 HELLO = [{"role": "user", "content": "Hello"}]
 BUDGET = 30.0
@@ -81,17 +82,16 @@ def test_renders_without_a_deadline_are_not_bounded(tiny_model_dir, write_templa
 
 
 def test_an_output_too_long_ends_the_audit_after_one_render(tiny_model_dir, write_template, monkeypatch):
-    too_long: list[int] = []
-    original = Renderer._bounded
+    too_long: list[str] = []
+    original = Budget.too_long
 
-    def counted(self: Renderer, text: str) -> str:
-        if len(text) > self.limits.max_chars:
-            too_long.append(len(text))
-        return original(self, text)
+    def counted(self: Budget, what: str) -> RenderTooLong:
+        too_long.append(what)
+        return original(self, what)
 
-    monkeypatch.setattr(Renderer, "_bounded", counted)
+    monkeypatch.setattr(Budget, "too_long", counted)
     huge = "{% for i in range(300) %}{{ 'x' * 1000 }}{% endfor %}" + templates.GOOD
     loaded = load(tiny_model_dir, write_template("huge", huge))
     with pytest.raises(TemplateTimeoutError, match=r"output longer than 100000 characters.*refused for the rest"):
         audit(loaded, AuditOptions(count=2, limits=RenderLimits(max_chars=100_000)))
-    assert len(too_long) == 1, "only the first render ran to its end"
+    assert len(too_long) == 1, "only the first render was refused: the audit ended there"

@@ -14,7 +14,7 @@ from tests.helpers import load
 from tito_audit import TitoSession
 from tito_audit.audit.service import AuditOptions, audit
 from tito_audit.errors import TemplateTimeoutError
-from tito_audit.model import render_guard
+from tito_audit.model import render_budget
 from tito_audit.model.load_folder import codec_for
 from tito_audit.model.render import Renderer, RenderError, RenderLimits, frozen_clock
 from tito_audit.session import machinery
@@ -123,13 +123,13 @@ def test_after_one_timeout_the_template_is_refused_for_the_rest_of_the_audit(
     tiny_model_dir, write_template, monkeypatch
 ):
     expired = []
-    original = render_guard._Deadline.expired
+    original = render_budget.Budget.expired
 
     def counted(self):
         expired.append(self)
         return original(self)
 
-    monkeypatch.setattr(render_guard._Deadline, "expired", counted)
+    monkeypatch.setattr(render_budget.Budget, "expired", counted)
     loaded = load(tiny_model_dir, write_template("slow", NESTED_RANGES))
     with pytest.raises(TemplateTimeoutError, match=r"took longer than 0\.2s: the template is refused"):
         audit(loaded, AuditOptions(count=4, limits=RenderLimits(max_seconds=0.2)))

@@ -186,3 +186,29 @@ def test_replay_audits_the_final_appended_step(tmp_path, tiny_model_dir):
     breaks = [i for i in json.loads(out.read_text())["issues"] if i["kind"] == "template-break"]
     assert [b["turn"] for b in breaks] == [1]
     assert breaks[0]["detail"].startswith("stop-token-swap")
+
+
+@pytest.mark.parametrize("other", ["user message", "tools"])
+def test_a_record_whose_prompts_render_another_conversation_is_not_consistent(tmp_path, tiny_model_dir, other):
+    """The saved ids were sampled for another conversation (another user message, other tools): appended or not,
+    its prompts are not the render of its own messages, and replay says so in its verdict and exit code."""
+    template = tmp_path / "with-tools.jinja"
+    template.write_text(templates.build(preamble="{%- if tools %}{{ tools | tojson }}{% endif -%}"), encoding="utf-8")
+    model = load(tiny_model_dir, template)
+    codec = TokenCodec(model.tokenizer)
+    conversation = generate_conversation(1, seed=2)
+    record = sampled_rollout(model, codec, conversation)
+    if other == "user message":
+        first_user = next(m for m in record["messages"] if m["role"] == "user")
+        first_user["content"] = "A question nobody asked the model."
+    else:
+        record["tools"] = [{"type": "function", "function": {"name": "other", "parameters": {"type": "object"}}}]
+    path = tmp_path / "foreign.jsonl"
+    path.write_text(json.dumps(record))
+    options = ["--model", str(tiny_model_dir), "--template", str(template), "--json", str(tmp_path / "r.json")]
+    result = run_cli("replay", str(path), *options)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "not the render of their own messages: record 0" in result.stdout
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert not report["consistent"] and not report["results"][0]["own_prompts"]
+    assert [i["turn"] for i in report["issues"] if i["kind"] == "foreign-prompt"][:1] == [0]

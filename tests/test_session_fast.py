@@ -9,6 +9,7 @@ can see what they do.
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import pytest
@@ -275,3 +276,53 @@ def test_shared_lists_read_as_the_lists_they_copy(monkeypatch):
             if reference:
                 assert shared[-1] == reference[-1] and shared[0] == reference[0]
         assert all(list(shared) == reference for reference, shared in kept)
+
+
+SLOW = templates.build(
+    preamble=templates.PREAMBLE + "{%- for i in range(3000) -%}{%- for j in range(3000) -%}{%- endfor -%}{%- endfor -%}"
+)
+"""The good template, made slow: every render walks an empty loop of 9,000,000 steps (legal, under any render limit)."""
+
+
+def test_the_proof_stops_at_its_bound_inside_a_conversation(tiny_model_dir, tmp_path, monkeypatch):
+    """The bound is checked in every render, not only between conversations: a slow template's conversation cannot
+    carry the proof (and the model's lock it holds, which other sessions wait on) far past it (issue 56: a 60 s bound
+    ran 71 s over)."""
+    from tito_audit.session import proof
+
+    path = tmp_path / "slow.jinja"
+    path.write_text(SLOW, encoding="utf-8")
+    session = TitoSession.from_loaded(load(tiny_model_dir, path), tools=TOOLS, clock=CLOCK)
+    monkeypatch.setattr(proof, "PROOF_SECONDS", 1.0)
+    started = time.monotonic()
+    made = session.bridge_proof
+    seconds = time.monotonic() - started
+    assert not made.covered and "longer than 1 s" in made.reason, made.describe()
+    assert seconds < 2.5, f"the proof ran {seconds:.1f} s against a bound of 1 s"
+
+
+def test_while_the_proof_is_made_the_models_other_sessions_render_whole(tiny_model_dir, tmp_path, monkeypatch):
+    """The proof is made without the model's lock: another session of the same model starts and takes a tool step
+    (rendered whole, as ``bridge="template"`` would) while it runs, instead of waiting for it (it waited 69 s)."""
+    import threading
+
+    from tito_audit.session import proof
+    from tito_audit.session.machinery import build_machinery
+
+    path = tmp_path / "slow.jinja"
+    path.write_text(SLOW.replace("range(3000)", "range(1000)"), encoding="utf-8")
+    model = load(tiny_model_dir, path)
+    machinery = build_machinery(model)
+    monkeypatch.setattr(proof, "PROOF_SECONDS", 8.0)
+    proving = threading.Thread(target=lambda: TitoSession(machinery, tools=TOOLS, clock=CLOCK).bridge_proof)
+    proving.start()
+    try:
+        time.sleep(1.0)  # the proof is under way
+        messages = loop_with("no mark", steps=1)
+        other = TitoSession(machinery, tools=TOOLS, clock=CLOCK)
+        run(other, model, messages)
+        assert proving.is_alive(), "the other session waited for the proof"
+        assert [t.bridged for t in other.turns[:-1]] == ["template"]
+    finally:
+        proving.join(timeout=60)
+    assert machinery.proofs[True] is not None

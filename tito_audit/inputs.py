@@ -6,8 +6,9 @@ input of its kind, text that is not UTF-8 and JSON nested deeper than Python's r
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from tito_audit.errors import BadInputError
 
@@ -30,7 +31,7 @@ def read_bytes(path: Path, label: str, limit: int) -> bytes:
     """At most ``limit`` bytes of ``path``; a longer file (or an endless device) is refused, naming ``label``."""
     try:
         with open(path, "rb") as handle:
-            data = handle.read(limit + 1)
+            data = _read_at_most(handle, limit + 1)
     except IsADirectoryError as exc:
         raise BadInputError(f"{label} {path}: a folder, not a file") from exc
     except FileNotFoundError as exc:
@@ -44,6 +45,19 @@ def read_bytes(path: Path, label: str, limit: int) -> bytes:
             f"{label} {path}: larger than {limit // MIB} MiB (or endless), not a {label.lstrip('-')} file"
         )
     return data
+
+
+def _read_at_most(handle: BinaryIO, count: int) -> bytes:
+    """Up to ``count`` bytes of ``handle``, in memory as large as what is read (``read(count)`` would ask for
+    ``count`` bytes at once: gigabytes of address space for a small file under a large bound)."""
+    size = os.fstat(handle.fileno()).st_size
+    if size:  # a regular file: what it holds, and a byte more to tell it grew
+        return handle.read(min(size + 1, count))
+    chunks, left = [], count
+    while left > 0 and (chunk := handle.read(min(left, 1 << 20))):  # a device or a pipe: a megabyte at a time
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def read_text(path: Path, label: str, limit: int) -> str:

@@ -109,7 +109,7 @@ def audit(
     check_stop_tokens(codec, options.extra_stop_tokens)
     notes: list[str] = list(loaded.notes)
     if loaded.template_source is not None:
-        inputs = template_inputs(loaded.template_source, codec.tokenizer.special_tokens_map.keys())
+        inputs = template_inputs(loaded.template_source, codec.tokenizer.special_tokens_map.keys(), options.limits)
         known = {item.name for item in inputs}
         for name in sorted(set(options.pinned_kwargs) - known):
             notes.append(f"warning: --kwarg {name} is not read by the template as a keyword argument")

@@ -91,6 +91,15 @@ ClockOpt = Annotated[
 MaxCharsOpt = Annotated[
     int, typer.Option("--max-render-chars", min=1000, help="Refuse renders longer than this (characters).")
 ]
+MaxRenderBytesOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-render-bytes",
+        min=1_000_000,
+        metavar="BYTES",
+        help="Refuse renders whose strings and lists would take more memory than this in all (bytes).",
+    ),
+]
 MaxSecondsOpt = Annotated[
     float,
     typer.Option(
@@ -204,6 +213,7 @@ class TemplateSettings:
     clock: ClockOpt = None
     max_render_chars: MaxCharsOpt = RenderLimits.max_chars
     max_render_seconds: MaxSecondsOpt = RenderLimits.max_seconds
+    max_render_bytes: MaxRenderBytesOpt = RenderLimits.max_bytes
     parser: ParserOpt = "auto"
 
     def pinned_kwargs(self, before: list[str] | None = None) -> dict[str, Any]:
@@ -221,7 +231,7 @@ class TemplateSettings:
             ) from exc
 
     def limits(self) -> RenderLimits:
-        return RenderLimits(self.max_render_chars, self.max_render_seconds)
+        return RenderLimits(self.max_render_chars, self.max_render_seconds, max_bytes=self.max_render_bytes)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from tito_audit.cli.app import app
 from tito_audit.cli.options import (
     KwargOpt,
     MaxCharsOpt,
+    MaxRenderBytesOpt,
     MaxSecondsOpt,
     ModelArg,
     ModelSource,
@@ -230,6 +231,7 @@ def serve_command(
     max_tokens: MaxTokensOpt = 2048,
     max_render_chars: MaxCharsOpt = RenderLimits.max_chars,
     max_render_seconds: MaxSecondsOpt = RenderLimits.max_seconds,
+    max_render_bytes: MaxRenderBytesOpt = RenderLimits.max_bytes,
     max_session_bytes: SessionBytesOpt = "256MiB",
     max_total_bytes: TotalBytesOpt = "8GiB",
     seed: FakeSeedOpt = 0,
@@ -246,7 +248,8 @@ def serve_command(
     Sessions live in this process's memory unless --store names a file: without it they are lost when the server
     stops (GET /sessions/ID first); with it a restarted server continues every stored session.
 
-    Bounds: --max-sessions, --max-session-bytes, --max-total-bytes, --max-render-chars, --max-render-seconds.
+    Bounds: --max-sessions, --max-session-bytes, --max-total-bytes, --max-render-chars, --max-render-seconds,
+    --max-render-bytes.
 
     Endpoints: POST /v1/chat/completions (OpenAI chat), POST /v1/responses (OpenAI Responses), POST /v1/messages
     (Anthropic Messages); GET /sessions (a page of sessions, each with its trainable summary), GET /sessions/ID (the
@@ -290,6 +293,7 @@ def serve_command(
         max_tokens=max_tokens,
         max_render_chars=max_render_chars,
         max_render_seconds=max_render_seconds,
+        max_render_bytes=max_render_bytes,
         max_session_bytes=size_in_bytes(max_session_bytes, "--max-session-bytes"),
         max_total_bytes=size_in_bytes(max_total_bytes, "--max-total-bytes"),
         template_kwargs=parse_kwargs(kwarg),

@@ -76,6 +76,7 @@ def model_words(model: str, source: ModelSource, settings: TemplateSettings | No
             "--clock": (settings.clock, defaults.clock),
             "--max-render-chars": (settings.max_render_chars, defaults.max_render_chars),
             "--max-render-seconds": (settings.max_render_seconds, defaults.max_render_seconds),
+            "--max-render-bytes": (settings.max_render_bytes, defaults.max_render_bytes),
             "--parser": (settings.parser, defaults.parser),
         }
         words += [

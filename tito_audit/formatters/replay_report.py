@@ -18,12 +18,18 @@ from tito_audit.session.rollout_replay import ReplayReport, TurnIssue
 def _summary(report: ReplayReport) -> list[str]:
     mismatched = sum(r.rerender_mismatched for r in report.results)
     total = sum(r.rerender_total for r in report.results)
-    return [
+    foreign = [r.record for r in report.results if not r.own_prompts]
+    lines = [
         f"records: {report.records} ({sum(report.skipped.values())} skipped), turns: {report.turns}",
-        f"TITO-consistent records: {report.consistent_records} of {len(report.results)}",
-        "issues: " + (", ".join(f"{k} ×{n}" for k, n in _kinds(report.issues).items()) or "none"),
-        f"a re-rendering trainer would differ at {mismatched} of {total} buffer positions",
+        f"consistent records (only appended, each prompt the render of their own messages): "
+        f"{report.consistent_records} of {len(report.results)}",
     ]
+    if foreign:
+        shown = ", ".join(str(n) for n in foreign[:10]) + (", ..." if len(foreign) > 10 else "")
+        lines.append(f"records whose saved prompts are not the render of their own messages: record {shown}")
+    lines.append("issues: " + (", ".join(f"{k} ×{n}" for k, n in _kinds(report.issues).items()) or "none"))
+    lines.append(f"a re-rendering trainer would differ at {mismatched} of {total} buffer positions")
+    return lines
 
 
 def _kinds(issues: list[TurnIssue]) -> dict[str, int]:

@@ -38,6 +38,8 @@ class GatewayConfig:
     """A render longer than this is refused (413 ``render_too_long``)."""
     max_render_seconds: float = RenderLimits.max_seconds
     """A render that takes longer is stopped and refused (422 ``render_timeout``)."""
+    max_render_bytes: int = RenderLimits.max_bytes
+    """A render whose strings and lists would take more memory in all is refused (413 ``render_too_large``)."""
     max_session_bytes: int = DEFAULT_SESSION_BYTES
     """A request that would bring its session past this (estimated) is refused (413 ``session_too_large``)."""
     max_total_bytes: int = DEFAULT_TOTAL_BYTES

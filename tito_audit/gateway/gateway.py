@@ -80,7 +80,7 @@ class Gateway:
                 config.template,
                 config.template_name,
             )
-            limits = RenderLimits(config.max_render_chars, config.max_render_seconds, refuse_after_timeout=False)
+            limits = RenderLimits(config.max_render_chars, config.max_render_seconds, False, config.max_render_bytes)
             machinery = machinery_for(config.model, source, config.template_kwargs, tuple(config.stop_tokens), limits)
         self.machinery = machinery
         self.model_id = machinery.loaded.resolved.model_id
@@ -320,9 +320,7 @@ class Gateway:
         ``bridge BRIDGE:``)."""
         if self.config.bridge != "auto":
             return "every step as that bridge makes it (nothing to prove)"
-        machinery = self.machinery
-        with machinery.lock:
-            return proof_for(machinery, with_tools=True).describe()
+        return proof_for(self.machinery, with_tools=True).describe()
 
     def give_back(self) -> int:
         """Give back the memory of the sessions that ended since the last call (in a worker thread: forgetting takes

@@ -178,9 +178,12 @@ def compared(entry: GatewaySession, messages: list[dict], key: Any) -> tuple[lis
 
 def refusal(exc: RenderRefused, request: ChatRequest | None = None) -> RequestError:
     """A render the template did not give (whatever the break policy): 413 when its output would pass
-    ``--max-render-chars``, 422 when it ran past ``--max-render-seconds`` or the template raised (naming, when the
-    request holds one, the system message inside the conversation that templates commonly refuse)."""
+    ``--max-render-chars`` or its values ``--max-render-bytes``, 422 when it ran past ``--max-render-seconds`` or the
+    template raised (naming, when the request holds one, the system message inside the conversation that templates
+    commonly refuse)."""
     reason = _one_line(exc.reason)
+    if exc.limit == "max_bytes":
+        return RequestError(413, "render_too_large", f"the template's render of these messages is refused: {reason}")
     inside = (
         next((i for i, m in enumerate(request.messages) if i > 0 and m["role"] == "system"), None)
         if request is not None

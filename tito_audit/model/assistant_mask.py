@@ -106,9 +106,9 @@ def assistant_mask(renderer: Renderer, messages: Sequence[dict], tools: list[dic
         raise RenderError(f"{model.backend} renders without a Jinja template: no assistant mask")
     renderer.renders += 1
     try:
-        with warnings.catch_warnings(), deadline(limits.max_seconds, limits.max_chars):
+        with warnings.catch_warnings(), deadline.of(limits):
             warnings.simplefilter("ignore")
-            guarded_template(model.template_source, limits.max_chars)
+            guarded_template(model.template_source, limits)
             out: Any = model.tokenizer.apply_chat_template(
                 list(messages),
                 tools=tools,

@@ -21,17 +21,19 @@ from tito_audit.errors import ModelLoadError, TemplateTimeoutError
 from tito_audit.model.engine_rendered import ENGINE_ENCODER, RenderRefusal, encoder_texts
 from tito_audit.model.load_folder import JINJA, MISTRAL_COMMON, LoadedModel
 from tito_audit.model.mistral_render import mistral_ids, mistral_text
+from tito_audit.model.render_constants import check_constants
 from tito_audit.model.render_guard import (  # noqa: F401  (the clocks and limits are read from here too)
     ALTERNATE_CLOCK,
     DEFAULT_CLOCK,
     RenderLimits,
     RenderTimeout,
+    RenderTooLarge,
     RenderTooLong,
-    check_constants,
     clock,
     deadline,
     guard,
 )
+from tito_audit.model.render_sizes import as_input
 from tito_audit.model.template_errors import one_line
 from tito_audit.model.threads import imported
 from tito_audit.model.tokens import TokenCodec
@@ -60,25 +62,40 @@ class RenderedPrefix:
     ids: list[int]
 
 
-def guarded_template(template_source: str, max_chars: int = RenderLimits.max_chars) -> Any:
+def guarded_template(template_source: str, limits: RenderLimits | None = None) -> Any:
     """transformers' compiled template for ``template_source`` (compiled once per process), with the render
     guard installed (:mod:`tito_audit.model.render_guard`). A constant expression too big to compute is refused
-    (:class:`RenderTooLong`) before transformers compiles the template (which would compute it)."""
-    refusal = _constant_refusal(template_source, max_chars)
+    (:class:`RenderTooLong`, :class:`RenderTooLarge`) before transformers compiles the template (which would compute
+    it)."""
+    limits = limits or RenderLimits()
+    refusal = _constant_refusal(template_source, limits.max_chars, limits.max_bytes)
     if refusal is not None:
-        raise RenderTooLong(refusal)
+        raise refusal[0](refusal[1])
     compiled = imported(TEMPLATE_UTILS)._compile_jinja_template(template_source)
     guard(compiled, template_source)
     return compiled
 
 
+def refuse_constants(template_source: str, limits: RenderLimits | None = None) -> None:
+    """Raise :class:`TemplateTimeoutError` when a constant expression of ``template_source`` is too big to compute
+    under ``limits``: before anything that compiles the template with plain Jinja (which computes them; Jinja's
+    ``meta`` does too) gets to it."""
+    limits = limits or RenderLimits()
+    refusal = _constant_refusal(template_source, limits.max_chars, limits.max_bytes)
+    if refusal is not None:
+        raise TemplateTimeoutError(f"{refusal[1]}: the template is refused")
+
+
 @functools.lru_cache(maxsize=256)
-def _constant_refusal(template_source: str, max_chars: int) -> str | None:
-    """Why the constants of ``template_source`` are refused, or None (parsed once per template and bound)."""
+def _constant_refusal(template_source: str, max_chars: int, max_bytes: int) -> tuple[type, str] | None:
+    """Why the constants of ``template_source`` are refused (the exception's class and message), or None (parsed
+    once per template and bounds)."""
     try:
-        check_constants(imported(TEMPLATE_UTILS)._compile_jinja_template("").environment, template_source, max_chars)
+        check_constants(
+            imported(TEMPLATE_UTILS)._compile_jinja_template("").environment, template_source, max_chars, max_bytes
+        )
     except RenderTooLong as exc:
-        return str(exc)
+        return type(exc), str(exc)
     return None
 
 
@@ -137,14 +154,14 @@ class _FastJinja:
         self._prepared_tools: tuple[list[dict], Any] | None = None
 
     @classmethod
-    def create(cls, model: LoadedModel, kwargs: Mapping[str, Any], max_chars: int) -> _FastJinja | None:
+    def create(cls, model: LoadedModel, kwargs: Mapping[str, Any], limits: RenderLimits) -> _FastJinja | None:
         try:
             utils = imported(TEMPLATE_UTILS)
             plain, alias = utils._plain_template_data, utils._alias_reasoning_fields
-            compiled = guarded_template(model.template_source, max_chars)
+            compiled = guarded_template(model.template_source, limits)
         except Exception:  # another transformers version, or a template that does not compile
             return None
-        template_kwargs = plain({**model.tokenizer.special_tokens_map, **kwargs})
+        template_kwargs = as_input(plain({**model.tokenizer.special_tokens_map, **kwargs}))
         return cls(compiled, plain, alias, template_kwargs)
 
     def prepare(self, messages: Sequence[Message], tools: list[dict] | None) -> tuple[list, Any]:
@@ -169,7 +186,9 @@ class _FastJinja:
             ):
                 self._prepared.clear()
                 self._prepared_chars = 0
-            fresh = self.alias(self.plain([{k: v for k, v in messages[i].items() if v is not None} for i in missing]))
+            fresh = as_input(
+                self.alias(self.plain([{k: v for k, v in messages[i].items() if v is not None} for i in missing]))
+            )
             for index, value in zip(missing, fresh, strict=True):
                 prepared[index] = value
                 self._prepared[id(messages[index])] = (messages[index], value)
@@ -191,7 +210,7 @@ class _FastJinja:
             return None
         kept = self._prepared_tools
         if kept is None or kept[0] is not tools:
-            kept = self._prepared_tools = (tools, self.plain(tools))
+            kept = self._prepared_tools = (tools, as_input(self.plain(tools)))
         return kept[1]
 
     def render(self, prepared: tuple[list, Any], k: int, gp: bool) -> str:
@@ -226,7 +245,7 @@ class Renderer:
         self.codec = codec
         self.kwargs = dict(kwargs or {})
         self.renders = 0
-        self._fast = _FastJinja.create(model, self.kwargs, self.limits.max_chars) if model.backend == JINJA else None
+        self._fast = _FastJinja.create(model, self.kwargs, self.limits) if model.backend == JINJA else None
         self._timed_out: str | None = None
         """Why this renderer refuses every render (a render ran past the time limit or made too long an output),
         when it does."""
@@ -248,10 +267,10 @@ class Renderer:
         self._refuse_if_timed_out()
         tokenizer = self.model.tokenizer
         try:
-            with warnings.catch_warnings(), deadline(self.limits.max_seconds, self.limits.max_chars):
+            with warnings.catch_warnings(), deadline.of(self.limits):
                 warnings.simplefilter("ignore")
                 if self.uses_jinja:
-                    guarded_template(self.model.template_source, self.limits.max_chars)
+                    guarded_template(self.model.template_source, self.limits)
                     return self._bounded(
                         tokenizer.apply_chat_template(
                             list(messages),
@@ -368,7 +387,7 @@ class Renderer:
             self.renders += 1
             self._refuse_if_timed_out()
             try:
-                with deadline(self.limits.max_seconds, self.limits.max_chars):
+                with deadline.of(self.limits):
                     texts.append(self._bounded(fast.render(prepared, k, gp)))
             except (RenderTimeout, RenderTooLong) as exc:
                 self._timeout(exc)

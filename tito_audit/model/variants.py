@@ -20,6 +20,8 @@ import jinja2
 from jinja2 import meta, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from tito_audit.model.render_budget import RenderLimits
+from tito_audit.model.render_guard import compile_guarded
 from tito_audit.model.setting_types import (
     compared_constants,
     concatenated_names,
@@ -90,12 +92,19 @@ def parse_template(source: str) -> nodes.Template:
     return jinja_environment().parse(source)
 
 
-def template_inputs(source: str, special_token_names: Iterable[str] = ()) -> list[TemplateInput]:
-    """The template's own keyword arguments, sorted by name.
+def template_inputs(
+    source: str, special_token_names: Iterable[str] = (), limits: RenderLimits | None = None
+) -> list[TemplateInput]:
+    """The template's own keyword arguments, sorted by name. A constant expression too big to compute under
+    ``limits`` is refused first (:class:`~tito_audit.errors.TemplateTimeoutError`): Jinja's ``meta`` computes
+    them as the compiler does.
 
     >>> [i.name for i in template_inputs("{% if enable_thinking is false %}x{% endif %}{{ messages }}")]
     ['enable_thinking']
     """
+    from tito_audit.model.render import refuse_constants
+
+    refuse_constants(source, limits)
     ast = parse_template(source)
     undeclared = meta.find_undeclared_variables(ast) - STANDARD_INPUTS - set(special_token_names)
     assigned = _assigned_names(ast)
@@ -109,7 +118,7 @@ def template_inputs(source: str, special_token_names: Iterable[str] = ()) -> lis
     truthy: set[str] = set()
     integers: set[str] = set()
     """Integer settings with a default of the template's own: swept at it and its neighbours, never as booleans."""
-    aliases = value_aliases(ast)
+    aliases = value_aliases(ast, names)
 
     def read(expr: nodes.Node) -> set[str]:
         """The inputs whose value ``expr`` holds, directly or through a local set from them."""
@@ -255,13 +264,49 @@ def parse_kwarg(text: str) -> tuple[str, Any]:
     name = name.strip()
     if not name.isidentifier():
         raise ValueError(f"--kwarg name '{name}' is not an identifier")
+    _check_unicode(name, raw)
     try:
         value = json.loads(raw)
     except ValueError:
         value = raw
+    except RecursionError:
+        raise ValueError(f"--kwarg {name}: JSON nested too deeply to read (RecursionError)") from None
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"--kwarg {name}: {raw} is not a valid value (NaN and infinities are refused)")
+    _check_value(name, value)
     return name, value
+
+
+MAX_KWARG_DEPTH = 64
+"""The deepest a ``--kwarg`` value may nest (lists and objects): what a conversation's data may."""
+
+
+def _check_unicode(name: str, text: str) -> None:
+    """Refuse text that is not Unicode a tokenizer can take: bytes that are not UTF-8 (Python reads them from the
+    command line as lone surrogates) or a lone surrogate written out."""
+    for index, character in enumerate(text):
+        if 0xD800 <= ord(character) <= 0xDFFF:
+            what = (
+                f"a byte 0x{ord(character) - 0xDC00:02X} that is not UTF-8"
+                if 0xDC80 <= ord(character) <= 0xDCFF
+                else f"a lone surrogate U+{ord(character):04X}"
+            )
+            raise ValueError(f"--kwarg {name}: the value is not valid text ({what} at character {index})")
+
+
+def _check_value(name: str, value: Any) -> None:
+    """Refuse a value nested deeper than :data:`MAX_KWARG_DEPTH` or holding text that is not valid Unicode (a JSON
+    escape of a lone surrogate)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            _check_unicode(name, item)
+        elif isinstance(item, (list, dict)):
+            if depth >= MAX_KWARG_DEPTH:
+                raise ValueError(f"--kwarg {name}: the value is nested deeper than {MAX_KWARG_DEPTH} levels")
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
 
 
 def format_kwarg(name: str, value: Any) -> str:
@@ -276,11 +321,17 @@ def format_kwarg(name: str, value: Any) -> str:
 
 
 def check_syntax(source: str) -> str | None:
-    """None when the template parses, else a one-line description of the syntax error."""
+    """None when the template parses and compiles, else a one-line description of why not: a syntax error, or
+    nesting deeper than Jinja's parser reads or than the Python code Jinja writes for it may be (a hundred levels
+    of indentation, twenty nested loops)."""
     try:
-        parse_template(source)
+        compile_guarded(source)
     except jinja2.TemplateSyntaxError as exc:
         return f"line {exc.lineno}: {exc.message}"
+    except RecursionError:
+        return "nested deeper than Jinja's parser reads (RecursionError)"
+    except SyntaxError as exc:  # IndentationError too: the Python Jinja writes for the template
+        return f"nested deeper than Python compiles ({type(exc).__name__}: {exc.msg})"
     return None
 
 

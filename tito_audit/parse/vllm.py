@@ -153,6 +153,9 @@ class VLLMParser:
     """One vLLM tool-call parser and, optionally, one reasoning parser, for one model's tokenizer."""
 
     engine = ENGINE
+    runs_apart = True
+    """Its parse runs in vLLM's worker process: nothing of the model this process holds is read while it waits, so a
+    session does not hold the model's lock through it (a stalled worker would stall every session of the model)."""
 
     def __init__(self, tool: str | None, reasoning: str | None, model_dir: Path | None, tokenizer: Any = None) -> None:
         """``tokenizer``: the tokenizer the audit renders with, sent to the worker when the folder has no vocabulary

@@ -95,6 +95,7 @@ class _Worker:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.generation = 0
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (the worker's standard error, kept while it runs)
         started = time.perf_counter()
         self.process = subprocess.Popen(
@@ -183,35 +184,56 @@ class _Worker:
                     stream.close()
 
 
-_WORKER: _Worker | None = None
+_WORKERS: list[_Worker] = []
 _WORKER_LOCK = threading.Lock()
 _GENERATION = 0
-"""How many workers this process started (a parser re-opens its model in a new one)."""
+"""How many workers this process started (a parser opens its model in each worker it uses)."""
+MAX_WORKERS = 2
+"""Workers this process runs at most: a request that finds every worker busy past :data:`BUSY_SECONDS` is sent to
+another (started then), so a stalled parse delays only the requests that wait on it, not every session's."""
+BUSY_SECONDS = 1.0
+"""How long a request waits for a busy worker before it asks another (a parse takes milliseconds)."""
 
 
 def worker() -> tuple[_Worker, int]:
-    """The process's running worker (started on first use, again after it died or in a forked child) and its
-    generation."""
-    global _WORKER, _GENERATION
-    with _WORKER_LOCK:
-        if _WORKER is None or not _WORKER.alive:
-            if not available():
-                raise ParserUnavailable(f"--parser: vLLM's parsers are not installed; install them with: {INSTALL}")
-            try:
-                _WORKER = _Worker()
-            except WorkerError as exc:
-                raise ParserUnavailable(f"--parser vllm: {exc}; install vLLM with: {INSTALL}") from None
-            _GENERATION += 1
-        return _WORKER, _GENERATION
+    """A running worker of this process, one not answering another request when there is one (started on first
+    use, again after one died or in a forked child, and beside a busy one that stays busy for
+    :data:`BUSY_SECONDS`, up to :data:`MAX_WORKERS`), and its generation (each started worker's own number)."""
+    waited_until = time.monotonic() + BUSY_SECONDS
+    while True:
+        with _WORKER_LOCK:
+            _WORKERS[:] = [running for running in _WORKERS if running.alive]
+            idle = next((running for running in _WORKERS if not running.lock.locked()), None)
+            if idle is not None:
+                return idle, idle.generation
+            if not _WORKERS or (len(_WORKERS) < MAX_WORKERS and time.monotonic() >= waited_until):
+                return _started()
+            if time.monotonic() >= waited_until:
+                return _WORKERS[0], _WORKERS[0].generation  # every worker busy: wait for the first one
+        time.sleep(0.02)
+
+
+def _started() -> tuple[_Worker, int]:
+    """A new worker, kept among this process's (under ``_WORKER_LOCK``)."""
+    global _GENERATION
+    if not available():
+        raise ParserUnavailable(f"--parser: vLLM's parsers are not installed; install them with: {INSTALL}")
+    try:
+        running = _Worker()
+    except WorkerError as exc:
+        raise ParserUnavailable(f"--parser vllm: {exc}; install vLLM with: {INSTALL}") from None
+    _GENERATION += 1
+    running.generation = _GENERATION
+    _WORKERS.append(running)
+    return running, running.generation
 
 
 def shutdown() -> None:
-    """End this process's worker, if it runs (at exit, and for tests)."""
-    global _WORKER
+    """End this process's workers, if they run (at exit, and for tests)."""
     with _WORKER_LOCK:
-        if _WORKER is not None:
-            _WORKER.close()
-            _WORKER = None
+        for running in _WORKERS:
+            running.close()
+        _WORKERS.clear()
 
 
 atexit.register(shutdown)
@@ -220,7 +242,8 @@ atexit.register(shutdown)
 class OpenedModel:
     """A model opened in this process's worker: its folder's files (name -> file) and, for a template-only model, the
     stand-in vocabulary sent with them (name -> text), with the parser pair opened on it, if any; opened again in a
-    worker started after the last one died (the worker keeps a few models, the least recently used goes)."""
+    worker it has not been opened in (another started beside a busy one, or after one died; a worker keeps a few models,
+    the least recently used goes)."""
 
     def __init__(
         self,
@@ -236,7 +259,8 @@ class OpenedModel:
         self.key = hashlib.sha256(json.dumps([files, self.inline], sort_keys=True).encode()).hexdigest()
         self.opened: dict[str, Any] = {}
         """The worker's answer to opening it (``tokenizer``, ``harmony``, ``mode``)."""
-        self._generation = 0
+        self._generations: set[int] = set()
+        """The workers (by generation) it is opened in: a process runs up to :data:`MAX_WORKERS`."""
         self._lock = threading.Lock()
 
     def open(self) -> _Worker:
@@ -244,12 +268,12 @@ class OpenedModel:
         it, :class:`ParserUnavailable` when there is no worker)."""
         running, generation = worker()
         with self._lock:
-            if self._generation != generation:
+            if generation not in self._generations:
                 request: dict[str, Any] = {"op": "open", "model": self.key, "files": self.files}
                 if self.inline:
                     request["inline"] = self.inline
                 self.opened = running.ask(request | {"tool": self.tool, "reasoning": self.reasoning})
-                self._generation = generation
+                self._generations.add(generation)
         return running
 
     def ask(self, running: _Worker, request: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from tito_audit.audit.core.diff import common_prefix_length, text_window, token_
 from tito_audit.audit.core.join import Join
 from tito_audit.audit.results import Failure, TokenWindow
 from tito_audit.conversations.conversation import Conversation, Message, step_kind
-from tito_audit.model.render import RenderError, RenderTimeout, RenderTooLong
+from tito_audit.model.render import RenderError, RenderTimeout, RenderTooLarge, RenderTooLong
 
 TEXT = "text"
 SEAM = "seam"
@@ -237,7 +237,8 @@ def refused(step: int, turn: int, roles: list[str], reason: str) -> SessionBreak
 
 class RenderRefused(TitoBreak):
     """The template gave no render to follow, under every policy: it raised (``limit`` is None), or its render ran
-    past a limit of the session's (``limit``: ``max_chars`` for the output's length, ``max_seconds`` for the time).
+    past a limit of the session's (``limit``: ``max_chars`` for the output's length, ``max_bytes`` for the memory
+    its operations would take, ``max_seconds`` for the time).
     A server answers it as its own error, whatever its break policy."""
 
     def __init__(self, details: SessionBreak, limit: str | None = None, reason: str = "") -> None:
@@ -252,7 +253,13 @@ def render_refused(step: int, turn: int, roles: list[str], exc: RenderError) -> 
     """The break a refused render is (the limit it passed read from the render's own exception)."""
     cause = exc.__cause__
     limit = (
-        "max_chars" if isinstance(cause, RenderTooLong) else "max_seconds" if isinstance(cause, RenderTimeout) else None
+        "max_bytes"
+        if isinstance(cause, RenderTooLarge)
+        else "max_chars"
+        if isinstance(cause, RenderTooLong)
+        else "max_seconds"
+        if isinstance(cause, RenderTimeout)
+        else None
     )
     reason = " ".join(str(cause).split()) if limit is not None else str(exc)
     return RenderRefused(refused(step, turn, roles, str(exc)), limit, reason)

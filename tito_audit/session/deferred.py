@@ -30,7 +30,7 @@ from tito_audit.conversations.conversation import TOOL, Message
 from tito_audit.session.breaks import SessionBreak, TitoBreak, TitoBreakWarning, diagnose, suffix_break
 from tito_audit.session.buffer_logprobs import Logprobs
 from tito_audit.session.local_bridge import local_bridge, stand_in_prompt
-from tito_audit.session.proof import BridgeProof, proof_for, shape_of
+from tito_audit.session.proof import BridgeProof, made_proof, proof_for, proof_if_free, shape_of
 from tito_audit.session.shared_list import as_list
 from tito_audit.session.state import PendingStep
 from tito_audit.session.steps import BufferSteps
@@ -62,9 +62,14 @@ class DeferredChecks(BufferSteps):
     def bridge_proof(self) -> BridgeProof:
         """The proof of which steps this session may bridge without rendering the history (made on first use, once
         per model, template setting and whether tools are declared; see :mod:`tito_audit.session.proof`)."""
-        machinery = self._machinery
-        with machinery.lock:
-            return proof_for(machinery, bool(self._tools))
+        return proof_for(self._machinery, bool(self._tools))
+
+    def _prepare_proof(self, completion: list[int] | None, appended: list[Message]) -> None:
+        """Before the model's lock is taken: make the proof when this step could be bridged locally and no other
+        thread is making it (this session waits for it, the model's other sessions do not). While another thread
+        makes it, the step is rendered whole."""
+        if self.bridge == "auto" and completion and all(m.get("role") == TOOL for m in appended):
+            proof_if_free(self._machinery, bool(self._tools))
 
     def _local_step(
         self, completion: list[int] | None, assistant: Message, appended: list[Message], logprobs: Logprobs | None
@@ -78,8 +83,8 @@ class DeferredChecks(BufferSteps):
             return False
         if any(m.get("role") != TOOL for m in appended):
             return False
-        proof = proof_for(self._machinery, bool(self._tools))
-        if not proof.covers(shape_of(assistant, appended), completion[-1]):
+        proof = made_proof(self._machinery, bool(self._tools))
+        if proof is None or not proof.covers(shape_of(assistant, appended), completion[-1]):
             return False
         machinery = self._machinery
         if self._stand_in_prompt is None:  # the same for every step of the session: its tools, clock and settings

@@ -9,12 +9,14 @@ time limit holds up only the sessions of its own model.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +81,21 @@ class Machinery:
     lock: threading.RLock = field(default_factory=threading.RLock)
     proofs: dict[bool, Any] = field(default_factory=dict)
     """By whether a session declares tools: which steps a session may bridge without rendering the history
-    (:func:`tito_audit.session.proof.proof_for`), proved once, on first use, under :attr:`lock`."""
+    (:func:`tito_audit.session.proof.proof_for`), proved once, on first use, under :attr:`proof_lock`."""
+    proof_lock: threading.Lock = field(default_factory=threading.Lock)
+    """Held while the proof is made: not :attr:`lock`, so the model's other sessions render meanwhile."""
+
+    @cached_property
+    def fingerprint(self) -> dict[str, str]:
+        """What a session's ids and texts depend on in this machinery: its tokenizer's vocabulary (every token and id,
+        hashed), its template and the template's keyword arguments (hashed), and the model's id (to name it)."""
+        tokenizer = self.loaded.tokenizer
+        vocabulary = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+        return {
+            "model": self.loaded.resolved.model_id,
+            "tokenizer": _digest(vocabulary),
+            "template": _digest([self.loaded.template_source, sorted(self.renderer.kwargs.items(), key=str)]),
+        }
 
     @property
     def stop_ids(self) -> frozenset[int]:
@@ -89,6 +105,10 @@ class Machinery:
         """A context in which renders see ``clock`` through ``strftime_now`` (a session's clock is frozen at its
         start: a template that writes the date must not change it in the middle of an episode)."""
         return frozen_clock(self.loaded.template_source, clock)
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")).hexdigest()[:32]
 
 
 SESSION_LIMITS = RenderLimits(refuse_after_timeout=False)
@@ -113,8 +133,10 @@ def build_machinery(
     check_stop_tokens(codec, extra_stop_tokens)
     kwargs = dict(template_kwargs or {})
     notes: list[str] = []
+    session_limits = limits or SESSION_LIMITS
     if loaded.template_source is not None:
-        known = {item.name for item in template_inputs(loaded.template_source, codec.tokenizer.special_tokens_map)}
+        special = codec.tokenizer.special_tokens_map
+        known = {item.name for item in template_inputs(loaded.template_source, special, session_limits)}
         for name in sorted(set(kwargs) - known):
             notes.append(f"template_kwargs: {name} is not read by the template as a keyword argument")
     elif kwargs and loaded.encoder is None:
@@ -123,7 +145,6 @@ def build_machinery(
     # long) ends the opening of the session (TemplateTimeoutError), after one limit, not one per probe. Once open, a
     # render past the limit is one refused step of one rollout (a TitoBreak), never a refusal of the model for every
     # later session of the process.
-    session_limits = limits or SESSION_LIMITS
     renderer = Renderer(loaded, codec, kwargs, replace(session_limits, refuse_after_timeout=True))
     with frozen_clock(loaded.template_source, DEFAULT_CLOCK):
         stop_tokens = collect_stop_tokens(renderer, codec, loaded.generation_eos_ids, extra_stop_tokens)

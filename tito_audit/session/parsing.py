@@ -57,6 +57,11 @@ class SessionParser:
         self._seed = uuid.uuid4().hex
         self.calls = 0
 
+    @property
+    def runs_apart(self) -> bool:
+        """Whether the parser runs in another process (vLLM's worker): then it is called without the model's lock."""
+        return bool(getattr(self.parser, "runs_apart", False))
+
     @cached_property
     def reasoning_open(self) -> bool:
         """Whether the template's generation prompt ends inside an open reasoning block."""

@@ -32,14 +32,16 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tito_audit.audit.audit_options import AuditOptions, conversation_source
-from tito_audit.audit.checks.rollout_context import RolloutContext
+from tito_audit.audit.checks.rollout_context import CheckSetup, RolloutContext
 from tito_audit.audit.checks.trace import trace_of
 from tito_audit.audit.variant import VariantAudit
 from tito_audit.conversations.conversation import TOOL, Conversation, Message
 from tito_audit.conversations.generate import generate_conversation
 from tito_audit.conversations.reasoning_forms import reasoning_form
 from tito_audit.errors import AuditError
-from tito_audit.model.render import DEFAULT_CLOCK, RenderError, frozen_clock
+from tito_audit.model.load_folder import codec_for
+from tito_audit.model.render import DEFAULT_CLOCK, Renderer, RenderError, frozen_clock
+from tito_audit.model.render_budget import deadline
 from tito_audit.model.variants import Variant
 from tito_audit.session.local_bridge import hard_stops, local_bridge
 from tito_audit.session.machinery import Machinery
@@ -106,14 +108,46 @@ def refused_proof(with_tools: bool, reason: str) -> BridgeProof:
 def proof_for(machinery: Machinery, with_tools: bool) -> BridgeProof:
     """The proof for ``machinery``'s template setting, made on first use and kept with the machinery and, for the
     machineries of the same loaded model and setting (sessions opened with ``from_loaded`` again and again), in a
-    small table of the process. Call it under the machinery's lock, as every render of a session is made."""
+    small table of the process. It is made without the model's lock (with its own codec and renderer), under the
+    machinery's proof lock: a thread that asks while another makes it waits for that one; the model's other
+    sessions render meanwhile. Call it without the model's lock, or it holds them too."""
+    found = made_proof(machinery, with_tools)
+    if found is not None:
+        return found
+    with machinery.proof_lock:
+        return _made_here(machinery, with_tools)
+
+
+def proof_if_free(machinery: Machinery, with_tools: bool) -> BridgeProof | None:
+    """The proof when it is made; made here when no other thread is making it; None while another thread makes it
+    (the caller renders its step whole meanwhile, as ``bridge="template"`` does)."""
+    found = made_proof(machinery, with_tools)
+    if found is not None:
+        return found
+    if not machinery.proof_lock.acquire(blocking=False):
+        return None
+    try:
+        return _made_here(machinery, with_tools)
+    finally:
+        machinery.proof_lock.release()
+
+
+def made_proof(machinery: Machinery, with_tools: bool) -> BridgeProof | None:
+    """The proof if it is made already (by this machinery or one of the same loaded model and setting), else None."""
     found = machinery.proofs.get(with_tools)
     if found is not None:
         return found
-    key = _setting_key(machinery, with_tools)
     with _KEPT_LOCK:
-        kept = _KEPT.get(key)
+        kept = _KEPT.get(_setting_key(machinery, with_tools))
     proof = kept[1] if kept is not None and kept[0]() is machinery.loaded else None
+    if proof is not None:
+        machinery.proofs[with_tools] = proof
+    return proof
+
+
+def _made_here(machinery: Machinery, with_tools: bool) -> BridgeProof:
+    """Make the proof (under the machinery's proof lock) unless a thread made it while this one waited."""
+    proof = made_proof(machinery, with_tools)
     if proof is None:
         proof = prove(machinery, with_tools)
         with _KEPT_LOCK:
@@ -121,8 +155,8 @@ def proof_for(machinery: Machinery, with_tools: bool) -> BridgeProof:
                 _KEPT.clear()
             # the loaded model is referred to weakly: the table keeps no model alive (an id reused after it is gone
             # is told apart by the reference, which is dead then)
-            _KEPT[key] = (weakref.ref(machinery.loaded), proof)
-    machinery.proofs[with_tools] = proof
+            _KEPT[_setting_key(machinery, with_tools)] = (weakref.ref(machinery.loaded), proof)
+        machinery.proofs[with_tools] = proof
     return proof
 
 
@@ -151,36 +185,49 @@ def _setting_key(machinery: Machinery, with_tools: bool) -> tuple:
 
 
 def prove(machinery: Machinery, with_tools: bool) -> BridgeProof:
-    """The proof for ``machinery``'s template setting (see the module docstring). Call it under the machinery's
-    lock: it renders and tokenizes with the machinery's renderer and codec."""
+    """The proof for ``machinery``'s template setting (see the module docstring). It renders and tokenizes with a
+    codec and renderer of its own, so the machinery's sessions need not wait for it (their caches are theirs)."""
     loaded = machinery.loaded
     if loaded.template_source is None:
         return refused_proof(with_tools, f"{loaded.backend} renders without a Jinja template")
-    if machinery.codec.piecewise:
+    codec = codec_for(loaded)
+    if codec.piecewise:
         return refused_proof(with_tools, "the tokenizer encodes message by message (no single-string encoding)")
     started = time.perf_counter()
+    kwargs = dict(machinery.renderer.kwargs)
+    setup = CheckSetup.create(
+        Renderer(loaded, codec, kwargs, machinery.renderer.limits), codec, sorted(machinery.stop_ids), 0
+    )
     options = AuditOptions(clock=DEFAULT_CLOCK)
-    variant_audit = VariantAudit(loaded, machinery.codec, Variant("session", dict(machinery.renderer.kwargs)), options)
+    variant_audit = VariantAudit(loaded, codec, Variant("session", kwargs), options)
     tally: dict[Shape, list[int]] = {}
     walked = 0
     try:
-        with frozen_clock(loaded.template_source, DEFAULT_CLOCK):
+        # the bound holds inside every render too: a slow template's long conversation cannot carry the proof (and
+        # the model's lock it holds) far past it
+        with frozen_clock(loaded.template_source, DEFAULT_CLOCK), deadline(PROOF_SECONDS):
             profile = variant_audit.profile
             grid = list(conversation_source(options)(profile))
             grid += [generate_conversation(i, 1, LONG_TURNS, profile) for i in range(LONG_CONVERSATIONS)]
             for conversation in grid:
                 if not any(m.get("role") == TOOL for m in conversation.messages):
                     continue  # no tool step to walk
-                if time.perf_counter() - started > PROOF_SECONDS:
-                    return refused_proof(with_tools, f"the proof took longer than {PROOF_SECONDS:g} s")
+                if _past_bound(started):
+                    return _bound_reached(with_tools)
                 walked += _walk(
-                    machinery, variant_audit, conversation if with_tools else without_tools(conversation), tally
+                    setup, variant_audit, conversation if with_tools else without_tools(conversation), tally
                 )
+        if _past_bound(started):  # a render cut at the bound reads as refused
+            return _bound_reached(with_tools)
     except (RenderError, AuditError) as exc:
+        if _past_bound(started):  # cut at the bound, not refused by the template
+            return _bound_reached(with_tools)
         return refused_proof(with_tools, f"the proof could not render its conversations ({exc})")
     except RecursionError:
         return refused_proof(with_tools, "the proof's renders recursed too deeply")
     except Exception as exc:  # whatever fails in the proof, every step is rendered whole: safe
+        if _past_bound(started):  # cut at the bound (a render timed out)
+            return _bound_reached(with_tools)
         return refused_proof(with_tools, f"the proof failed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})")
     covered = frozenset(shape for shape, (_, bad, equal) in tally.items() if equal and not bad)
     failed = frozenset(shape for shape, (_, bad, _) in tally.items() if bad)
@@ -191,25 +238,32 @@ def prove(machinery: Machinery, with_tools: bool) -> BridgeProof:
         reason = "every step shape the proof met has a step the buffer cannot follow or a local bridge that differs"
     else:
         reason = ""
-    stops = hard_stops(machinery.codec, machinery.stop_ids)
+    stops = hard_stops(codec, machinery.stop_ids)
     if covered and not stops:
         reason = "no stop token is an added token the tokenizer cuts text at (the local bridge has no seam to check)"
     seconds = time.perf_counter() - started
     return BridgeProof(covered, failed, steps, walked, seconds, with_tools, stops, reason)
 
 
+def _past_bound(started: float) -> bool:
+    return time.perf_counter() - started > PROOF_SECONDS
+
+
+def _bound_reached(with_tools: bool) -> BridgeProof:
+    return refused_proof(with_tools, f"the proof took longer than {PROOF_SECONDS:g} s")
+
+
 def without_tools(conversation: Conversation) -> Conversation:
     return replace(conversation, tools=None)
 
 
-def _walk(machinery: Machinery, variant_audit: VariantAudit, conversation: Conversation, tally: dict) -> int:
+def _walk(setup: CheckSetup, variant_audit: VariantAudit, conversation: Conversation, tally: dict) -> int:
     """Add the tool steps of one conversation to ``tally`` (shape -> [steps, steps that fail, local bridges equal to
     the real one]); 1 when the template accepted the conversation."""
     accepted, renders, _ = variant_audit.accept(conversation)
     if accepted is None or renders is None:
         return 0
     realized = variant_audit.realize(accepted, renders)
-    setup = machinery.setup
     context = RolloutContext(setup, realized.conversation, realized.renders, realized.alignments)
     messages, tools = realized.conversation.messages, realized.conversation.tools
     for step in trace_of(context).steps:

@@ -9,6 +9,10 @@ completion ids it sampled. Three questions per record:
 3. **Re-rendering**: what would a trainer that re-renders the conversation get instead of the sampled
    buffer (first divergence, positions that differ), and does each prompt agree with the template?
 
+A saved prompt that is neither the TITO session's (the buffer and the template's bridge) nor the template's own
+render of the record's messages belongs to another conversation (another user message, other tools, another
+template setting or date): a ``foreign-prompt`` issue, and the record is not consistent whatever its appends.
+
 Field names (the first one present wins; docs/audit.md, "Replay"): turns under ``turns``/``steps``/``rollout``;
 prompt ids ``prompt_ids``/``prompt_token_ids``/``input_ids``/``prompt_tokens``; completion ids
 ``completion_ids``/``completion_token_ids``/``output_ids``/``output_token_ids``/``response_ids``/
@@ -33,6 +37,7 @@ from tito_audit.model.tokens import TokenCodec
 from tito_audit.session import SessionBreak, TitoBreak, TitoSession
 
 TURN_KEYS = ("turns", "steps", "rollout")
+FOREIGN = "foreign-prompt"
 PROMPT_KEYS = ("prompt_ids", "prompt_token_ids", "input_ids", "prompt_tokens")
 COMPLETION_KEYS = (
     "completion_ids",
@@ -49,7 +54,9 @@ class TurnIssue:
     record: int
     turn: int
     kind: str
-    """``not-appended`` (TITO), ``roundtrip``, ``template-prompt`` (prompt differs from the template's)."""
+    """``not-appended`` (TITO), ``roundtrip``, ``template-prompt`` (the prompt is the template's render of the
+    record's messages, not the TITO session's), ``foreign-prompt`` (the prompt is neither: not the render of the
+    record's own messages), ``template-break``."""
     token_index: int
     expected: TokenWindow | None = None
     actual: TokenWindow | None = None
@@ -63,6 +70,8 @@ class RecordResult:
     consistent: bool
     bridges: list[int] = field(default_factory=list)
     """Tokens appended between each completion and the next prompt."""
+    own_prompts: bool = True
+    """Whether every saved prompt is the render of the record's own messages (no ``foreign-prompt``)."""
     rerender_first_divergence: int | None = None
     rerender_mismatched: int = 0
     rerender_total: int = 0
@@ -120,10 +129,14 @@ def turns_of(record: dict) -> list[tuple[list[int], list[int]]]:
     raise SkipRecord("no per-turn prompt and completion ids (see docs/audit.md, 'Replay of saved rollouts')")
 
 
+ROLLOUTS = "ROLLOUTS"
+"""How replay's errors name the file of saved rollouts (its positional argument)."""
+
+
 def read_records(path: Path) -> list[Any]:
-    records = parse_jsonl(path, read_text(path))
+    records = parse_jsonl(path, read_text(path, ROLLOUTS))
     if not records:
-        raise BadInputError(f"{path}: no records")
+        raise BadInputError(f"{ROLLOUTS} {path}: no records")
     return records
 
 
@@ -136,10 +149,6 @@ def replay(records: list[Any], guard: TitoSession, model_id: str, source: str) -
     skipped: dict[str, int] = {}
     total_turns = 0
     codec = guard.codec
-
-    def issue(record: int, turn: int, kind: str, expected: list[int], actual: list[int], detail: str) -> None:
-        issues.append(_token_issue(codec, record, turn, kind, expected, actual, detail))
-
     for index, record in enumerate(records):
         try:
             if not isinstance(record, dict):
@@ -153,40 +162,12 @@ def replay(records: list[Any], guard: TitoSession, model_id: str, source: str) -
         except SkipRecord as reason:
             skipped[str(reason)] = skipped.get(str(reason), 0) + 1
             continue
-        _check_vocabulary(pairs, codec.id_limit, f"{source}: record {index}")
+        _check_vocabulary(pairs, codec.id_limit, f"{ROLLOUTS} {source}: record {index}")
+        try:
+            result = _replayed(guard, index, messages, tools, pairs, issues)
+        except BadInputError as exc:  # what the session refuses of the record: named by the file and record
+            raise BadInputError(f"{ROLLOUTS} {source}: record {index}: {exc}") from None
         total_turns += len(pairs)
-        result = RecordResult(record=index, turns=len(pairs), consistent=True)
-        for turn, (prompt, completion) in enumerate(pairs):
-            again = codec.encode(codec.decode(completion))
-            if again != completion:
-                issue(index, turn, "roundtrip", completion, again, "completion ids do not survive decode -> encode")
-            if turn == 0:
-                continue
-            previous = pairs[turn - 1][0] + pairs[turn - 1][1]
-            if first_difference(previous, prompt) is None:
-                result.bridges.append(len(prompt) - len(previous))
-                continue
-            result.consistent = False
-            issue(
-                index,
-                turn,
-                "not-appended",
-                previous,
-                prompt,
-                "expected: previous prompt + completion; actual: this turn's prompt",
-            )
-        issues += _follow(guard, index, messages, tools, pairs)
-        if pairs and messages:
-            try:
-                full = guard.spawn(tools=tools).template_ids(messages, add_generation_prompt=False)
-            except TitoBreak:
-                full = None
-            if full is not None:
-                buffer = pairs[-1][0] + pairs[-1][1]
-                reference = full[: len(buffer)] if len(full) > len(buffer) else full
-                result.rerender_first_divergence = first_difference(buffer, full)
-                result.rerender_mismatched = mismatched_positions(buffer, reference)
-                result.rerender_total = len(buffer)
         results.append(result)
     return ReplayReport(
         model_id=model_id,
@@ -198,6 +179,50 @@ def replay(records: list[Any], guard: TitoSession, model_id: str, source: str) -
         issues=issues,
         results=results,
     )
+
+
+def _replayed(
+    guard: TitoSession,
+    index: int,
+    messages: list[dict],
+    tools: list[dict] | None,
+    pairs: list[tuple[list[int], list[int]]],
+    issues: list[TurnIssue],
+) -> RecordResult:
+    """One record replayed (its issues added to ``issues``): its appends, its completions' roundtrip, its walk with a
+    session, what a re-rendering trainer would get."""
+    codec = guard.codec
+    result = RecordResult(record=index, turns=len(pairs), consistent=True)
+    for turn, (prompt, completion) in enumerate(pairs):
+        again = codec.encode(codec.decode(completion))
+        if again != completion:
+            detail = "completion ids do not survive decode -> encode"
+            issues.append(_token_issue(codec, index, turn, "roundtrip", completion, again, detail))
+        if turn == 0:
+            continue
+        previous = pairs[turn - 1][0] + pairs[turn - 1][1]
+        if first_difference(previous, prompt) is None:
+            result.bridges.append(len(prompt) - len(previous))
+            continue
+        result.consistent = False
+        detail = "expected: previous prompt + completion; actual: this turn's prompt"
+        issues.append(_token_issue(codec, index, turn, "not-appended", previous, prompt, detail))
+    followed = list(_follow(guard, index, messages, tools, pairs))
+    issues += followed
+    if any(issue.kind == FOREIGN for issue in followed):
+        result.own_prompts = result.consistent = False
+    if pairs and messages:
+        try:
+            full = guard.spawn(tools=tools).template_ids(messages, add_generation_prompt=False)
+        except TitoBreak:
+            full = None
+        if full is not None:
+            buffer = pairs[-1][0] + pairs[-1][1]
+            reference = full[: len(buffer)] if len(full) > len(buffer) else full
+            result.rerender_first_divergence = first_difference(buffer, full)
+            result.rerender_mismatched = mismatched_positions(buffer, reference)
+            result.rerender_total = len(buffer)
+    return result
 
 
 def _token_issue(
@@ -241,8 +266,16 @@ def _follow(
             if broke is not None:
                 yield _break_issue(record, turn, broke)
             elif expected != prompt:
-                detail = "expected: the TITO session's prompt; actual: the saved prompt"
-                yield _token_issue(guard.codec, record, turn, "template-prompt", expected, prompt, detail)
+                own = session.template_ids(messages[: assistants[turn]], add_generation_prompt=True)
+                if prompt == own:
+                    detail = "expected: the TITO session's prompt; actual: the saved prompt (the template's render)"
+                    yield _token_issue(guard.codec, record, turn, "template-prompt", expected, prompt, detail)
+                else:
+                    detail = (
+                        "expected: the render of the record's own messages; actual: the saved prompt, which is not "
+                        "(another conversation, other tools, another template setting or date)"
+                    )
+                    yield _token_issue(guard.codec, record, turn, FOREIGN, own, prompt, detail)
         last = len(pairs) - 1
         if 0 <= last == len(assistants) - 1 and assistants[last] < len(messages) - 1:
             # messages after the last sampled turn (a rollout cut after tool results): the final appended step

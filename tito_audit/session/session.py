@@ -30,6 +30,7 @@ whole conversation at every step; ``"history-free"`` appends the stand-in suffix
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import sys
 import warnings
@@ -48,12 +49,13 @@ from tito_audit.session.inputs import as_assistant_message, check_depth, check_t
 from tito_audit.session.machinery import Machinery, ModelSourceSettings, build_machinery, machinery_for
 from tito_audit.session.parsing import ParserArgument, SessionParser, resolve_parser, split_extend_arguments
 from tito_audit.session.policies import BRIDGES, POLICIES, Bridge, OnBreak, SessionOptions
+from tito_audit.session.restoring import Restoring, tools_digest
 from tito_audit.session.shared_list import INTS, AppendOnly, as_list
 from tito_audit.session.state import NEW, SessionState
 from tito_audit.session.turn_records import SessionTurn
 
 
-class TitoSession(DeferredChecks):
+class TitoSession(DeferredChecks, Restoring):
     """An append-only token buffer for one rollout, checked against the model's template: at every step, or, for the
     steps bridged from a short local render, at the next render of the whole conversation (``finish`` at the latest)."""
 
@@ -77,6 +79,7 @@ class TitoSession(DeferredChecks):
         self._machinery = machinery
         check_text([], tools)
         self._tools = clone_data(tools) if tools is not None else None
+        self._tools_digest = tools_digest(self._tools)
         self.bridge: Bridge = bridge
         self.check_every = check_every
         """``bridge="auto"``: render the whole conversation after this many steps bridged without it (0: only where a
@@ -178,20 +181,6 @@ class TitoSession(DeferredChecks):
         twin = copy.copy(self)
         twin._state, twin._parser = self.snapshot(), copy.copy(self._parser)  # the parser keeps per-session state
         return twin
-
-    def snapshot(self) -> SessionState:
-        """An independent copy of the session's state now (:meth:`restore` takes it back; :meth:`SessionState.copy`)."""
-        return self._state.copy()
-
-    def restore(self, state: SessionState) -> None:
-        """Continue from a copy of ``state`` (a :meth:`snapshot`, or one stored: :mod:`tito_audit.session.snapshot`)."""
-        self._state = state.copy()
-
-    @property
-    def state(self) -> SessionState:
-        """The session's state itself, for code that reads it at every step (:mod:`tito_audit.session.snapshot`): read
-        it, never change it (:meth:`snapshot` for a copy)."""
-        return self._state
 
     # -- what a trainer reads -----------------------------------------------------------------------------------
     @property
@@ -335,9 +324,12 @@ class TitoSession(DeferredChecks):
         if state.parsed is not None and state.parsed[0] == key:
             return clone_data(state.parsed[1])
         stop = self.codec.decode([completion[-1]]) if completion and completion[-1] in self.stop_ids else None
-        with self._machinery.lock, self._machinery.rendering(self.clock):
-            prompt = (state.view_text, state.view_ids)
-            message = self._parser.parse(self._decode_in_context(completion), stop, prompt, completion, state.steps + 1)
+        parser, lock = self._parser, self._machinery.lock
+        with lock, self._machinery.rendering(self.clock):
+            prompt, text = (state.view_text, state.view_ids), self._decode_in_context(completion)
+        # a parser in another process (vLLM's) is called without the model's lock: its other sessions go on meanwhile
+        with contextlib.nullcontext() if parser.runs_apart else lock, self._machinery.rendering(self.clock):
+            message = parser.parse(text, stop, prompt, completion, state.steps + 1)
         check_depth(message, "the parsed completion")
         state.parsed = (key, message)
         return clone_data(message)
@@ -377,6 +369,7 @@ class TitoSession(DeferredChecks):
         # one step at a time per model (the renderer and the tokenization cache are shared by the sessions of a
         # process), and every render of the step, diagnosis included, sees the session's clock
         broke = None
+        self._prepare_proof(completion, appended)
         with machinery.lock, machinery.rendering(self.clock):
             if self.bridge == "history-free":
                 self._history_free(completion, assistant, appended, sampled)

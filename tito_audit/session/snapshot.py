@@ -60,6 +60,8 @@ def change(before: TitoSession | None, after: TitoSession) -> dict[str, Any]:
             out[stored] = getattr(new_state, name)
     if before is None or before.clock != after.clock:
         out["clock"] = after.clock.isoformat()
+    if before is None or before.origin != after.origin:
+        out["_origin"] = after.origin
     return out
 
 
@@ -76,7 +78,8 @@ def fold(state: dict[str, Any], changed: dict[str, Any]) -> dict[str, Any]:
 
 
 def restore(session: TitoSession, state: dict[str, Any]) -> TitoSession:
-    """``session`` (new, of the same model, tools and policies) given ``state`` (folded changes)."""
+    """``session`` (new, of the same model, tools and policies: another is refused) given ``state`` (folded
+    changes)."""
     session.restore(state_of(state))
     if "clock" in state:
         session.clock = datetime.fromisoformat(state["clock"])
@@ -99,6 +102,7 @@ def state_of(data: dict[str, Any]) -> SessionState:
         pending=[PendingStep(*values) for values in data.get("_pending", [])],
         steps=int(data.get("_steps", 0)),
         phase=str(data.get("_state", NEW)),
+        origin=data.get("_origin"),  # None in a store written before origins were kept: taken as it is
     )
 
 

@@ -73,6 +73,9 @@ class SessionState:
     """Steps bridged from the short local render that no render of the whole conversation has covered yet."""
     steps: int = 0
     phase: str = NEW
+    origin: dict[str, str] | None = None
+    """What the session that made this state makes (:mod:`~tito_audit.session.restoring`): set on a snapshot, checked
+    by ``restore()``."""
     parsed: tuple[DecodeKey, Message] | None = None
     """The last completion :meth:`~tito_audit.session.TitoSession.parse` parsed, and its message (a cache: the same
     ids at the same point parse once)."""

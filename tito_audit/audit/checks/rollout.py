@@ -126,8 +126,8 @@ def text_break(
     codec, messages = context.setup.codec, context.conversation.messages
 
     def history(n: int) -> str | None:
-        rendered = context.history(n)
-        return codec.normalize(rendered.text) if rendered is not None else None
+        rendered = context.prefix_text(n)
+        return codec.normalize(rendered) if rendered is not None else None
 
     owner = owner_of(
         joined.normalized_buffer,

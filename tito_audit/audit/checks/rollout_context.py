@@ -90,6 +90,7 @@ class RolloutContext:
     _refused: set[Key] = field(default_factory=set)
     traced: object | None = field(default=None, repr=False)
     """The simulated rollout, once :func:`tito_audit.audit.checks.trace.trace_of` has walked it."""
+    _texts: dict[int, str | None] = field(default_factory=dict, repr=False)
 
     @cached_property
     def text(self) -> TextContext:
@@ -127,3 +128,19 @@ class RolloutContext:
     def history_text(self, k: int) -> str | None:
         rendered = self.history(k)
         return rendered.text if rendered is not None else None
+
+    def prefix_text(self, k: int) -> str | None:
+        """``render(M[:k], gp=False)`` as text: the render's when it is rendered already, else rendered as text only
+        (no ids: a diagnosis that compares texts does not tokenize them), remembered; None when the template
+        refuses it."""
+        rendered = self.renders.get((k, False))
+        if rendered is not None:
+            return rendered.text
+        if (k, False) in self._refused:
+            return None
+        if k not in self._texts:
+            conversation = self.conversation
+            self._texts[k] = self.setup.renderer.texts(conversation.messages, conversation.tools, [(k, False)])[
+                (k, False)
+            ]
+        return self._texts[k]

@@ -113,7 +113,7 @@ def compare_engines(loaded: LoadedModel, choices: Sequence[ParserChoice], option
     comparison = EngineComparison([c.engine for c in parsers], [c.name for c in parsers])
     codec = codec_for(loaded)
     inputs = (
-        template_inputs(loaded.template_source, codec.tokenizer.special_tokens_map.keys())
+        template_inputs(loaded.template_source, codec.tokenizer.special_tokens_map.keys(), options.limits)
         if (loaded.template_source is not None)
         else []
     )
