@@ -191,7 +191,13 @@ def bench_matrix(args: argparse.Namespace) -> dict:
         before = load()
         command = [args.tito_audit, "matrix", *MATRIX_ARGS, "--no-results-cache", "--out", out]
         result = timed(command)
-        return {"wall": result.wall, "cpu": result.cpu, "returncode": result.returncode, "load": before, "after": load()}
+        return {
+            "wall": result.wall,
+            "cpu": result.cpu,
+            "returncode": result.returncode,
+            "load": before,
+            "after": load(),
+        }
 
 
 def main() -> None:

@@ -84,7 +84,11 @@ def _value(schema: dict, draw: random.Random):
         return schema["enum"][0]
     kind = schema.get("type")
     if kind is None:
-        kinds = [option.get("type") for option in schema.get("anyOf", schema.get("oneOf", [])) if option.get("type") != "null"]
+        kinds = [
+            option.get("type")
+            for option in schema.get("anyOf", schema.get("oneOf", []))
+            if option.get("type") != "null"
+        ]
         kind = kinds[0] if kinds else "string"
     if isinstance(kind, list):
         kind = kind[0]
@@ -97,7 +101,11 @@ def _value(schema: dict, draw: random.Random):
     if kind == "array":
         return [_value(schema.get("items", {}), draw)]
     if kind == "object":
-        return {name: _value(sub, draw) for name, sub in schema.get("properties", {}).items() if name in schema.get("required", [])}
+        return {
+            name: _value(sub, draw)
+            for name, sub in schema.get("properties", {}).items()
+            if name in schema.get("required", [])
+        }
     if kind == "null":
         return None
     return " ".join(draw.sample(WORDS, 2))
@@ -108,20 +116,30 @@ def conversations(tools: list[dict]) -> list[list[dict]]:
     draw = random.Random(53)
     every = []
     for index in range(CONVERSATIONS):
-        messages: list[dict] = [{"role": "user", "content": f"Please help with task {index}: {' '.join(draw.sample(WORDS, 5))}."}]
+        messages: list[dict] = [
+            {"role": "user", "content": f"Please help with task {index}: {' '.join(draw.sample(WORDS, 5))}."}
+        ]
         for call in range(CALLS):
             function = tools[draw.randrange(len(tools))]["function"]
             name, call_id = function["name"], f"call_{index}_{call}"
             parameters = function.get("parameters", {})
-            arguments = {key: _value(sub, draw) for key, sub in parameters.get("properties", {}).items() if key in parameters.get("required", []) or draw.random() < 0.5}
+            arguments = {
+                key: _value(sub, draw)
+                for key, sub in parameters.get("properties", {}).items()
+                if key in parameters.get("required", []) or draw.random() < 0.5
+            }
             messages.append(
                 {
                     "role": "assistant",
                     "content": "",
-                    "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}],
+                    "tool_calls": [
+                        {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+                    ],
                 }
             )
-            messages.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": " ".join(draw.sample(WORDS, 6))})
+            messages.append(
+                {"role": "tool", "tool_call_id": call_id, "name": name, "content": " ".join(draw.sample(WORDS, 6))}
+            )
         messages.append({"role": "assistant", "content": f"Done: {' '.join(draw.sample(WORDS, 4))}."})
         every.append(messages)
     return every
@@ -154,7 +172,9 @@ def render_all(tokenizer, prefixes) -> tuple[int, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder")
-    parser.add_argument("--tools", help="a JSON file of tool schemas the conversations declare and call (default: three)")
+    parser.add_argument(
+        "--tools", help="a JSON file of tool schemas the conversations declare and call (default: three)"
+    )
     parser.add_argument("--floor", help="a JSON file of prefixes (messages, tools, generation prompt, settings)")
     args = parser.parse_args()
     started = time.perf_counter()
@@ -168,7 +188,9 @@ def main() -> None:
         if args.tools:
             with open(args.tools, encoding="utf-8") as handle:
                 tools = json.load(handle)
-        prefixes = [(messages[:k], tools, False, {}) for messages in conversations(tools) for k in range(1, len(messages) + 1)]
+        prefixes = [
+            (messages[:k], tools, False, {}) for messages in conversations(tools) for k in range(1, len(messages) + 1)
+        ]
     rendered, refused = render_all(tokenizer, prefixes)
     json.dump({"rendered": rendered, "refused": refused, "load_s": loaded}, sys.stdout)
     print()

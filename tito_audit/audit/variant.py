@@ -29,6 +29,7 @@ from tito_audit.audit.generation import generation_profile
 from tito_audit.audit.parse_step.parsed_rollout import parsed_rollout
 from tito_audit.audit.parse_step.parsed_totals import ParsedTotals
 from tito_audit.audit.parse_step.written_values import LiteralCache, ValueTotals, written_values
+from tito_audit.audit.pending_plan import PendingPlan
 from tito_audit.audit.realization.acceptance import Acceptor, Renders
 from tito_audit.audit.realization.realize import RealizedConversation, realize
 from tito_audit.audit.realization.reasoning_block import VariantReasoning, variant_reasoning
@@ -143,19 +144,30 @@ class VariantAudit:
         return stop_tokens, setup
 
     def run(self, conversations_for: ConversationSource, progress: ProgressCallback | None) -> VariantResult:
-        """Audit the conversations ``conversations_for`` gives for the reasoning kinds this variant allows."""
+        """Audit the conversations ``conversations_for`` gives for the reasoning kinds this variant allows, with the
+        parsers given to this audit."""
+        return self.walk(conversations_for, progress).result()
+
+    def walk(
+        self,
+        conversations_for: ConversationSource,
+        progress: ProgressCallback | None,
+        plan: PendingPlan | None = None,
+    ) -> VariantWalk:
+        """Walk the conversations ``conversations_for`` gives: accept, realize and check each. Each one's parse step
+        (every parser, the written values) runs with this audit's parsers, or, given a ``plan`` still being chosen, as
+        soon as it is known: until then the walked conversations are kept for :meth:`VariantWalk.parse_kept` (see
+        :mod:`tito_audit.audit.pending_plan`)."""
         options, model = self.options, self.model
-        totals = VariantTotals()
-        parsed = [ParsedTotals() for _ in self.parsers]
-        values_parser = self.parsers[0] if self.parsers else None
-        values = ValueTotals()
-        literals = LiteralCache()
-        accepted: list[tuple[Conversation, str]] = []
-        native_tool_conversations = 0
+        walk = VariantWalk(self)
+        if plan is None:
+            walk.parse_kept(self.parsers)
+        totals = walk.totals
         with frozen_clock(model.template_source, options.clock):
-            allowed = self.reasoning.kinds
+            walk.allowed = self.reasoning.kinds
             conversations = conversations_for(self.profile)
-            stop_tokens, setup = self.check_setup()
+            walk.conversations = len(conversations)
+            walk.stop_tokens, setup = self.check_setup()
             for number, conversation in enumerate(conversations, start=1):
                 audited, renders, refusal = self.accept(conversation)
                 if refusal is not None:
@@ -165,7 +177,7 @@ class VariantAudit:
                 else:
                     changes = list(refusal.accepted_after or ()) if refusal is not None else []
                     if audited.has_tool_traffic() and not set(changes) & NOT_NATIVE_TOOLS:
-                        native_tool_conversations += 1
+                        walk.native_tool_conversations += 1
                     realized = self.realize(audited, renders)
                     totals.unrealized += realized.unrealized
                     context = RolloutContext(setup, realized.conversation, realized.renders, realized.alignments)
@@ -174,60 +186,25 @@ class VariantAudit:
                     totals.add(outcome, changes)
                     totals.add_shapes(realized.conversation, outcome)
                     failing = {key[1]: f.causes for key, f in outcome.located if key[0] == 1 and key[2:] == (0, 0)}
-                    for parser, totals_parsed in zip(self.parsers, parsed, strict=True):
-                        outcome_parsed = parsed_rollout(context, failing, parser, options.seed, self.layout)
-                        totals_parsed.add(outcome_parsed, changes)
-                    values.add(written_values(context, values_parser, options.seed, literals, self.layout))
+                    if walk.parsers is None and plan is not None and plan.known():
+                        walk.parse_kept(plan.parsers())
+                    walk.take(context, failing, changes)
                     last = (len(realized.conversation.messages), False)
-                    accepted.append((realized.conversation, realized.renders[last].text))
+                    walk.accepted.append((realized.conversation, realized.renders[last].text))
                 if progress is not None:
                     progress(self.variant.name, number, len(conversations))
-            findings = run_findings(
+            walk.findings = run_findings(
                 FindingContext(
                     model,
                     self.codec,
                     self.renderer,
                     options.clock,
-                    accepted,
+                    walk.accepted,
                     totals.completions,
                     totals.gen_prompt_mismatches,
                 )
             )
-        verdict, reason = verdict_for(totals.checks, native_tool_conversations)
-        tallies = tally_steps(totals.conditions)
-        forms = steps_by_form(totals.forms)
-        self._notes(totals, allowed)
-        return VariantResult(
-            name=self.variant.name,
-            kwargs=dict(self.variant.kwargs),
-            verdict=verdict,
-            verdict_reason=reason,
-            checks=totals.checks,
-            failures=keep_examples(totals.failures, options.max_examples_per_group),
-            refused=group_refusals(totals.refusals),
-            drift=totals.drift,
-            stop_tokens=stop_tokens,
-            findings=findings,
-            conversations=len(conversations),
-            conversations_audited=len(accepted),
-            unrealizable=group_unrealized(totals.unrealized),
-            steps_by_form=forms,
-            steps_by_shape=steps_by_shape(totals.shapes),
-            assistant_turns=totals.completions,
-            parses=[
-                totals_parsed.result(
-                    parser,
-                    native_tool_conversations,
-                    keep_examples(totals_parsed.failures, options.max_examples_per_group),
-                    self.rare_form,
-                )
-                for parser, totals_parsed in zip(self.parsers, parsed, strict=True)
-            ],
-            values=values.result(),
-            values_parser=values_parser.name if values_parser is not None else TEMPLATE,
-            value_failures=values.failures,
-            conditions=conditions_of(tallies, verdict),
-        )
+        return walk
 
     def _notes(self, totals: VariantTotals, allowed: tuple[str, ...] | None) -> None:
         """Sort the check tables and add the notes a reader needs beside them."""
@@ -256,6 +233,96 @@ class VariantAudit:
         if self.model.text_level_only:
             checks["roundtrip"].notes.append("not applicable: text-level audit (no vocabulary)")
             checks["rollout"].notes.append("text stability only: seam and drift need the real vocabulary")
+
+
+class VariantWalk:
+    """One variant's conversations walked (:meth:`VariantAudit.walk`): the template's checks of each, and their parse
+    step once the parsers are known (:meth:`parse_kept`); :meth:`result` sums them into the variant's result."""
+
+    def __init__(self, audit: VariantAudit) -> None:
+        self.audit = audit
+        self.totals = VariantTotals()
+        self.accepted: list[tuple[Conversation, str]] = []
+        self.native_tool_conversations = 0
+        self.conversations = 0
+        self.allowed: tuple[str, ...] | None = None
+        self.stop_tokens: list[StopToken] = []
+        self.findings: list = []
+        self.parsers: list[CompletionParser] | None = None
+        """None until the parsers are known."""
+        self.parsed: list[ParsedTotals] = []
+        self.values = ValueTotals()
+        self._literals = LiteralCache()
+        self._kept: list[tuple[RolloutContext, dict[int, list[str]], list[str]]] = []
+        """Walked conversations waiting for the parsers: (context, the causes of each failing step, shape changes)."""
+
+    def take(self, context: RolloutContext, failing: dict[int, list[str]], changes: list[str]) -> None:
+        """A conversation walked: its parse step now, or once the parsers are known."""
+        if self.parsers is None:
+            self._kept.append((context, failing, changes))
+        else:
+            self._parse_step(context, failing, changes)
+
+    def parse_kept(self, parsers: Sequence[CompletionParser]) -> None:
+        """The parsers are known: the parse step of every conversation kept, in the order they were walked."""
+        if self.parsers is None:
+            self.parsers = list(parsers)
+            self.parsed = [ParsedTotals() for _ in self.parsers]
+        kept, self._kept = self._kept, []
+        if not kept:
+            return
+        with frozen_clock(self.audit.model.template_source, self.audit.options.clock):
+            for context, failing, changes in kept:
+                self._parse_step(context, failing, changes)
+
+    def _parse_step(self, context: RolloutContext, failing: dict[int, list[str]], changes: list[str]) -> None:
+        assert self.parsers is not None
+        audit, seed = self.audit, self.audit.options.seed
+        for parser, totals_parsed in zip(self.parsers, self.parsed, strict=True):
+            totals_parsed.add(parsed_rollout(context, failing, parser, seed, audit.layout), changes)
+        values_parser = self.parsers[0] if self.parsers else None
+        self.values.add(written_values(context, values_parser, seed, self._literals, audit.layout))
+
+    def result(self) -> VariantResult:
+        """The variant's result (every conversation's parse step done: call :meth:`parse_kept` first)."""
+        assert self.parsers is not None and not self._kept, "the parse step of the walked conversations is pending"
+        audit, totals, options = self.audit, self.totals, self.audit.options
+        values_parser = self.parsers[0] if self.parsers else None
+        verdict, reason = verdict_for(totals.checks, self.native_tool_conversations)
+        tallies = tally_steps(totals.conditions)
+        forms = steps_by_form(totals.forms)
+        audit._notes(totals, self.allowed)
+        return VariantResult(
+            name=audit.variant.name,
+            kwargs=dict(audit.variant.kwargs),
+            verdict=verdict,
+            verdict_reason=reason,
+            checks=totals.checks,
+            failures=keep_examples(totals.failures, options.max_examples_per_group),
+            refused=group_refusals(totals.refusals),
+            drift=totals.drift,
+            stop_tokens=self.stop_tokens,
+            findings=self.findings,
+            conversations=self.conversations,
+            conversations_audited=len(self.accepted),
+            unrealizable=group_unrealized(totals.unrealized),
+            steps_by_form=forms,
+            steps_by_shape=steps_by_shape(totals.shapes),
+            assistant_turns=totals.completions,
+            parses=[
+                totals_parsed.result(
+                    parser,
+                    self.native_tool_conversations,
+                    keep_examples(totals_parsed.failures, options.max_examples_per_group),
+                    audit.rare_form,
+                )
+                for parser, totals_parsed in zip(self.parsers, self.parsed, strict=True)
+            ],
+            values=self.values.result(),
+            values_parser=values_parser.name if values_parser is not None else TEMPLATE,
+            value_failures=self.values.failures,
+            conditions=conditions_of(tallies, verdict),
+        )
 
 
 def keep_walked(failures: Sequence[Failure], realized: RealizedConversation) -> None:
