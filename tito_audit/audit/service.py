@@ -21,7 +21,7 @@ from tito_audit.audit.audit_options import (
 )
 from tito_audit.audit.conditions.verdict_conditions import report_conditions
 from tito_audit.audit.parse_step.engine_verdicts import engine_verdicts
-from tito_audit.audit.pending_plan import PendingPlan
+from tito_audit.audit.pending_plan import ParseSteps, PendingPlan
 from tito_audit.audit.recommend import recommend
 from tito_audit.audit.results import AuditReport, ModelInfo, Settings, worst_verdict
 from tito_audit.audit.settings_together import refused_settings, settings_read_together, without_refused
@@ -132,16 +132,10 @@ def audit(
                 variants, refused = variants + kept[1:], refused + refused_together
     conversations_for = conversation_source(options)
     audits = [VariantAudit(loaded, codec, variant, options) for variant in variants]
-    walks = []
-    for variant_audit in audits:
-        walks.append(variant_audit.walk(conversations_for, progress, pending))
-        if pending.known():  # the parse step of the variants walked before the parsers were known
-            for walk in walks:
-                walk.parse_kept(pending.parsers())
-    plan = pending.plan()
+    steps = ParseSteps(pending, lambda: frozen_clock(loaded.template_source, options.clock))
+    walks = [variant_audit.walk(conversations_for, progress, steps) for variant_audit in audits]
+    plan = steps.finish()
     notes[plan_notes_at:plan_notes_at] = plan.notes
-    for walk in walks:
-        walk.parse_kept(plan.parsers)
     results = [walk.result() for walk in walks]
     verdict = worst_verdict([r.verdict for r in results])
     prompts = {a.variant.name: a.probe_prompt() for a in audits} if len(audits) > 1 else {}

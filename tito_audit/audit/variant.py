@@ -9,6 +9,7 @@ The path of one conversation: :class:`~tito_audit.audit.realization.acceptance.A
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 from tito_audit.audit.aggregate import (
@@ -29,7 +30,7 @@ from tito_audit.audit.generation import generation_profile
 from tito_audit.audit.parse_step.parsed_rollout import parsed_rollout
 from tito_audit.audit.parse_step.parsed_totals import ParsedTotals
 from tito_audit.audit.parse_step.written_values import LiteralCache, ValueTotals, written_values
-from tito_audit.audit.pending_plan import PendingPlan
+from tito_audit.audit.pending_plan import ParseStep, ParseSteps, PendingPlan
 from tito_audit.audit.realization.acceptance import Acceptor, Renders
 from tito_audit.audit.realization.realize import RealizedConversation, realize
 from tito_audit.audit.realization.reasoning_block import VariantReasoning, variant_reasoning
@@ -146,22 +147,19 @@ class VariantAudit:
     def run(self, conversations_for: ConversationSource, progress: ProgressCallback | None) -> VariantResult:
         """Audit the conversations ``conversations_for`` gives for the reasoning kinds this variant allows, with the
         parsers given to this audit."""
-        return self.walk(conversations_for, progress).result()
+        steps = ParseSteps(PendingPlan.known_now(self.parsers), contextlib.nullcontext)
+        walk = self.walk(conversations_for, progress, steps)
+        steps.finish()
+        return walk.result()
 
     def walk(
-        self,
-        conversations_for: ConversationSource,
-        progress: ProgressCallback | None,
-        plan: PendingPlan | None = None,
+        self, conversations_for: ConversationSource, progress: ProgressCallback | None, steps: ParseSteps
     ) -> VariantWalk:
-        """Walk the conversations ``conversations_for`` gives: accept, realize and check each. Each one's parse step
-        (every parser, the written values) runs with this audit's parsers, or, given a ``plan`` still being chosen, as
-        soon as it is known: until then the walked conversations are kept for :meth:`VariantWalk.parse_kept` (see
+        """Walk the conversations ``conversations_for`` gives: accept, realize and check each; hand each one's parse
+        step (every parser, the written values) to ``steps``, which runs it once the parsers are known (see
         :mod:`tito_audit.audit.pending_plan`)."""
         options, model = self.options, self.model
         walk = VariantWalk(self)
-        if plan is None:
-            walk.parse_kept(self.parsers)
         totals = walk.totals
         with frozen_clock(model.template_source, options.clock):
             walk.allowed = self.reasoning.kinds
@@ -186,9 +184,7 @@ class VariantAudit:
                     totals.add(outcome, changes)
                     totals.add_shapes(realized.conversation, outcome)
                     failing = {key[1]: f.causes for key, f in outcome.located if key[0] == 1 and key[2:] == (0, 0)}
-                    if walk.parsers is None and plan is not None and plan.known():
-                        walk.parse_kept(plan.parsers())
-                    walk.take(context, failing, changes)
+                    steps.add(walk.parse_step(context, failing, changes))
                     last = (len(realized.conversation.messages), False)
                     walk.accepted.append((realized.conversation, realized.renders[last].text))
                 if progress is not None:
@@ -237,7 +233,7 @@ class VariantAudit:
 
 class VariantWalk:
     """One variant's conversations walked (:meth:`VariantAudit.walk`): the template's checks of each, and their parse
-    step once the parsers are known (:meth:`parse_kept`); :meth:`result` sums them into the variant's result."""
+    steps as they run; :meth:`result` sums them into the variant's result (its parse steps run)."""
 
     def __init__(self, audit: VariantAudit) -> None:
         self.audit = audit
@@ -249,45 +245,32 @@ class VariantWalk:
         self.stop_tokens: list[StopToken] = []
         self.findings: list = []
         self.parsers: list[CompletionParser] | None = None
-        """None until the parsers are known."""
+        """None until the first parse step ran (a variant with no conversation audited runs none)."""
         self.parsed: list[ParsedTotals] = []
         self.values = ValueTotals()
         self._literals = LiteralCache()
-        self._kept: list[tuple[RolloutContext, dict[int, list[str]], list[str]]] = []
-        """Walked conversations waiting for the parsers: (context, the causes of each failing step, shape changes)."""
 
-    def take(self, context: RolloutContext, failing: dict[int, list[str]], changes: list[str]) -> None:
-        """A conversation walked: its parse step now, or once the parsers are known."""
-        if self.parsers is None:
-            self._kept.append((context, failing, changes))
-        else:
-            self._parse_step(context, failing, changes)
+    def parse_step(self, context: RolloutContext, failing: dict[int, list[str]], changes: list[str]) -> ParseStep:
+        """The parse step of a walked conversation: each parser's rollout (``failing``: the causes of each step that
+        fails without a parser), then the written values."""
 
-    def parse_kept(self, parsers: Sequence[CompletionParser]) -> None:
-        """The parsers are known: the parse step of every conversation kept, in the order they were walked."""
-        if self.parsers is None:
-            self.parsers = list(parsers)
-            self.parsed = [ParsedTotals() for _ in self.parsers]
-        kept, self._kept = self._kept, []
-        if not kept:
-            return
-        with frozen_clock(self.audit.model.template_source, self.audit.options.clock):
-            for context, failing, changes in kept:
-                self._parse_step(context, failing, changes)
+        def step(parsers: list[CompletionParser]) -> None:
+            if self.parsers is None:
+                self.parsers = list(parsers)
+                self.parsed = [ParsedTotals() for _ in self.parsers]
+            seed, layout = self.audit.options.seed, self.audit.layout
+            for parser, totals_parsed in zip(self.parsers, self.parsed, strict=True):
+                totals_parsed.add(parsed_rollout(context, failing, parser, seed, layout), changes)
+            values_parser = self.parsers[0] if self.parsers else None
+            self.values.add(written_values(context, values_parser, seed, self._literals, layout))
 
-    def _parse_step(self, context: RolloutContext, failing: dict[int, list[str]], changes: list[str]) -> None:
-        assert self.parsers is not None
-        audit, seed = self.audit, self.audit.options.seed
-        for parser, totals_parsed in zip(self.parsers, self.parsed, strict=True):
-            totals_parsed.add(parsed_rollout(context, failing, parser, seed, audit.layout), changes)
-        values_parser = self.parsers[0] if self.parsers else None
-        self.values.add(written_values(context, values_parser, seed, self._literals, audit.layout))
+        return step
 
     def result(self) -> VariantResult:
         """The variant's result (every conversation's parse step done: call :meth:`parse_kept` first)."""
-        assert self.parsers is not None and not self._kept, "the parse step of the walked conversations is pending"
         audit, totals, options = self.audit, self.totals, self.audit.options
-        values_parser = self.parsers[0] if self.parsers else None
+        parsers = self.parsers or []
+        values_parser = parsers[0] if parsers else None
         verdict, reason = verdict_for(totals.checks, self.native_tool_conversations)
         tallies = tally_steps(totals.conditions)
         forms = steps_by_form(totals.forms)
@@ -316,7 +299,7 @@ class VariantWalk:
                     keep_examples(totals_parsed.failures, options.max_examples_per_group),
                     audit.rare_form,
                 )
-                for parser, totals_parsed in zip(self.parsers, self.parsed, strict=True)
+                for parser, totals_parsed in zip(parsers, self.parsed, strict=True)
             ],
             values=self.values.result(),
             values_parser=values_parser.name if values_parser is not None else TEMPLATE,
