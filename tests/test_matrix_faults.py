@@ -288,22 +288,37 @@ def _acme(mirror: Path) -> Path:
 
 
 def stuck(key: str, events) -> str:
-    """A task for the pool test: ``stuck`` never ends (as an audit of a template no limit reaches would not)."""
+    """A task for the pool tests: ``stuck`` computes forever (as an audit of a template no render limit reaches
+    would); ``slow`` waits longer than the limit without computing (an honest audit on a busy machine)."""
     while key == "stuck":
-        time.sleep(0.05)
+        sum(range(10_000))
+    if key == "slow":
+        time.sleep(3)
     return f"{key}: done"
 
 
 def test_a_worker_past_the_audit_limit_is_replaced_and_its_row_says_why():
     done, failed = {}, {}
-    pool = WorkerPool(1, stuck, task_seconds=2)
+    pool = WorkerPool(1, stuck, task_cpu_seconds=1)
     finished = threading.Event()
 
     def run() -> None:
-        pool.run([(key, (key,)) for key in ("stuck", "after")], on_done=done.__setitem__, on_failed=failed.__setitem__)
+        tasks = [(key, (key,)) for key in ("stuck", "slow", "after")]
+        pool.run(tasks, on_done=done.__setitem__, on_failed=failed.__setitem__)
         finished.set()
 
     threading.Thread(target=run, daemon=True).start()
-    assert finished.wait(timeout=60), "the pool waited for the stuck task"
-    assert done == {"after": "after: done"}, "the task after it ran on a fresh worker"
-    assert list(failed) == ["stuck"] and "ran past the limit of 2s per audit (--audit-seconds)" in failed["stuck"]
+    assert finished.wait(timeout=120), "the pool waited for the stuck task"
+    assert done == {"slow": "slow: done", "after": "after: done"}, "the tasks after it ran on a fresh worker"
+    assert list(failed) == ["stuck"]
+    assert "ran past the limit of 1 CPU seconds per audit (--audit-seconds)" in failed["stuck"]
+
+
+def test_the_audit_limit_is_cpu_time_not_the_wall_clock():
+    """A task that waits three seconds (a busy machine's honest audit) is not ended by a limit of one second of CPU
+    time: the limit measures the work the task does."""
+    done, failed = {}, {}
+    WorkerPool(1, stuck, task_cpu_seconds=1).run(
+        [("slow", ("slow",))], on_done=done.__setitem__, on_failed=failed.__setitem__
+    )
+    assert done == {"slow": "slow: done"} and not failed

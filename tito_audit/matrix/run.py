@@ -24,7 +24,7 @@ from tito_audit.matrix.matrix_options import MATRIX_EXAMPLES_PER_GROUP, MatrixOp
 from tito_audit.matrix.publish import Outcome, publish, report_stem
 from tito_audit.matrix.row import MatrixRow, base_row
 from tito_audit.matrix.store import ResultsStore, StoreCounts
-from tito_audit.matrix.tasks import Identity, PairOutcome, ProgressEvent, pair_result
+from tito_audit.matrix.tasks import Identity, PairOutcome, PairResult, ProgressEvent, pair_result
 from tito_audit.outputs import ensure_folder
 
 SETTLED = "settled: "
@@ -78,6 +78,17 @@ def _stored(store: ResultsStore, identity: Identity) -> Outcome | None:
         return pair_result(payload)
     except DecodeError:  # stored by a tool whose key did not change but whose result shape did: recompute
         store.counts.corrupt += 1
+        return None
+
+
+def _stored_by_digest(store: ResultsStore, digest: str) -> PairResult | None:
+    """The pair result stored under ``digest`` (a row's ``results_key``), or None."""
+    payload = store.stored(digest)
+    if payload is None:
+        return None
+    try:
+        return pair_result(payload)
+    except DecodeError:
         return None
 
 
@@ -175,5 +186,5 @@ def run_matrix(
     Ctrl-C raises :class:`MatrixInterrupted` (a ``KeyboardInterrupt``) once the results that arrived are stored."""
     ensure_folder(options.out_dir)
     done = audit_models(models, options, on_event)
-    rows = publish(done.identities, done.outcomes, options)
+    rows = publish(done.identities, done.outcomes, options, lambda digest: _stored_by_digest(done.store, digest))
     return MatrixRun(rows, done.model_ids, done.pairs, done.audited, done.store.counts, done.store.notes)

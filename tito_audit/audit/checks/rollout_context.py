@@ -20,6 +20,7 @@ from tito_audit.model.threads import cached_property
 from tito_audit.model.tokens import TokenCodec
 
 Key = tuple[int, bool]
+_MISSING = object()
 
 
 @dataclass
@@ -90,6 +91,7 @@ class RolloutContext:
     _refused: set[Key] = field(default_factory=set)
     traced: object | None = field(default=None, repr=False)
     """The simulated rollout, once :func:`tito_audit.audit.checks.trace.trace_of` has walked it."""
+    _normalized: dict[int, object] = field(default_factory=dict, repr=False)
 
     @cached_property
     def text(self) -> TextContext:
@@ -127,3 +129,12 @@ class RolloutContext:
     def history_text(self, k: int) -> str | None:
         rendered = self.history(k)
         return rendered.text if rendered is not None else None
+
+    def normalized_history(self, k: int) -> str | None:
+        """:meth:`history_text` through the tokenizer's normalizer, normalized once per conversation (the owner of
+        every divergence is looked for among the prefix renders)."""
+        normalized = self._normalized.get(k, _MISSING)
+        if normalized is _MISSING:
+            text = self.history_text(k)
+            normalized = self._normalized[k] = self.setup.codec.normalize(text) if text is not None else None
+        return normalized  # type: ignore[return-value]
