@@ -211,14 +211,17 @@ def matrix_command(
         except (OSError, ValueError) as exc:
             raise BadInputError(f"--update-readme: {exc}") from exc
     _print_summary(run, what_changed(out, before, folder_state(out)), console)
-    failed = [row["model_id"] for row in rows if failed_in_this_run(row)]
-    if failed:
-        err.print(
-            f"{len(failed)} rows failed ({AUDIT_ERROR} or {KEPT.strip(': ')}: {', '.join(failed[:3])}"
-            f"{', …' if len(failed) > 3 else ''}); see their reason column, run again to retry them",
-            highlight=False,
-            soft_wrap=True,
-        )
+    failed = [row["model_id"] for row in rows if row["status"] == AUDIT_ERROR]
+    kept = [row["model_id"] for row in rows if failed_in_this_run(row) and row["status"] != AUDIT_ERROR]
+    for ids, what in ((failed, f"rows failed ({AUDIT_ERROR}"), (kept, f"rows failed ({KEPT.rstrip(': ')}")):
+        if ids:
+            err.print(
+                f"{len(ids)} {what}: {', '.join(ids[:3])}{', …' if len(ids) > 3 else ''}); "
+                "see their reason column, run again to retry them",
+                highlight=False,
+                soft_wrap=True,
+            )
+    if failed or kept:
         raise typer.Exit(EXIT_ROWS_FAILED)
     raise typer.Exit(EXIT_OK)
 
