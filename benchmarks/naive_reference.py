@@ -75,7 +75,22 @@ TOOLS = [
     },
 ]
 
-WORDS = "order parcel folder invoice metre gallon report draft kitchen window river market garden station".split()
+WORDS = [
+    "order",
+    "parcel",
+    "folder",
+    "invoice",
+    "metre",
+    "gallon",
+    "report",
+    "draft",
+    "kitchen",
+    "window",
+    "river",
+    "market",
+    "garden",
+    "station",
+]
 
 
 def _value(schema: dict, draw: random.Random):
