@@ -72,7 +72,7 @@ class VariantAudit:
         self.codec = codec
         self.variant = variant
         self.options = options
-        self.renderer = Renderer(model, codec, variant.kwargs, options.limits)
+        self.renderer = Renderer(model, codec, variant.kwargs, options.limits, remember=True)
         self.acceptor = Acceptor(self.renderer)
 
     def accept(self, conversation: Conversation):

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import logging
 import warnings
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -57,6 +58,17 @@ class PrefixRenderError(RenderError):
 class RenderedPrefix:
     text: str
     ids: list[int]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A conversation as the template reads it (:meth:`_FastJinja.prepare`), and what renders are remembered by."""
+
+    chat: list[Any]
+    tools: Any
+    keys: list[str]
+    """Each prepared message's ``repr``."""
+    tools_key: str
 
 
 def guarded_template(template_source: str, max_chars: int = RenderLimits.max_chars) -> Any:
@@ -114,10 +126,21 @@ def text_chars(value: Any) -> int:
 
 class _FastJinja:
     """The compiled template called directly, as ``render_jinja_template`` calls it, minus the per-call
-    conversion of the whole conversation (done once per conversation instead of once per prefix)."""
+    conversion of the whole conversation (done once per conversation instead of once per prefix).
+
+    Renders are remembered by what the template reads: the prepared messages of the prefix, the prepared tools and the
+    generation prompt (this object's settings are fixed), each prepared value known by its ``repr`` (plain JSON types
+    only, so equal ``repr`` means equal data, types and key order alike). A prefix rendered before, from the same
+    message objects or from equal ones (the engines' parsers giving the same message back, a conversation walked again
+    with one message changed), is not rendered again. The memory of renders is bounded (:attr:`MAX_MEMO`,
+    :attr:`MAX_MEMO_CHARS`; the least recently used go first)."""
 
     VERIFY_FIRST = 24
     VERIFY_EVERY = 50
+    MAX_MEMO = 2048
+    """Renders remembered."""
+    MAX_MEMO_CHARS = 8_000_000
+    """Characters the remembered renders may hold in all."""
 
     MAX_PREPARED = 4096
     """Prepared messages kept (with the messages themselves, so that an id is never reused while kept)."""
@@ -125,18 +148,24 @@ class _FastJinja:
     """The characters of text the kept messages may hold in all (a few messages of megabytes would otherwise keep
     gigabytes alive); past either bound the preparations start again."""
 
-    def __init__(self, compiled: Any, plain: Any, alias: Any, kwargs: dict[str, Any]) -> None:
+    def __init__(self, compiled: Any, plain: Any, alias: Any, kwargs: dict[str, Any], remember: bool = False) -> None:
+        """``remember``: keep renders (see the class docstring); off, every prefix is rendered."""
+        self.remember_renders = remember
         self.compiled = compiled
         self.plain = plain
         self.alias = alias
         self.kwargs = kwargs
         self.calls = 0
-        self._prepared: dict[int, tuple[Message, Any]] = {}
+        self._prepared: dict[int, tuple[Message, Any, str]] = {}
         self._prepared_chars = 0
-        self._prepared_tools: tuple[list[dict], Any] | None = None
+        self._prepared_tools: tuple[list[dict], Any, str] | None = None
+        self._memo: OrderedDict[tuple[str, bool, tuple[str, ...]], str] = OrderedDict()
+        self._memo_chars = 0
 
     @classmethod
-    def create(cls, model: LoadedModel, kwargs: Mapping[str, Any], max_chars: int) -> _FastJinja | None:
+    def create(
+        cls, model: LoadedModel, kwargs: Mapping[str, Any], max_chars: int, remember: bool = False
+    ) -> _FastJinja | None:
         try:
             utils = imported(TEMPLATE_UTILS)
             plain, alias = utils._plain_template_data, utils._alias_reasoning_fields
@@ -144,21 +173,24 @@ class _FastJinja:
         except Exception:  # another transformers version, or a template that does not compile
             return None
         template_kwargs = plain({**model.tokenizer.special_tokens_map, **kwargs})
-        return cls(compiled, plain, alias, template_kwargs)
+        return cls(compiled, plain, alias, template_kwargs, remember)
 
-    def prepare(self, messages: Sequence[Message], tools: list[dict] | None) -> tuple[list, Any]:
+    def prepare(self, messages: Sequence[Message], tools: list[dict] | None) -> Prepared:
         """The template's view of ``messages`` and ``tools``: ``None`` values left out, plain JSON types, reasoning
-        fields aliased, as ``render_jinja_template`` makes it. Each message is prepared on its own (both steps
-        work message by message) and kept: conversations that differ in one message (the reasoning forms of a
-        turn) share the preparation of the others."""
+        fields aliased, as ``render_jinja_template`` makes it, with what the memory of renders knows each by. Each
+        message is prepared on its own (both steps work message by message) and kept: conversations that differ in
+        one message (the reasoning forms of a turn) share the preparation of the others."""
         prepared: list[Any] = []
+        keys: list[str] = []
         missing: list[int] = []
         for index, message in enumerate(messages):
             kept = self._prepared.get(id(message))
             if kept is not None and kept[0] is message:
                 prepared.append(kept[1])
+                keys.append(kept[2])
             else:
                 prepared.append(None)
+                keys.append("")
                 missing.append(index)
         if missing:  # one call for all that are missing (most conversations are new)
             chars = sum(text_chars(messages[i]) for i in missing)
@@ -171,9 +203,11 @@ class _FastJinja:
             fresh = self.alias(self.plain([{k: v for k, v in messages[i].items() if v is not None} for i in missing]))
             for index, value in zip(missing, fresh, strict=True):
                 prepared[index] = value
-                self._prepared[id(messages[index])] = (messages[index], value)
+                keys[index] = repr(value)
+                self._prepared[id(messages[index])] = (messages[index], value, keys[index])
             self._prepared_chars += chars
-        return prepared, self._prepare_tools(tools)
+        tools_value, tools_key = self._prepare_tools(tools)
+        return Prepared(prepared, tools_value, keys, tools_key)
 
     def forget(self, messages: Sequence[Message], tools: list[dict] | None) -> None:
         """Drop the preparations of ``messages`` and ``tools`` (a session that ends gives its memory back)."""
@@ -184,21 +218,43 @@ class _FastJinja:
                 self._prepared_chars -= text_chars(message)
         if self._prepared_tools is not None and self._prepared_tools[0] is tools:
             self._prepared_tools = None
+        self._memo.clear()
+        self._memo_chars = 0
 
-    def _prepare_tools(self, tools: list[dict] | None) -> Any:
+    def _prepare_tools(self, tools: list[dict] | None) -> tuple[Any, str]:
         if tools is None:
-            return None
+            return None, "None"
         kept = self._prepared_tools
         if kept is None or kept[0] is not tools:
-            kept = self._prepared_tools = (tools, self.plain(tools))
-        return kept[1]
+            value = self.plain(tools)
+            kept = self._prepared_tools = (tools, value, repr(value))
+        return kept[1], kept[2]
 
-    def render(self, prepared: tuple[list, Any], k: int, gp: bool) -> str:
+    def remembered(self, prepared: Prepared, k: int, gp: bool) -> str | None:
+        """The text of ``chat[:k]`` rendered before (see the class docstring), or None."""
+        if not self.remember_renders:
+            return None
+        key = (prepared.tools_key, gp, tuple(prepared.keys[:k]))
+        text = self._memo.get(key)
+        if text is not None:
+            self._memo.move_to_end(key)
+        return text
+
+    def remember(self, prepared: Prepared, k: int, gp: bool, text: str) -> None:
+        if not self.remember_renders:
+            return
+        self._memo[(prepared.tools_key, gp, tuple(prepared.keys[:k]))] = text
+        self._memo_chars += len(text)
+        while self._memo and (len(self._memo) > self.MAX_MEMO or self._memo_chars > self.MAX_MEMO_CHARS):
+            _, dropped = self._memo.popitem(last=False)
+            self._memo_chars -= len(dropped)
+
+    def render(self, prepared: Prepared, k: int, gp: bool) -> str:
         """The template's text for ``chat[:k]``, as ``Template.render`` gives it, minus Jinja's rewrite of an
         exception's traceback (it costs more than the render itself when a shape search meets refusal after
         refusal; :func:`~tito_audit.model.template_errors.template_line` reads the line from the frames as they are).
         """
-        chat, tools = prepared
+        chat, tools = prepared.chat, prepared.tools
         template = self.compiled
         context = template.new_context(
             {"messages": chat[:k], "tools": tools, "documents": None, "add_generation_prompt": gp, **self.kwargs}
@@ -219,13 +275,18 @@ class Renderer:
         codec: TokenCodec,
         kwargs: Mapping[str, Any] | None = None,
         limits: RenderLimits | None = None,
+        remember: bool = False,
     ) -> None:
+        """``remember``: keep the renders made through the compiled template, by what the template reads (an audit's
+        renderer; :class:`_FastJinja`), within fixed bounds."""
         self.limits = limits or RenderLimits()
         self.model = model
         self.codec = codec
         self.kwargs = dict(kwargs or {})
         self.renders = 0
-        self._fast = _FastJinja.create(model, self.kwargs, self.limits.max_chars) if model.backend == JINJA else None
+        self._fast = (
+            _FastJinja.create(model, self.kwargs, self.limits.max_chars, remember) if model.backend == JINJA else None
+        )
         self._timed_out: str | None = None
         """Why this renderer refuses every render (a render ran past the time limit or made too long an output),
         when it does."""
@@ -357,12 +418,18 @@ class Renderer:
         # each message's preparation is kept by the message itself, so a list changed in place is prepared as it is
         prepared = fast.prepare(messages, tools)
         texts = []
+        self._refuse_if_timed_out()
         for k, gp in keys:
+            remembered = fast.remembered(prepared, k, gp)  # never a refusal: which key is refused first is kept
+            if remembered is not None:
+                texts.append(remembered)
+                continue
             self.renders += 1
             self._refuse_if_timed_out()
             try:
                 with deadline(self.limits.max_seconds, self.limits.max_chars):
                     texts.append(self._bounded(fast.render(prepared, k, gp)))
+                fast.remember(prepared, k, gp, texts[-1])
             except (RenderTimeout, RenderTooLong) as exc:
                 self._timeout(exc)
                 raise PrefixRenderError(k, gp, one_line(exc)) from exc
