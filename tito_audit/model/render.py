@@ -301,7 +301,19 @@ class Renderer:
             self._fast.forget(messages, tools)
 
     def text(self, messages: Sequence[Message], tools: list[dict] | None, gp: bool) -> str:
-        """render(M, gp); raises :class:`RenderError` when the template refuses."""
+        """render(M, gp); raises :class:`RenderError` when the template refuses. Through the compiled template while
+        the direct path is on (see :meth:`_fast_texts`), else through ``apply_chat_template``."""
+        if self._fast is not None:
+            try:
+                texts = self._fast_texts(messages, tools, [(len(messages), gp)])
+            except PrefixRenderError as exc:  # the template's own exception as its cause, as the slow way gives it
+                raise RenderError(exc.reason) from exc.__cause__
+            if texts is not None and texts[0] is not None:
+                return texts[0]
+        return self._applied_text(messages, tools, gp)
+
+    def _applied_text(self, messages: Sequence[Message], tools: list[dict] | None, gp: bool) -> str:
+        """render(M, gp) through ``apply_chat_template`` (the reference the direct path is checked against)."""
         self.renders += 1
         self._refuse_if_timed_out()
         tokenizer = self.model.tokenizer
@@ -346,9 +358,9 @@ class Renderer:
         are asked for their own ids.
         """
         keys = list(dict.fromkeys(needed))
-        texts = self._fast_texts(messages, tools, keys) if self._fast is not None else None
-        if texts is None:
-            texts = []
+        fast = self._fast_texts(messages, tools, keys) if self._fast is not None else None
+        texts = [text for text in fast if text is not None] if fast is not None else []  # none refused: it raised
+        if fast is None:
             for k, gp in keys:
                 try:
                     texts.append(self.text(messages[:k], tools, gp))
@@ -367,16 +379,15 @@ class Renderer:
         refuses. Batched through the direct path when it is on, one by one otherwise."""
         keys = list(dict.fromkeys(needed))
         if self._fast is not None:
-            try:
-                texts = self._fast_texts(messages, tools, keys)
-            except PrefixRenderError:
-                texts = None
+            # a prefix the template refuses is None, the others rendered the direct way still (the slow way paid
+            # Jinja's rewrite of every refusal's traceback: most of a way-out proof on a template that refuses shapes)
+            texts = self._fast_texts(messages, tools, keys, refused_as_none=True)
             if texts is not None:
                 return dict(zip(keys, texts, strict=True))
         out: dict[tuple[int, bool], str | None] = {}
         for k, gp in keys:
             try:
-                out[(k, gp)] = self.text(messages[:k], tools, gp)
+                out[(k, gp)] = self._applied_text(messages[:k], tools, gp)
             except RenderError:
                 out[(k, gp)] = None
         return out
@@ -406,9 +417,14 @@ class Renderer:
         return text
 
     def _fast_texts(
-        self, messages: Sequence[Message], tools: list[dict] | None, keys: list[tuple[int, bool]]
-    ) -> list[str] | None:
-        """Prefix renders through the compiled template, each message prepared once (see :meth:`_FastJinja.prepare`).
+        self,
+        messages: Sequence[Message],
+        tools: list[dict] | None,
+        keys: list[tuple[int, bool]],
+        refused_as_none: bool = False,
+    ) -> list[str | None] | None:
+        """Prefix renders through the compiled template, each message prepared once (see :meth:`_FastJinja.prepare`);
+        the first prefix the template refuses raises :class:`PrefixRenderError`, or, ``refused_as_none``, is None.
 
         Checked against ``apply_chat_template`` on the first conversations and then now and again; at the
         first difference the fast path is switched off and None tells the caller to render the slow way.
@@ -417,7 +433,7 @@ class Renderer:
         assert fast is not None
         # each message's preparation is kept by the message itself, so a list changed in place is prepared as it is
         prepared = fast.prepare(messages, tools)
-        texts = []
+        texts: list[str | None] = []
         self._refuse_if_timed_out()
         for k, gp in keys:
             remembered = fast.remembered(prepared, k, gp)  # never a refusal: which key is refused first is kept
@@ -428,19 +444,26 @@ class Renderer:
             self._refuse_if_timed_out()
             try:
                 with deadline(self.limits.max_seconds, self.limits.max_chars):
-                    texts.append(self._bounded(fast.render(prepared, k, gp)))
-                fast.remember(prepared, k, gp, texts[-1])
+                    text = self._bounded(fast.render(prepared, k, gp))
+                fast.remember(prepared, k, gp, text)
+                texts.append(text)
             except (RenderTimeout, RenderTooLong) as exc:
                 self._timeout(exc)
-                raise PrefixRenderError(k, gp, one_line(exc)) from exc
+                if not refused_as_none:
+                    raise PrefixRenderError(k, gp, one_line(exc)) from exc
+                texts.append(None)
             except RecursionError as exc:
-                raise PrefixRenderError(k, gp, "RecursionError: template recursion too deep") from exc
+                if not refused_as_none:
+                    raise PrefixRenderError(k, gp, "RecursionError: template recursion too deep") from exc
+                texts.append(None)
             except Exception as exc:
-                raise PrefixRenderError(k, gp, one_line(exc)) from exc
+                if not refused_as_none:
+                    raise PrefixRenderError(k, gp, one_line(exc)) from exc
+                texts.append(None)
         if keys and fast.should_verify():
             k, gp = max(keys)
             try:
-                reference = self.text(messages[:k], tools, gp)
+                reference: str | None = self._applied_text(messages[:k], tools, gp)
             except RenderError:
                 reference = None
             if reference != texts[keys.index((k, gp))]:
