@@ -12,7 +12,6 @@ import contextlib
 import functools
 import logging
 import warnings
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from tito_audit.model.render_guard import (  # noqa: F401  (the clocks and limit
     deadline,
     guard,
 )
+from tito_audit.model.render_memo import Refused, RenderKey, RenderMemo
 from tito_audit.model.template_errors import one_line
 from tito_audit.model.threads import imported
 from tito_audit.model.tokens import TokenCodec
@@ -128,19 +128,12 @@ class _FastJinja:
     """The compiled template called directly, as ``render_jinja_template`` calls it, minus the per-call
     conversion of the whole conversation (done once per conversation instead of once per prefix).
 
-    Renders are remembered by what the template reads: the prepared messages of the prefix, the prepared tools and the
-    generation prompt (this object's settings are fixed), each prepared value known by its ``repr`` (plain JSON types
-    only, so equal ``repr`` means equal data, types and key order alike). A prefix rendered before, from the same
-    message objects or from equal ones (the engines' parsers giving the same message back, a conversation walked again
-    with one message changed), is not rendered again. The memory of renders is bounded (:attr:`MAX_MEMO`,
-    :attr:`MAX_MEMO_CHARS`; the least recently used go first)."""
+    Given a :class:`~tito_audit.model.render_memo.RenderMemo`, renders and refusals are remembered there by what the
+    template reads (each prepared message by its ``repr``): a prefix rendered before by any renderer of the model with
+    the same template and settings, from the same message objects or equal ones, is not rendered again."""
 
     VERIFY_FIRST = 24
     VERIFY_EVERY = 50
-    MAX_MEMO = 2048
-    """Renders remembered."""
-    MAX_MEMO_CHARS = 8_000_000
-    """Characters the remembered renders may hold in all."""
 
     MAX_PREPARED = 4096
     """Prepared messages kept (with the messages themselves, so that an id is never reused while kept)."""
@@ -148,9 +141,21 @@ class _FastJinja:
     """The characters of text the kept messages may hold in all (a few messages of megabytes would otherwise keep
     gigabytes alive); past either bound the preparations start again."""
 
-    def __init__(self, compiled: Any, plain: Any, alias: Any, kwargs: dict[str, Any], remember: bool = False) -> None:
-        """``remember``: keep renders (see the class docstring); off, every prefix is rendered."""
-        self.remember_renders = remember
+    def __init__(
+        self,
+        compiled: Any,
+        plain: Any,
+        alias: Any,
+        kwargs: dict[str, Any],
+        memo: RenderMemo | None = None,
+        source: str = "",
+        limits: str = "",
+    ) -> None:
+        """``memo``: where renders are remembered (see the class docstring; None: every prefix is rendered), by the
+        template's ``source``, its ``kwargs`` and the render ``limits`` (a render within one limit may not be within
+        another)."""
+        self.memo = memo
+        self._memo_key = (source, repr(kwargs) + limits)
         self.compiled = compiled
         self.plain = plain
         self.alias = alias
@@ -159,21 +164,19 @@ class _FastJinja:
         self._prepared: dict[int, tuple[Message, Any, str]] = {}
         self._prepared_chars = 0
         self._prepared_tools: tuple[list[dict], Any, str] | None = None
-        self._memo: OrderedDict[tuple[str, bool, tuple[str, ...]], str] = OrderedDict()
-        self._memo_chars = 0
 
     @classmethod
     def create(
-        cls, model: LoadedModel, kwargs: Mapping[str, Any], max_chars: int, remember: bool = False
+        cls, model: LoadedModel, kwargs: Mapping[str, Any], limits: RenderLimits, memo: RenderMemo | None = None
     ) -> _FastJinja | None:
         try:
             utils = imported(TEMPLATE_UTILS)
             plain, alias = utils._plain_template_data, utils._alias_reasoning_fields
-            compiled = guarded_template(model.template_source, max_chars)
+            compiled = guarded_template(model.template_source, limits.max_chars)
         except Exception:  # another transformers version, or a template that does not compile
             return None
         template_kwargs = plain({**model.tokenizer.special_tokens_map, **kwargs})
-        return cls(compiled, plain, alias, template_kwargs, remember)
+        return cls(compiled, plain, alias, template_kwargs, memo, model.template_source or "", repr(limits))
 
     def prepare(self, messages: Sequence[Message], tools: list[dict] | None) -> Prepared:
         """The template's view of ``messages`` and ``tools``: ``None`` values left out, plain JSON types, reasoning
@@ -218,8 +221,6 @@ class _FastJinja:
                 self._prepared_chars -= text_chars(message)
         if self._prepared_tools is not None and self._prepared_tools[0] is tools:
             self._prepared_tools = None
-        self._memo.clear()
-        self._memo_chars = 0
 
     def _prepare_tools(self, tools: list[dict] | None) -> tuple[Any, str]:
         if tools is None:
@@ -230,24 +231,17 @@ class _FastJinja:
             kept = self._prepared_tools = (tools, value, repr(value))
         return kept[1], kept[2]
 
-    def remembered(self, prepared: Prepared, k: int, gp: bool) -> str | None:
-        """The text of ``chat[:k]`` rendered before (see the class docstring), or None."""
-        if not self.remember_renders:
-            return None
-        key = (prepared.tools_key, gp, tuple(prepared.keys[:k]))
-        text = self._memo.get(key)
-        if text is not None:
-            self._memo.move_to_end(key)
-        return text
+    def _key(self, prepared: Prepared, k: int, gp: bool) -> RenderKey:
+        return (*self._memo_key, prepared.tools_key, gp, tuple(prepared.keys[:k]))
 
-    def remember(self, prepared: Prepared, k: int, gp: bool, text: str) -> None:
-        if not self.remember_renders:
-            return
-        self._memo[(prepared.tools_key, gp, tuple(prepared.keys[:k]))] = text
-        self._memo_chars += len(text)
-        while self._memo and (len(self._memo) > self.MAX_MEMO or self._memo_chars > self.MAX_MEMO_CHARS):
-            _, dropped = self._memo.popitem(last=False)
-            self._memo_chars -= len(dropped)
+    def remembered(self, prepared: Prepared, k: int, gp: bool) -> str | Refused | None:
+        """The text of ``chat[:k]`` rendered before, or the template's refusal of it (see the class docstring)."""
+        return self.memo.get(self._key(prepared, k, gp)) if self.memo is not None else None
+
+    def remember(self, prepared: Prepared, k: int, gp: bool, outcome: str | Refused) -> None:
+        """Keep a render's text, or the refusal the template itself raised (never a limit's)."""
+        if self.memo is not None:
+            self.memo.put(self._key(prepared, k, gp), outcome)
 
     def render(self, prepared: Prepared, k: int, gp: bool) -> str:
         """The template's text for ``chat[:k]``, as ``Template.render`` gives it, minus Jinja's rewrite of an
@@ -277,15 +271,18 @@ class Renderer:
         limits: RenderLimits | None = None,
         remember: bool = False,
     ) -> None:
-        """``remember``: keep the renders made through the compiled template, by what the template reads (an audit's
-        renderer; :class:`_FastJinja`), within fixed bounds."""
+        """``remember``: renders made through the compiled template are kept in the model's memory of renders
+        (:attr:`~tito_audit.model.load_folder.LoadedModel.renders`), shared by its other renderers that keep them
+        (an audit's, a fix's proof; see :mod:`tito_audit.model.render_memo`)."""
         self.limits = limits or RenderLimits()
         self.model = model
         self.codec = codec
         self.kwargs = dict(kwargs or {})
         self.renders = 0
         self._fast = (
-            _FastJinja.create(model, self.kwargs, self.limits.max_chars, remember) if model.backend == JINJA else None
+            _FastJinja.create(model, self.kwargs, self.limits, model.renders if remember else None)
+            if model.backend == JINJA
+            else None
         )
         self._timed_out: str | None = None
         """Why this renderer refuses every render (a render ran past the time limit or made too long an output),
@@ -436,9 +433,14 @@ class Renderer:
         texts: list[str | None] = []
         self._refuse_if_timed_out()
         for k, gp in keys:
-            remembered = fast.remembered(prepared, k, gp)  # never a refusal: which key is refused first is kept
-            if remembered is not None:
+            remembered = fast.remembered(prepared, k, gp)
+            if isinstance(remembered, str):
                 texts.append(remembered)
+                continue
+            if remembered is not None:  # refused before, as it would be again
+                if not refused_as_none:
+                    raise PrefixRenderError(k, gp, remembered.reason)
+                texts.append(None)
                 continue
             self.renders += 1
             self._refuse_if_timed_out()
@@ -457,8 +459,10 @@ class Renderer:
                     raise PrefixRenderError(k, gp, "RecursionError: template recursion too deep") from exc
                 texts.append(None)
             except Exception as exc:
+                reason = one_line(exc)
+                fast.remember(prepared, k, gp, Refused(reason))
                 if not refused_as_none:
-                    raise PrefixRenderError(k, gp, one_line(exc)) from exc
+                    raise PrefixRenderError(k, gp, reason) from exc
                 texts.append(None)
         if keys and fast.should_verify():
             k, gp = max(keys)

@@ -1,0 +1,71 @@
+"""Renders remembered for one loaded model, across the renderers that audit it and prove its fixes.
+
+An audit renders a prefix from the same message objects, or from equal ones, more than once: the engines' parsers
+giving a message back, a conversation walked again with one message changed. A way-out search renders every prefix of
+the generated conversations again for each proof (the template against a patched one, a patched one against its
+folded form, the serving form against each training form), and a template that refuses tool conversations refuses
+each of them again, at the cost of a render each time. A :class:`RenderMemo` on the loaded model keeps, for the
+renderers that ask for it, each prefix's text, or the template's refusal, by what the template reads: its source, its
+keyword arguments, the prepared messages and tools (each by its ``repr``: plain JSON types, so equal ``repr`` means
+equal data, types and key order alike) and the generation prompt. Only what the template itself decides is kept: a
+render stopped by a limit (time, length, recursion) is not.
+
+Bounded in characters and entries (the least recently used go first), shared by threads under a lock, given back with
+the loaded model.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+RenderKey = tuple[str, str, str, bool, tuple[str, ...]]
+"""(template source, keyword arguments, tools, generation prompt, each prepared message of the prefix)."""
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The template refused the prefix (it raised): the one-line reason it gave."""
+
+    reason: str
+
+
+class RenderMemo:
+    """Texts and refusals by :data:`RenderKey` (see the module docstring)."""
+
+    MAX_ENTRIES = 60_000
+    MAX_CHARS = 24_000_000
+
+    def __init__(self, max_entries: int = MAX_ENTRIES, max_chars: int = MAX_CHARS) -> None:
+        self.max_entries = max_entries
+        self.max_chars = max_chars
+        self._entries: OrderedDict[RenderKey, str | Refused] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: RenderKey) -> str | Refused | None:
+        with self._lock:
+            value = self._entries.get(key)
+            if value is not None:
+                self._entries.move_to_end(key)
+            return value
+
+    def put(self, key: RenderKey, value: str | Refused) -> None:
+        with self._lock:
+            if key in self._entries:
+                return
+            self._entries[key] = value
+            self._chars += _chars(value)
+            while self._entries and (len(self._entries) > self.max_entries or self._chars > self.max_chars):
+                _, dropped = self._entries.popitem(last=False)
+                self._chars -= _chars(dropped)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._chars = 0
+
+
+def _chars(value: str | Refused) -> int:
+    return len(value) if isinstance(value, str) else len(value.reason)
