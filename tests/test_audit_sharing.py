@@ -18,7 +18,7 @@ from tito_audit.audit.service import AuditOptions, audit
 from tito_audit.conversations.generate import generate
 from tito_audit.formatters.json_report import to_json
 from tito_audit.model.normalizers import FastNormalizer
-from tito_audit.model.render import Renderer
+from tito_audit.model.render import ALTERNATE_CLOCK, DEFAULT_CLOCK, Renderer, frozen_clock
 from tito_audit.model.tokens import TokenCodec
 
 KEY_ORDER = (
@@ -37,15 +37,39 @@ def test_remembered_renders_equal_fresh_renders(tiny_model_dir, write_template):
     remembering, fresh = Renderer(model, codec, remember=True), Renderer(model, codec)
     conversations = list(generate(8, seed=3))
     keys_of = {c.id: [(k, gp) for k in range(1, len(c.messages) + 1) for gp in (False, True)] for c in conversations}
-    first = [remembering.prefixes(c.messages, c.tools, keys_of[c.id]) for c in conversations]
-    fast = remembering._fast
+    with frozen_clock(model.template_source, DEFAULT_CLOCK):
+        first = [remembering.prefixes(c.messages, c.tools, keys_of[c.id]) for c in conversations]
+        other = Renderer(model, codec, remember=True)  # another renderer of the model: the same memory
+        fast = other._fast
+        assert fast is not None
+        rendered, render = [], fast.render
+        fast.render = lambda *args: rendered.append(args) or render(*args)  # type: ignore[method-assign]
+        copies = [other.prefixes([dict(m) for m in c.messages], c.tools, keys_of[c.id]) for c in conversations]
+        assert not rendered, "equal messages were rendered again"
+        expected = [fresh.prefixes(c.messages, c.tools, keys_of[c.id]) for c in conversations]
+    assert first == copies == expected
+
+
+def test_a_render_is_remembered_under_its_clock_only(tiny_model_dir, write_template):
+    """A template that writes the date renders again under another frozen clock, and outside a frozen clock (where it
+    reads the time) nothing is remembered."""
+    model = load(tiny_model_dir, write_template("dated", "{{ strftime_now('%Y-%m-%d') }}" + templates.GOOD))
+    renderer = Renderer(model, TokenCodec(model.tokenizer), remember=True)
+    fast = renderer._fast
     assert fast is not None
     rendered, render = [], fast.render
     fast.render = lambda *args: rendered.append(args) or render(*args)  # type: ignore[method-assign]
-    copies = [remembering.prefixes([dict(m) for m in c.messages], c.tools, keys_of[c.id]) for c in conversations]
-    assert not rendered, "equal messages were rendered again"
-    expected = [fresh.prefixes(c.messages, c.tools, keys_of[c.id]) for c in conversations]
-    assert first == copies == expected
+    messages, last = [{"role": "user", "content": "hi"}], [(1, True)]
+    with frozen_clock(model.template_source, DEFAULT_CLOCK):
+        first = renderer.prefixes(messages, None, last)[last[0]].text
+        renderer.prefixes(messages, None, last)
+    assert len(rendered) == 1, "the same prefix under the same clock was rendered again"
+    with frozen_clock(model.template_source, ALTERNATE_CLOCK):
+        second = renderer.prefixes(messages, None, last)[last[0]].text
+    assert first.startswith("2026-01-15") and second.startswith("2027-08-03")
+    renderer.prefixes(messages, None, last)
+    renderer.prefixes(messages, None, last)
+    assert len(rendered) == 4, "a render outside a frozen clock was taken from the memory"
 
 
 def test_a_render_is_remembered_by_key_order_and_types(tiny_model_dir, write_template):
@@ -53,9 +77,10 @@ def test_a_render_is_remembered_by_key_order_and_types(tiny_model_dir, write_tem
     model = load(tiny_model_dir, write_template("order", KEY_ORDER))
     renderer = Renderer(model, TokenCodec(model.tokenizer), remember=True)
     last = [(1, False)]
-    one = renderer.prefixes([{"role": "user", "content": "hi", "n": 1}], None, last)[last[0]].text
-    other = renderer.prefixes([{"content": "hi", "role": "user", "n": 1}], None, last)[last[0]].text
-    flag = renderer.prefixes([{"role": "user", "content": "hi", "n": True}], None, last)[last[0]].text
+    with frozen_clock(model.template_source, DEFAULT_CLOCK):
+        one = renderer.prefixes([{"role": "user", "content": "hi", "n": 1}], None, last)[last[0]].text
+        other = renderer.prefixes([{"content": "hi", "role": "user", "n": 1}], None, last)[last[0]].text
+        flag = renderer.prefixes([{"role": "user", "content": "hi", "n": True}], None, last)[last[0]].text
     assert len({one, other, flag}) == 3
 
 

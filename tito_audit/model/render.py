@@ -14,6 +14,7 @@ import logging
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -106,8 +107,17 @@ def frozen_clock(template_source: str | None, when: datetime) -> Iterator[None]:
         return
     with contextlib.suppress(RenderTooLong):  # refused again, with its reason, by the first render
         guarded_template(template_source)
-    with clock(when):
-        yield
+    token = _FROZEN_AT.set(when)
+    try:
+        with clock(when):
+            yield
+    finally:
+        _FROZEN_AT.reset(token)
+
+
+_FROZEN_AT: ContextVar[datetime | None] = ContextVar("tito_audit_frozen_at", default=None)
+"""The clock :func:`frozen_clock` froze in this thread, if any: part of what a remembered render is known by (outside
+a frozen clock ``strftime_now`` reads the time, and no render is remembered)."""
 
 
 def text_chars(value: Any) -> int:
@@ -231,17 +241,23 @@ class _FastJinja:
             kept = self._prepared_tools = (tools, value, repr(value))
         return kept[1], kept[2]
 
-    def _key(self, prepared: Prepared, k: int, gp: bool) -> RenderKey:
-        return (*self._memo_key, prepared.tools_key, gp, tuple(prepared.keys[:k]))
+    def _key(self, prepared: Prepared, k: int, gp: bool) -> RenderKey | None:
+        """What a render is remembered by, with the frozen clock (None: no memory, or no frozen clock)."""
+        at = _FROZEN_AT.get()
+        if self.memo is None or at is None:
+            return None
+        return (*self._memo_key, at.isoformat(), prepared.tools_key, gp, tuple(prepared.keys[:k]))
 
     def remembered(self, prepared: Prepared, k: int, gp: bool) -> str | Refused | None:
         """The text of ``chat[:k]`` rendered before, or the template's refusal of it (see the class docstring)."""
-        return self.memo.get(self._key(prepared, k, gp)) if self.memo is not None else None
+        key = self._key(prepared, k, gp)
+        return self.memo.get(key) if self.memo is not None and key is not None else None
 
     def remember(self, prepared: Prepared, k: int, gp: bool, outcome: str | Refused) -> None:
         """Keep a render's text, or the refusal the template itself raised (never a limit's)."""
-        if self.memo is not None:
-            self.memo.put(self._key(prepared, k, gp), outcome)
+        key = self._key(prepared, k, gp)
+        if self.memo is not None and key is not None:
+            self.memo.put(key, outcome)
 
     def render(self, prepared: Prepared, k: int, gp: bool) -> str:
         """The template's text for ``chat[:k]``, as ``Template.render`` gives it, minus Jinja's rewrite of an

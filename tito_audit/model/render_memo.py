@@ -6,9 +6,10 @@ the generated conversations again for each proof (the template against a patched
 folded form, the serving form against each training form), and a template that refuses tool conversations refuses
 each of them again, at the cost of a render each time. A :class:`RenderMemo` on the loaded model keeps, for the
 renderers that ask for it, each prefix's text, or the template's refusal, by what the template reads: its source, its
-keyword arguments, the prepared messages and tools (each by its ``repr``: plain JSON types, so equal ``repr`` means
-equal data, types and key order alike) and the generation prompt. Only what the template itself decides is kept: a
-render stopped by a limit (time, length, recursion) is not.
+keyword arguments, the clock ``strftime_now`` reads, the prepared messages and tools (each by its ``repr``: plain JSON
+types, so equal ``repr`` means equal data, types and key order alike) and the generation prompt. Only what the
+template itself decides is kept: a render stopped by a limit (time, length, recursion) is not, nor a render outside a
+frozen clock (it reads the time).
 
 Bounded in characters and entries (the least recently used go first), shared by threads under a lock, given back with
 the loaded model.
@@ -20,8 +21,9 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-RenderKey = tuple[str, str, str, bool, tuple[str, ...]]
-"""(template source, keyword arguments, tools, generation prompt, each prepared message of the prefix)."""
+RenderKey = tuple[str, str, str, str, bool, tuple[str, ...]]
+"""(template source, keyword arguments and limits, the frozen clock, tools, generation prompt, each prepared message of
+the prefix)."""
 
 
 @dataclass(frozen=True)
