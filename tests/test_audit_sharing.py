@@ -151,3 +151,29 @@ def test_parse_steps_kept_run_in_the_order_walked():
     steps.add(lambda parsers: done.append("c"))
     steps.finish()
     assert done == ["a", "b", "c"]
+
+
+def test_a_difference_switches_the_template_off_for_every_renderer(tiny_model_dir, write_template, monkeypatch):
+    """The direct path checked unlike ``apply_chat_template`` by one renderer: the texts it remembered are forgotten and
+    the model's other renderers of the template, not checking that call themselves, render the slow way."""
+    from tito_audit.model.render import _FastJinja
+
+    monkeypatch.setattr(_FastJinja, "VERIFY_FIRST", 1)  # only the first call of the template is checked
+    monkeypatch.setattr(_FastJinja, "VERIFY_EVERY", 10_000)
+    model = load(tiny_model_dir, write_template("good", templates.GOOD))
+    codec = TokenCodec(model.tokenizer)
+    wrong = Renderer(model, codec, remember=True)
+    fast = wrong._fast
+    assert fast is not None
+    render = fast.render
+    fast.render = lambda *args: render(*args) + "<wrong>"  # type: ignore[method-assign]
+    conversation = next(iter(generate(1, seed=5)))
+    keys = [(k, False) for k in range(1, len(conversation.messages) + 1)]
+    with frozen_clock(model.template_source, DEFAULT_CLOCK):
+        checked = wrong.prefixes(conversation.messages, conversation.tools, keys)
+        other = Renderer(model, codec, remember=True)
+        unchecked = other.prefixes(conversation.messages, conversation.tools, keys)
+        expected = Renderer(model, codec).prefixes(conversation.messages, conversation.tools, keys)
+    assert wrong._fast is None and other._fast is None, "the direct path stayed on after a difference"
+    assert checked == unchecked == expected
+    assert not any("<wrong>" in text for text in model.renders._entries.values() if isinstance(text, str))

@@ -271,8 +271,20 @@ class _FastJinja:
         )
         return template.environment.concat(template.root_render_func(context))
 
+    def switched_off(self) -> bool:
+        """Whether a renderer sharing this memory found the direct path unlike ``apply_chat_template`` here."""
+        return self.memo is not None and self.memo.is_off(self._memo_key)
+
+    def switch_off(self) -> None:
+        """This template's direct renders differ from ``apply_chat_template``: none of them is remembered any more."""
+        if self.memo is not None:
+            self.memo.switch_off(self._memo_key)
+
     def should_verify(self) -> bool:
-        self.calls += 1
+        """Whether this call's renders are checked against ``apply_chat_template``: the first calls and one in
+        :attr:`VERIFY_EVERY` after, counted per template and settings across the renderers that share a memory (a
+        way-out search makes a renderer per variant and proof), else per renderer."""
+        self.calls = self.memo.count(self._memo_key) if self.memo is not None else self.calls + 1
         return self.calls <= self.VERIFY_FIRST or self.calls % self.VERIFY_EVERY == 0
 
 
@@ -444,6 +456,9 @@ class Renderer:
         """
         fast = self._fast
         assert fast is not None
+        if fast.switched_off():  # another renderer of this template found a difference
+            self._fast = None
+            return None
         # each message's preparation is kept by the message itself, so a list changed in place is prepared as it is
         prepared = fast.prepare(messages, tools)
         texts: list[str | None] = []
@@ -487,6 +502,7 @@ class Renderer:
             except RenderError:
                 reference = None
             if reference != texts[keys.index((k, gp))]:
+                fast.switch_off()
                 self._fast = None
                 return None
         return texts

@@ -21,6 +21,8 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+TemplateKey = tuple[str, str]
+"""(template source, keyword arguments and limits): the renders of one template under one set of settings."""
 RenderKey = tuple[str, str, str, str, bool, tuple[str, ...]]
 """(template source, keyword arguments and limits, the frozen clock, tools, generation prompt, each prepared message of
 the prefix)."""
@@ -45,6 +47,31 @@ class RenderMemo:
         self._entries: OrderedDict[RenderKey, str | Refused] = OrderedDict()
         self._chars = 0
         self._lock = threading.Lock()
+        self._counts: dict[TemplateKey, int] = {}
+        self._off: set[TemplateKey] = set()
+
+    MAX_COUNTED = 1024
+    """Templates whose calls are counted (past it the counts start again: more calls are checked, none fewer)."""
+
+    def count(self, template: TemplateKey) -> int:
+        """One more call for ``template`` (its source, and its settings and limits); how many so far."""
+        with self._lock:
+            if template not in self._counts and len(self._counts) >= self.MAX_COUNTED:
+                self._counts.clear()
+            count = self._counts[template] = self._counts.get(template, 0) + 1
+            return count
+
+    def switch_off(self, template: TemplateKey) -> None:
+        """The direct path rendered ``template`` unlike ``apply_chat_template``: forget its renders (any may be wrong)
+        and tell every renderer that shares this memory to render it the slow way."""
+        with self._lock:
+            self._off.add(template)
+            for key in [key for key in self._entries if key[:2] == template]:
+                self._chars -= _chars(self._entries.pop(key))
+
+    def is_off(self, template: TemplateKey) -> bool:
+        with self._lock:
+            return template in self._off
 
     def get(self, key: RenderKey) -> str | Refused | None:
         with self._lock:
@@ -67,6 +94,7 @@ class RenderMemo:
         with self._lock:
             self._entries.clear()
             self._chars = 0
+            self._counts.clear()
 
 
 def _chars(value: str | Refused) -> int:
