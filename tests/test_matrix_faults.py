@@ -389,3 +389,37 @@ def test_a_failed_audit_keeps_the_published_result(mirror, tmp_path, monkeypatch
     _fail_audits_of("acme/a-quick", monkeypatch)
     fresh = run(["acme/a-quick"], options_for(_acme(mirror), tmp_path / "new", store, count=4))
     assert fresh.rows[0]["status"] == AUDIT_ERROR, "a model never published gets the failure row"
+
+
+def test_a_row_past_the_audit_limit_keeps_the_published_result(mirror, tmp_path, monkeypatch):
+    """A pair whose worker ran past ``--audit-seconds`` (the pool's failure, as it reports it) keeps its published row,
+    its model pages and its way-out pages; the reason names the limit and says to retry with a higher one."""
+    from tito_audit.matrix import backends
+    from tito_audit.matrix.row import KEPT
+
+    out, store = tmp_path / "out", tmp_path / "store"
+    first = run([BASE, OTHER], options_for(_acme(mirror), out, store))
+    before = {folder: sorted(path.name for path in (out / folder).iterdir()) for folder in ("models", "fixes")}
+    before_pages = _published(out, "acme--other")
+    assert before_pages
+    real = backends.LocalBackend.audit
+
+    def past_the_limit(self, model_ids, options, on_outcome, on_event):
+        """OTHER's worker ended past the limit, as the pool reports it; the others audited as they are."""
+        over = f"its audit ran past the limit of {options.audit_seconds:g} CPU seconds per audit (--audit-seconds)"
+        for model_id in model_ids:
+            if model_id == OTHER:
+                on_outcome(backends._worker_failed(model_id, f"{over}; its worker was ended and replaced"))
+            else:
+                real(self, [model_id], options, on_outcome, on_event)
+
+    monkeypatch.setattr(backends.LocalBackend, "audit", past_the_limit)
+    again = run([BASE, OTHER], options_for(_acme(mirror), out, store, count=5))
+    kept = {row["model_id"]: row for row in again.rows}[OTHER]
+    earlier = {row["model_id"]: row for row in first.rows}[OTHER]
+    assert kept["status"] == earlier["status"] == "audited" and kept["verdict"] == earlier["verdict"]
+    assert kept["report"] == earlier["report"] and kept["fix_report"] == earlier["fix_report"]
+    assert kept["reason"].startswith(KEPT) and "--audit-seconds" in kept["reason"] and "higher" in kept["reason"]
+    after = {folder: sorted(path.name for path in (out / folder).iterdir()) for folder in ("models", "fixes")}
+    assert after == before, "a published file was removed"
+    assert _published(out, "acme--other") == before_pages, "the model's pages changed"
