@@ -97,7 +97,12 @@ docs: install
 site: docs
 	@echo "site/: the docs, and the matrix under site/reports/ (open site/index.html or serve the folder)"
 
+# the audit a user runs, end to end, per model beside the naive reference and the floor; then make matrix cold
 bench: install-matrix
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_audit.py --mirror ../shared/tokenizers --matrix
+
+# the checks alone, in one process, beside the same checks done naively
+bench-checks: install-matrix
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_matrix.py --mirror ../shared/tokenizers
 
 # the matrix over >2,000 synthetic fine-tune ids (symlinked copies of the corpus), cold and warm, local and Ray
