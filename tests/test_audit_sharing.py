@@ -3,6 +3,7 @@ tokenizer's normalizer run in Python, and the parsers chosen while the template'
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -16,7 +17,7 @@ from tito_audit.audit import pending_plan
 from tito_audit.audit.pending_plan import ParseSteps, PendingPlan
 from tito_audit.audit.service import AuditOptions, audit
 from tito_audit.conversations.generate import generate
-from tito_audit.formatters.json_report import to_json
+from tito_audit.formatters.json_report import VOLATILE_KEYS, report_to_dict, to_json
 from tito_audit.model.normalizers import FastNormalizer
 from tito_audit.model.render import ALTERNATE_CLOCK, DEFAULT_CLOCK, Renderer, frozen_clock
 from tito_audit.model.tokens import TokenCodec
@@ -177,3 +178,46 @@ def test_a_difference_switches_the_template_off_for_every_renderer(tiny_model_di
     assert wrong._fast is None and other._fast is None, "the direct path stayed on after a difference"
     assert checked == unchecked == expected
     assert not any("<wrong>" in text for text in model.renders._entries.values() if isinstance(text, str))
+
+
+def _way_out_page(tiny_model_dir, write_template, name: str) -> str:
+    from tito_audit.formatters import fix_report
+    from tito_audit.repair.way_out import find_way_out
+
+    options = AuditOptions(count=12)
+    model = load(tiny_model_dir, write_template(name.lower(), getattr(templates, name)))  # a fresh memory
+    before = audit(model, options)
+    way = find_way_out(model, before, options, audit)
+    after = report_to_dict(way.fix.after) if way.fix is not None and way.fix.after is not None else {}
+    for key in VOLATILE_KEYS:
+        after.pop(key, None)
+    page = fix_report.to_markdown(before, fix_report.page_of(way, before), "fix.diff", "training.diff")
+    diff = fix_report.publishable_diff(way.fix) if way.fix else ""
+    return f"{way.kind}\n{way.summary}\n{page}\n{diff}\n{json.dumps(after, sort_keys=True)}"
+
+
+def test_a_way_out_is_the_same_with_and_without_remembered_renders(tiny_model_dir, write_template, monkeypatch):
+    """A way-out search (its proofs render what the audit rendered, and each other's prefixes) finds the same fix,
+    proof and page with the memory of renders and without it."""
+    from tito_audit.model.render import _FastJinja
+
+    hits: list[object] = []
+    real = _FastJinja.remembered
+
+    def counted(self, prepared, k, gp):
+        outcome = real(self, prepared, k, gp)
+        if outcome is not None:
+            hits.append(outcome)
+        return outcome
+
+    for name in ("QWQ_LIKE", "TOOL_RESULTS_JOINED_IN_ONE_BLOCK"):
+        hits.clear()
+        with monkeypatch.context() as patch:
+            patch.setattr(_FastJinja, "remembered", counted)
+            remembered = _way_out_page(tiny_model_dir, write_template, name)
+        assert hits, f"{name}: the search took no render from the memory"
+        with monkeypatch.context() as patch:
+            patch.setattr(_FastJinja, "remembered", lambda self, prepared, k, gp: None)
+            patch.setattr(_FastJinja, "remember", lambda self, prepared, k, gp, outcome: None)
+            fresh = _way_out_page(tiny_model_dir, write_template, name)
+        assert remembered == fresh, name
