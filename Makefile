@@ -99,7 +99,7 @@ llamacpp: | $(MATRIX_STAMP)
 		fi; \
 	fi
 
-.PHONY: install install-matrix vllm llamacpp harnesses-install harnesses test-harnesses vllm-renderer bench-parser-engines audit matrix corpus screenshots docs site test lint bench bench-scale bench-session bench-render bench-parsers bench-gateway bench-gateway-dialects bench-gateway-stream bench-gateway-large bench-corpus
+.PHONY: install install-matrix vllm llamacpp harnesses-install harnesses test-harnesses vllm-renderer bench-parser-engines audit matrix corpus screenshots docs site test lint bench bench-checks bench-scale bench-session bench-render bench-parsers bench-gateway bench-gateway-dialects bench-gateway-stream bench-gateway-large bench-corpus
 # The harness matrix's harnesses (docs/harnesses.md): pinned npm CLIs and PyPI frameworks, each framework in a
 # virtual environment of its own, all in a folder apart from .venv's packages ($(HARNESS_DIR)); `make install` brings
 # the frameworks the test suite runs end to end (pydantic-ai, openai-agents, mini-swe-agent), `make harnesses-install`
@@ -168,7 +168,12 @@ docs: install
 site: docs
 	@echo "site/: the docs, and the matrix under site/reports/ (open site/index.html or serve the folder)"
 
+# the audit a user runs, end to end, per model beside the naive reference and the floor; then make matrix cold
 bench: install-matrix
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_audit.py --mirror ../shared/tokenizers --matrix
+
+# the checks alone, in one process, beside the same checks done naively
+bench-checks: install-matrix
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_matrix.py --mirror ../shared/tokenizers
 
 # the matrix over >2,000 synthetic fine-tune ids (symlinked copies of the corpus), cold and warm, local and Ray

@@ -124,6 +124,7 @@ LONGEST_FIRST = (
     "test_gateway_faults.py",
     "test_published_matrix.py",
     "test_real_conversations.py",
+    "test_render_memo_reports.py",
 )
 """The test files that take longest (``--durations``, on 2 cores), longest first."""
 

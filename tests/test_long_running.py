@@ -95,7 +95,7 @@ def test_the_shared_caches_stay_within_their_bytes(tiny_model_dir, write_templat
         assert prompt[-3:] == session.codec.encode("<|im_start|>assistant\n")[-3:]
         assert _held(machinery_of.codec._segments._cache) <= 2 << 20, turn
         prepared = machinery_of.renderer._fast._prepared
-        assert sum(len(message.get("content") or "") for message, _ in prepared.values()) <= 500_000, turn
+        assert sum(len(message.get("content") or "") for message, *_ in prepared.values()) <= 500_000, turn
 
 
 def test_forget_drops_what_the_caches_keep_for_a_session(tiny_model_dir, write_template):

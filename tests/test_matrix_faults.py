@@ -208,6 +208,22 @@ def test_failed_rows_give_their_own_exit_code(monkeypatch, tmp_path):
     assert "1 rows failed (not audited: audit error: acme/bad)" in result.output
 
 
+def test_a_kept_row_gives_the_failed_rows_exit_code(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from tito_audit.cli import app
+    from tito_audit.matrix import run as matrix_command
+    from tito_audit.matrix.publish import kept_note
+    from tito_audit.matrix.run import MatrixRun
+
+    kept = base_row("acme/kept", "audited")
+    kept["reason"] = kept_note(base_row("acme/kept", AUDIT_ERROR, "worker failed: its audit ran past the limit"))
+    monkeypatch.setattr(matrix_command, "run_matrix", lambda models, options, on_event=None: MatrixRun([kept], 1))
+    result = CliRunner().invoke(app, ["matrix", "--out", str(tmp_path / "out"), "acme/kept"])
+    assert result.exit_code == 3, result.output
+    assert "1 rows failed (kept from the previous run: acme/kept)" in result.output
+
+
 def test_an_empty_models_file_is_refused(tmp_path):
     from typer.testing import CliRunner
 
@@ -288,22 +304,122 @@ def _acme(mirror: Path) -> Path:
 
 
 def stuck(key: str, events) -> str:
-    """A task for the pool test: ``stuck`` never ends (as an audit of a template no limit reaches would not)."""
+    """A task for the pool tests: ``stuck`` computes forever (as an audit of a template no render limit reaches
+    would); ``slow`` waits longer than the limit without computing (an honest audit on a busy machine)."""
     while key == "stuck":
-        time.sleep(0.05)
+        sum(range(10_000))
+    if key == "slow":
+        time.sleep(3)
     return f"{key}: done"
 
 
 def test_a_worker_past_the_audit_limit_is_replaced_and_its_row_says_why():
     done, failed = {}, {}
-    pool = WorkerPool(1, stuck, task_seconds=2)
+    pool = WorkerPool(1, stuck, task_cpu_seconds=1)
     finished = threading.Event()
 
     def run() -> None:
-        pool.run([(key, (key,)) for key in ("stuck", "after")], on_done=done.__setitem__, on_failed=failed.__setitem__)
+        tasks = [(key, (key,)) for key in ("stuck", "slow", "after")]
+        pool.run(tasks, on_done=done.__setitem__, on_failed=failed.__setitem__)
         finished.set()
 
     threading.Thread(target=run, daemon=True).start()
-    assert finished.wait(timeout=60), "the pool waited for the stuck task"
-    assert done == {"after": "after: done"}, "the task after it ran on a fresh worker"
-    assert list(failed) == ["stuck"] and "ran past the limit of 2s per audit (--audit-seconds)" in failed["stuck"]
+    assert finished.wait(timeout=120), "the pool waited for the stuck task"
+    assert done == {"slow": "slow: done", "after": "after: done"}, "the tasks after it ran on a fresh worker"
+    assert list(failed) == ["stuck"]
+    assert "ran past the limit of 1 CPU seconds per audit (--audit-seconds)" in failed["stuck"]
+
+
+def test_the_audit_limit_is_cpu_time_not_the_wall_clock():
+    """A task that waits three seconds (a busy machine's honest audit) is not ended by a limit of one second of CPU
+    time: the limit measures the work the task does."""
+    done, failed = {}, {}
+    WorkerPool(1, stuck, task_cpu_seconds=1).run(
+        [("slow", ("slow",))], on_done=done.__setitem__, on_failed=failed.__setitem__
+    )
+    assert done == {"slow": "slow: done"} and not failed
+
+
+def _fail_audits_of(model_id: str, monkeypatch) -> None:
+    """Make every audit of ``model_id`` raise, as an audit error does (the others run as they are)."""
+    from tito_audit.audit import service
+
+    real = service.audit
+
+    def audit(loaded, options=None, progress=None):
+        if loaded.resolved.model_id == model_id:
+            raise RuntimeError("forced for the test")
+        return real(loaded, options, progress)
+
+    monkeypatch.setattr(service, "audit", audit)
+
+
+def _published(out: Path, stem: str) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted((out / "models").glob(f"{stem}.*"))}
+
+
+@pytest.mark.parametrize("store_kept", [True, False], ids=["result-stored", "store-cleared"])
+def test_a_failed_audit_keeps_the_published_result(mirror, tmp_path, monkeypatch, store_kept):
+    """A row whose audit fails never takes away what was published: the row and its pages stay as they were (rebuilt
+    from the stored result, or as published when the store no longer holds it), with a reason naming the failure and
+    how to retry; a model published for the first time gets the failure row."""
+    from tito_audit.matrix.row import KEPT
+
+    out, store = tmp_path / "out", tmp_path / "store"
+    first = run([BASE, OTHER], options_for(_acme(mirror), out, store))
+    before_pages = _published(out, "acme--other")
+    assert before_pages
+    if not store_kept:
+        shutil.rmtree(store)
+    _fail_audits_of(OTHER, monkeypatch)
+    # another count: another results key, so both pairs are audited again
+    again = run([BASE, OTHER, "acme/a-quick"], options_for(_acme(mirror), out, store, count=5))
+    rows = {row["model_id"]: row for row in again.rows}
+    kept, earlier = rows[OTHER], {row["model_id"]: row for row in first.rows}[OTHER]
+    assert kept["status"] == "audited" and kept["verdict"] == earlier["verdict"] == "broken"
+    assert kept["results_key"] == earlier["results_key"], "the row names the result it shows"
+    assert kept["reason"].startswith(KEPT) and "forced for the test" in kept["reason"] and "again" in kept["reason"]
+    assert _published(out, "acme--other") == before_pages, "the model's pages were removed or changed"
+    published = {row["model_id"]: row for row in json.loads((out / "matrix.json").read_text())}
+    assert published[OTHER]["reason"] == kept["reason"] and published[OTHER]["verdict"] == "broken"
+    assert KEPT in (out / "matrix.md").read_text() and KEPT in (out / "index.html").read_text()
+    assert rows[BASE]["status"] == "audited" and not rows[BASE]["reason"], "the other pair was audited"
+    assert rows["acme/a-quick"]["status"] == "audited", "a model published for the first time is audited"
+
+    _fail_audits_of("acme/a-quick", monkeypatch)
+    fresh = run(["acme/a-quick"], options_for(_acme(mirror), tmp_path / "new", store, count=4))
+    assert fresh.rows[0]["status"] == AUDIT_ERROR, "a model never published gets the failure row"
+
+
+def test_a_row_past_the_audit_limit_keeps_the_published_result(mirror, tmp_path, monkeypatch):
+    """A pair whose worker ran past ``--audit-seconds`` (the pool's failure, as it reports it) keeps its published row,
+    its model pages and its way-out pages; the reason names the limit and says to retry with a higher one."""
+    from tito_audit.matrix import backends
+    from tito_audit.matrix.row import KEPT
+
+    out, store = tmp_path / "out", tmp_path / "store"
+    first = run([BASE, OTHER], options_for(_acme(mirror), out, store))
+    before = {folder: sorted(path.name for path in (out / folder).iterdir()) for folder in ("models", "fixes")}
+    before_pages = _published(out, "acme--other")
+    assert before_pages
+    real = backends.LocalBackend.audit
+
+    def past_the_limit(self, model_ids, options, on_outcome, on_event):
+        """OTHER's worker ended past the limit, as the pool reports it; the others audited as they are."""
+        over = f"its audit ran past the limit of {options.audit_seconds:g} CPU seconds per audit (--audit-seconds)"
+        for model_id in model_ids:
+            if model_id == OTHER:
+                on_outcome(backends._worker_failed(model_id, f"{over}; its worker was ended and replaced"))
+            else:
+                real(self, [model_id], options, on_outcome, on_event)
+
+    monkeypatch.setattr(backends.LocalBackend, "audit", past_the_limit)
+    again = run([BASE, OTHER], options_for(_acme(mirror), out, store, count=5))
+    kept = {row["model_id"]: row for row in again.rows}[OTHER]
+    earlier = {row["model_id"]: row for row in first.rows}[OTHER]
+    assert kept["status"] == earlier["status"] == "audited" and kept["verdict"] == earlier["verdict"]
+    assert kept["report"] == earlier["report"] and kept["fix_report"] == earlier["fix_report"]
+    assert kept["reason"].startswith(KEPT) and "--audit-seconds" in kept["reason"] and "higher" in kept["reason"]
+    after = {folder: sorted(path.name for path in (out / folder).iterdir()) for folder in ("models", "fixes")}
+    assert after == before, "a published file was removed"
+    assert _published(out, "acme--other") == before_pages, "the model's pages changed"

@@ -290,3 +290,23 @@ def test_matrix_cli_dedupes_stores_and_refuses_offline_hub_listing(mirror, tmp_p
     offline = subprocess.run([*base, *store, "--from-hub", "author=acme"], capture_output=True, text=True, env=env)
     assert offline.returncode == 2 and "Traceback" not in offline.stderr
     assert len(offline.stderr.strip().splitlines()) == 1 and "HF_HUB_OFFLINE" in offline.stderr
+
+
+def test_the_longest_audits_of_the_last_run_start_first(tmp_path):
+    """Workers take the audits the last run found longest first, those it never timed before them all, so that no long
+    audit starts last on two cores; ties keep the sorted order."""
+    from tito_audit.matrix.run import longest_first
+
+    out = tmp_path / "out"
+    out.mkdir()
+    rows = [
+        {"model_id": "a/short", "duration_seconds": 2.0},
+        {"model_id": "b/long", "duration_seconds": 90.0},
+        {"model_id": "c/failed", "duration_seconds": None},
+        {"model_id": "d/middle", "duration_seconds": 30.0},
+    ]
+    (out / "matrix.json").write_text(json.dumps(rows))
+    ids = ["a/short", "b/long", "c/failed", "d/middle", "e/new", "f/new"]
+    options = options_for(tmp_path, out, None)
+    assert longest_first(ids, options) == ["c/failed", "e/new", "f/new", "b/long", "d/middle", "a/short"]
+    assert longest_first(ids, options_for(tmp_path, tmp_path / "nothing-here", None)) == ids

@@ -21,6 +21,7 @@ from tito_audit.audit.audit_options import (
 )
 from tito_audit.audit.conditions.verdict_conditions import report_conditions
 from tito_audit.audit.parse_step.engine_verdicts import engine_verdicts
+from tito_audit.audit.pending_plan import ParseSteps, PendingPlan
 from tito_audit.audit.recommend import recommend
 from tito_audit.audit.results import AuditReport, ModelInfo, Settings, worst_verdict
 from tito_audit.audit.settings_together import refused_settings, settings_read_together, without_refused
@@ -32,7 +33,6 @@ from tito_audit.errors import BadInputError
 from tito_audit.model.load_folder import LoadedModel, codec_for
 from tito_audit.model.render import frozen_clock
 from tito_audit.model.variants import template_inputs, variants_for
-from tito_audit.parse.choice import choose_parsers
 from tito_audit.parse.engines import ENGINES
 from tito_audit.parse.vllm_encoder import connect
 
@@ -122,8 +122,9 @@ def audit(
     cut = window_note(options.conversations or [], options.max_messages)
     if cut is not None:
         notes.append(cut)
-    plan = choose_parsers(options.parser, loaded.resolved.model_id, codec.tokenizer, loaded.resolved.path)
-    notes.extend(plan.notes)
+    # the parsers are chosen while the template's own rollout is walked (see tito_audit.audit.pending_plan)
+    pending = PendingPlan.start(options.parser, loaded.resolved.model_id, codec.tokenizer, loaded.resolved.path)
+    plan_notes_at = len(notes)
     variants, refused = variants_for(inputs, options.pinned_kwargs), []
     if loaded.template_source is not None:
         with frozen_clock(loaded.template_source, options.clock):
@@ -134,11 +135,16 @@ def audit(
                 kept, refused_together = refused_settings(loaded, codec, [variants[0], *together], options.limits)
                 variants, refused = variants + kept[1:], refused + refused_together
     conversations_for = conversation_source(options)
-    audits = [VariantAudit(loaded, codec, variant, options, plan.parsers) for variant in variants]
-    results = [
-        variant_audit.run(conversations_for, progress, audits[0].steps if index else None)
+    audits = [VariantAudit(loaded, codec, variant, options) for variant in variants]
+    steps = ParseSteps(pending, lambda: frozen_clock(loaded.template_source, options.clock))
+    # a variant of another setting reads the default setting's steps: its parse steps run after the default's
+    walks = [
+        variant_audit.walk(conversations_for, progress, steps, audits[0].steps if index else None)
         for index, variant_audit in enumerate(audits)
     ]
+    plan = steps.finish()
+    notes[plan_notes_at:plan_notes_at] = plan.notes
+    results = [walk.result() for walk in walks]
     verdict = worst_verdict([r.verdict for r in results])
     prompts = {a.variant.name: a.probe_prompt() for a in audits} if len(audits) > 1 else {}
     return AuditReport(

@@ -9,11 +9,13 @@ The path of one conversation: :class:`~tito_audit.audit.realization.acceptance.A
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 from tito_audit.audit.aggregate import (
     VariantTotals,
+    add_tallies,
     group_refusals,
     group_unrealized,
     keep_examples,
@@ -23,6 +25,7 @@ from tito_audit.audit.aggregate import (
 from tito_audit.audit.audit_options import AuditOptions, ConversationSource, ProgressCallback
 from tito_audit.audit.checks import run_checks
 from tito_audit.audit.checks.mask import variant_notes as mask_notes
+from tito_audit.audit.checks.outcome import Outcome
 from tito_audit.audit.checks.rollout_context import CheckSetup, RolloutContext
 from tito_audit.audit.checks.undo_reruns import (
     TRIED_CONVERSATIONS,
@@ -45,11 +48,12 @@ from tito_audit.audit.parse_step.parsed_rollout import parsed_rollout
 from tito_audit.audit.parse_step.parsed_totals import ParsedTotals
 from tito_audit.audit.parse_step.parsed_undo import parsed_walk, settle_parsed
 from tito_audit.audit.parse_step.written_values import LiteralCache, ValueTotals, written_values
+from tito_audit.audit.pending_plan import ParseStep, ParseSteps, PendingPlan
 from tito_audit.audit.realization.acceptance import Acceptor, Renders
-from tito_audit.audit.realization.realize import RealizedConversation, realize, turn_keys
+from tito_audit.audit.realization.realize import RealizedConversation, keep_walked, realize, turn_keys
 from tito_audit.audit.realization.reasoning_block import VariantReasoning, variant_reasoning
 from tito_audit.audit.realization.stops import collect_stop_tokens, model_end_token
-from tito_audit.audit.results import Failure, StopToken, VariantResult, Walked
+from tito_audit.audit.results import StopToken, VariantResult
 from tito_audit.audit.verdict import verdict_for
 from tito_audit.conversations.conversation import USER, Conversation
 from tito_audit.conversations.profile import GenerationProfile
@@ -89,7 +93,7 @@ class VariantAudit:
         self.codec = codec
         self.variant = variant
         self.options = options
-        self.renderer = Renderer(model, codec, variant.kwargs, options.limits)
+        self.renderer = Renderer(model, codec, variant.kwargs, options.limits, remember=True)
         self.acceptor = Acceptor(self.renderer)
         self.steps: StepStatuses = {}
         """How each step went, by (``template`` or the parser's name, conversation id, the step's turn), once
@@ -215,23 +219,33 @@ class VariantAudit:
         progress: ProgressCallback | None,
         default: StepStatuses | None = None,
     ) -> VariantResult:
-        """Audit the conversations ``conversations_for`` gives for the reasoning kinds this variant allows;
-        ``default``: the steps of the default setting's audit (:attr:`steps`), for a variant of another setting."""
+        """Audit the conversations ``conversations_for`` gives for the reasoning kinds this variant allows, with the
+        parsers given to this audit; ``default``: the steps of the default setting's audit (:attr:`steps`), for a
+        variant of another setting."""
+        steps = ParseSteps(PendingPlan.known_now(self.parsers), contextlib.nullcontext)
+        walk = self.walk(conversations_for, progress, steps, default)
+        steps.finish()
+        return walk.result()
+
+    def walk(
+        self,
+        conversations_for: ConversationSource,
+        progress: ProgressCallback | None,
+        steps: ParseSteps,
+        default: StepStatuses | None = None,
+    ) -> VariantWalk:
+        """Walk the conversations ``conversations_for`` gives: accept, realize and check each; hand each one's parse
+        step (every parser, the undo re-runs that settle the template's steps and each parser's, the written values)
+        to ``steps``, which runs it once the parsers are known (see :mod:`tito_audit.audit.pending_plan`);
+        ``default`` as in :meth:`run`."""
         options, model = self.options, self.model
-        totals = VariantTotals()
-        parsed = [ParsedTotals() for _ in self.parsers]
-        values_parser = self.parsers[0] if self.parsers else None
-        values = ValueTotals()
-        literals = LiteralCache()
-        accepted: list[tuple[Conversation, str]] = []
-        native_tool_conversations = 0
-        cap = TRIED_CONVERSATIONS if default is None else TRIED_OTHER_SETTINGS
-        budgets: dict[str, Budget] = defaultdict(lambda: Budget(cap))
-        """Per rollout (``template`` or a parser's name): what it walked again so far."""
+        walk = VariantWalk(self, default)
+        totals = walk.totals
         with frozen_clock(model.template_source, options.clock):
-            allowed = self.reasoning.kinds
+            walk.allowed = self.reasoning.kinds
             conversations = conversations_for(self.profile)
-            stop_tokens, setup = self.check_setup()
+            walk.conversations = len(conversations)
+            walk.stop_tokens, setup = self.check_setup()
             for number, conversation in enumerate(conversations, start=1):
                 audited, renders, refusal = self.accept(conversation)
                 if refusal is not None:
@@ -241,81 +255,32 @@ class VariantAudit:
                 else:
                     changes = list(refusal.accepted_after or ()) if refusal is not None else []
                     if audited.has_tool_traffic() and not set(changes) & NOT_NATIVE_TOOLS:
-                        native_tool_conversations += 1
+                        walk.native_tool_conversations += 1
                     realized = self.realize(audited, renders)
                     totals.unrealized += realized.unrealized
                     context = RolloutContext(setup, realized.conversation, realized.renders, realized.alignments)
                     outcome = run_checks(context)
                     keep_walked(outcome.failures, realized)
-                    failing = {key[1]: f.causes for key, f in outcome.located if key[0] == 1 and key[2:] == (0, 0)}
-                    memos = [ParseMemo(parser) for parser in self.parsers]
-                    walked = [parsed_rollout(context, failing, memo, options.seed, self.layout) for memo in memos]
-                    until = last_failing(outcome.walked, *(found.walked for found in walked))
-                    undos = ConversationUndos(context.conversation, turn_forms(context), until)
-                    context_of = self._walked_again(setup, context)
-                    settle(outcome.walked, undos, simulated_walk(context_of), budgets[TEMPLATE])
-                    self._by_setting(TEMPLATE, context.conversation.id, outcome.walked, default)
-                    outcome.count_conditions()
-                    totals.add(outcome, changes)
+                    totals.add(outcome, changes)  # its steps' conditions once its parse step has settled them
                     totals.add_shapes(realized.conversation, outcome)
-                    for memo, totals_parsed, outcome_parsed in zip(memos, parsed, walked, strict=True):
-                        parser = memo.parser
-                        walk = parsed_walk(context_of, memo, options.seed, self.layout)
-                        held = settle_parsed(outcome_parsed, undos, walk, budgets[parser.name])
-                        self._by_setting(parser.name, context.conversation.id, outcome_parsed.walked, default)
-                        outcome_parsed.close(held)
-                        totals_parsed.add(outcome_parsed, changes)
-                    values.add(written_values(context, values_parser, options.seed, literals, self.layout))
+                    failing = {key[1]: f.causes for key, f in outcome.located if key[0] == 1 and key[2:] == (0, 0)}
+                    steps.add(walk.parse_step(setup, context, outcome, failing, changes))
                     last = (len(realized.conversation.messages), False)
-                    accepted.append((realized.conversation, realized.renders[last].text))
+                    walk.accepted.append((realized.conversation, realized.renders[last].text))
                 if progress is not None:
                     progress(self.variant.name, number, len(conversations))
-            findings = run_findings(
+            walk.findings = run_findings(
                 FindingContext(
                     model,
                     self.codec,
                     self.renderer,
                     options.clock,
-                    accepted,
+                    walk.accepted,
                     totals.completions,
                     totals.gen_prompt_mismatches,
                 )
             )
-        verdict, reason = verdict_for(totals.checks, native_tool_conversations)
-        tallies = tally_steps(totals.conditions)
-        forms = steps_by_form(totals.forms)
-        self._notes(totals, allowed)
-        return VariantResult(
-            name=self.variant.name,
-            kwargs=dict(self.variant.kwargs),
-            verdict=verdict,
-            verdict_reason=reason,
-            checks=totals.checks,
-            failures=keep_examples(totals.failures, options.max_examples_per_group),
-            refused=group_refusals(totals.refusals),
-            drift=totals.drift,
-            stop_tokens=stop_tokens,
-            findings=findings,
-            conversations=len(conversations),
-            conversations_audited=len(accepted),
-            unrealizable=group_unrealized(totals.unrealized),
-            steps_by_form=forms,
-            steps_by_shape=steps_by_shape(totals.shapes),
-            assistant_turns=totals.completions,
-            parses=[
-                totals_parsed.result(
-                    parser,
-                    native_tool_conversations,
-                    keep_examples(totals_parsed.failures, options.max_examples_per_group),
-                    self.rare_form,
-                )
-                for parser, totals_parsed in zip(self.parsers, parsed, strict=True)
-            ],
-            values=values.result(),
-            values_parser=values_parser.name if values_parser is not None else TEMPLATE,
-            value_failures=values.failures,
-            conditions=conditions_of(tallies, verdict),
-        )
+        return walk
 
     def _notes(self, totals: VariantTotals, allowed: tuple[str, ...] | None) -> None:
         """Sort the check tables and add the notes a reader needs beside them."""
@@ -346,16 +311,108 @@ class VariantAudit:
             checks["rollout"].notes.append("text stability only: seam and drift need the real vocabulary")
 
 
-def keep_walked(failures: Sequence[Failure], realized: RealizedConversation) -> None:
-    """Keep on each failure what its explanation reads (:class:`~tito_audit.audit.results.Walked`): the conversation as
-    audited, shared by all its failures (no copy: the failures kept after the audit bound what stays in memory), and
-    for a rollout step, what the model wrote in the turn before it where history does not render that turn."""
-    conversation = realized.conversation
-    turns = conversation.assistant_indices()
-    for failure in failures:
-        model_text = None
-        if failure.check == "rollout":
-            before = max((j for j in turns if j < failure.turn), default=None)
-            alignment = realized.alignments.get(before) if before is not None else None
-            model_text = alignment.model_text if alignment is not None else None
-        failure.walked = Walked(conversation, model_text)
+class VariantWalk:
+    """One variant's conversations walked (:meth:`VariantAudit.walk`): the template's checks of each, and their parse
+    steps as they run; :meth:`result` sums them into the variant's result (its parse steps run)."""
+
+    def __init__(self, audit: VariantAudit, default: StepStatuses | None = None) -> None:
+        """``default``: the steps of the default setting's audit, for a variant of another setting (see
+        :meth:`VariantAudit.run`)."""
+        self.audit = audit
+        self.default = default
+        cap = TRIED_CONVERSATIONS if default is None else TRIED_OTHER_SETTINGS
+        self.budgets: dict[str, Budget] = defaultdict(lambda: Budget(cap))
+        """Per rollout (``template`` or a parser's name): what it walked again so far."""
+        self.totals = VariantTotals()
+        self.accepted: list[tuple[Conversation, str]] = []
+        self.native_tool_conversations = 0
+        self.conversations = 0
+        self.allowed: tuple[str, ...] | None = None
+        self.stop_tokens: list[StopToken] = []
+        self.findings: list = []
+        self.parsers: list[CompletionParser] | None = None
+        """None until the first parse step ran (a variant with no conversation audited runs none)."""
+        self.parsed: list[ParsedTotals] = []
+        self.values = ValueTotals()
+        self._literals = LiteralCache()
+
+    def parse_step(
+        self,
+        setup: CheckSetup,
+        context: RolloutContext,
+        outcome: Outcome,
+        failing: dict[int, list[str]],
+        changes: list[str],
+    ) -> ParseStep:
+        """The parse step of a walked conversation: each parser's rollout (``failing``: the causes of each step that
+        fails without a parser); the undo re-runs that settle the failing steps of the template's rollout
+        (``outcome``, whose conditions are counted then) and of each parser's, cut after the last step any of them
+        fails; then the written values."""
+
+        def step(parsers: list[CompletionParser]) -> None:
+            if self.parsers is None:
+                self.parsers = list(parsers)
+                self.parsed = [ParsedTotals() for _ in self.parsers]
+            audit = self.audit
+            seed, layout, conversation = audit.options.seed, audit.layout, context.conversation.id
+            memos = [ParseMemo(parser) for parser in self.parsers]
+            walked = [parsed_rollout(context, failing, memo, seed, layout) for memo in memos]
+            until = last_failing(outcome.walked, *(found.walked for found in walked))
+            undos = ConversationUndos(context.conversation, turn_forms(context), until)
+            context_of = audit._walked_again(setup, context)
+            settle(outcome.walked, undos, simulated_walk(context_of), self.budgets[TEMPLATE])
+            audit._by_setting(TEMPLATE, conversation, outcome.walked, self.default)
+            outcome.count_conditions()
+            add_tallies(self.totals.conditions, outcome.conditions)
+            for memo, totals_parsed, outcome_parsed in zip(memos, self.parsed, walked, strict=True):
+                parser = memo.parser
+                walk = parsed_walk(context_of, memo, seed, layout)
+                held = settle_parsed(outcome_parsed, undos, walk, self.budgets[parser.name])
+                audit._by_setting(parser.name, conversation, outcome_parsed.walked, self.default)
+                outcome_parsed.close(held)
+                totals_parsed.add(outcome_parsed, changes)
+            values_parser = self.parsers[0] if self.parsers else None
+            self.values.add(written_values(context, values_parser, seed, self._literals, layout))
+
+        return step
+
+    def result(self) -> VariantResult:
+        """The variant's result (every conversation's parse step done: call :meth:`parse_kept` first)."""
+        audit, totals, options = self.audit, self.totals, self.audit.options
+        parsers = self.parsers or []
+        values_parser = parsers[0] if parsers else None
+        verdict, reason = verdict_for(totals.checks, self.native_tool_conversations)
+        tallies = tally_steps(totals.conditions)
+        forms = steps_by_form(totals.forms)
+        audit._notes(totals, self.allowed)
+        return VariantResult(
+            name=audit.variant.name,
+            kwargs=dict(audit.variant.kwargs),
+            verdict=verdict,
+            verdict_reason=reason,
+            checks=totals.checks,
+            failures=keep_examples(totals.failures, options.max_examples_per_group),
+            refused=group_refusals(totals.refusals),
+            drift=totals.drift,
+            stop_tokens=self.stop_tokens,
+            findings=self.findings,
+            conversations=self.conversations,
+            conversations_audited=len(self.accepted),
+            unrealizable=group_unrealized(totals.unrealized),
+            steps_by_form=forms,
+            steps_by_shape=steps_by_shape(totals.shapes),
+            assistant_turns=totals.completions,
+            parses=[
+                totals_parsed.result(
+                    parser,
+                    self.native_tool_conversations,
+                    keep_examples(totals_parsed.failures, options.max_examples_per_group),
+                    audit.rare_form,
+                )
+                for parser, totals_parsed in zip(parsers, self.parsed, strict=True)
+            ],
+            values=self.values.result(),
+            values_parser=values_parser.name if values_parser is not None else TEMPLATE,
+            value_failures=self.values.failures,
+            conditions=conditions_of(tallies, verdict),
+        )

@@ -62,7 +62,7 @@ def audit_command(
     console = Console()
     options = audit_options(sampling, settings, max_examples_per_group=examples)
     add_conversation_inputs(options, inputs)
-    loaded = load(model, source)
+    loaded = load(model, source, options.parser)
     report = audit_with_progress(loaded, options, console, show=not quiet)
     words = model_words(model, source, settings)
     attach_explanations(report, loaded)

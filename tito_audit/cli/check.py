@@ -119,7 +119,7 @@ def check_command(
         "extra_stop_tokens": list(options.extra_stop_tokens),
     }
     check_baseline_settings(policy, early, complete=False)  # before the audit: what is known already
-    loaded = load(model, source)
+    loaded = load(model, source, options.parser)
     check_baseline_model(policy, loaded.resolved.model_id)
     console = Console()
     report = audit_with_progress(loaded, options, console, show=True)

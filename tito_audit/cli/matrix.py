@@ -95,8 +95,8 @@ AuditSecondsOpt = Annotated[
         "--audit-seconds",
         metavar="SECONDS",
         min=0,
-        help="Wall-clock limit of one model's audit in a worker process (0: none); past it the worker is replaced "
-        "and the row says why.",
+        help="CPU-time limit of one model's audit in a worker process (0: none): the work it does, not the wall "
+        "clock; past it the worker is replaced and the row keeps its previous result with a note.",
     ),
 ]
 RESULTS_CACHE_ENV = "TITO_AUDIT_RESULTS_CACHE"
@@ -153,7 +153,7 @@ def matrix_command(
 ) -> None:
     """Audit many models in parallel and write the compatibility matrix (md, csv, json, parquet, html)."""
     from tito_audit.matrix.hub_listing import list_hub_models, parse_filter
-    from tito_audit.matrix.row import AUDIT_ERROR
+    from tito_audit.matrix.row import AUDIT_ERROR, KEPT, failed_in_this_run
     from tito_audit.matrix.run import MatrixInterrupted, MatrixOptions
     from tito_audit.matrix.tables import update_readme, write_matrix
     from tito_audit.model.registry import registry_model_ids
@@ -212,13 +212,16 @@ def matrix_command(
             raise BadInputError(f"--update-readme: {exc}") from exc
     _print_summary(run, what_changed(out, before, folder_state(out)), console)
     failed = [row["model_id"] for row in rows if row["status"] == AUDIT_ERROR]
-    if failed:
-        err.print(
-            f"{len(failed)} rows failed ({AUDIT_ERROR}: {', '.join(failed[:3])}{', …' if len(failed) > 3 else ''}); "
-            "see their reason column, run again to retry them",
-            highlight=False,
-            soft_wrap=True,
-        )
+    kept = [row["model_id"] for row in rows if failed_in_this_run(row) and row["status"] != AUDIT_ERROR]
+    for ids, what in ((failed, f"rows failed ({AUDIT_ERROR}"), (kept, f"rows failed ({KEPT.rstrip(': ')}")):
+        if ids:
+            err.print(
+                f"{len(ids)} {what}: {', '.join(ids[:3])}{', …' if len(ids) > 3 else ''}); "
+                "see their reason column, run again to retry them",
+                highlight=False,
+                soft_wrap=True,
+            )
+    if failed or kept:
         raise typer.Exit(EXIT_ROWS_FAILED)
     raise typer.Exit(EXIT_OK)
 

@@ -33,11 +33,17 @@ PROGRESS_EVERY = 10.0
 """Seconds between two progress lines off a terminal."""
 
 
-def load(model: str, source: ModelSource) -> LoadedModel:
+def load(model: str, source: ModelSource, parser: str | None = None) -> LoadedModel:
     """Resolve and load ``model`` the way every command does (registry special tokens included; an engine-rendered
-    model connected to the encoder that renders it)."""
+    model connected to the encoder that renders it); ``parser``: the ``--parser`` of the audit to come, whose engines
+    start what they need meanwhile (vLLM's worker imports vLLM on the other core while the tokenizer loads)."""
     from tito_audit.model.load_by_id import load_by_id
     from tito_audit.parse.vllm_encoder import connect
+
+    if parser is not None:
+        from tito_audit.parse.choice import start_ahead
+
+        start_ahead(parser, model)
 
     return connect(
         load_by_id(

@@ -68,7 +68,10 @@ class LocalBackend:
                 on_outcome(outcome)
             return
         pool = WorkerPool(
-            min(options.jobs, len(model_ids)), audit_pair, WORKER_ENVIRONMENT, task_seconds=options.audit_seconds
+            min(options.jobs, len(model_ids)),
+            audit_pair,
+            WORKER_ENVIRONMENT,
+            task_cpu_seconds=options.audit_seconds,
         )
         pool.run(
             [(model_id, (model_id, options)) for model_id in model_ids],

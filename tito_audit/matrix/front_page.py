@@ -26,7 +26,16 @@ from tito_audit.formatters.site.glossary import (
     verdict_class,
 )
 from tito_audit.formatters.site.html import attrs, document, esc
-from tito_audit.matrix.row import AUDITED, NOT_REACHABLE, MatrixRow, cell, conditions_cell, short_reason, verdict_of
+from tito_audit.matrix.row import (
+    AUDITED,
+    KEPT,
+    NOT_REACHABLE,
+    MatrixRow,
+    cell,
+    conditions_cell,
+    short_reason,
+    verdict_of,
+)
 from tito_audit.parse import engines
 from tito_audit.parse.engines import Engine
 
@@ -236,7 +245,8 @@ def _row(row: MatrixRow, lead: bool) -> str:
         chip = verdict_chip(verdict)
         fix = row.get("fix_report")
         extra = f'<a href="{esc(fix)}">way-out page</a>' if fix else ""
-        last = _more(row.get("way_out") or "", extra)
+        kept = row.get("reason") or "" if (row.get("reason") or "").startswith(KEPT) else ""
+        last = _more(" ".join(part for part in (kept, row.get("way_out") or "") if part), extra)
     else:
         chip = verdict_chip(NOT_AUDITED, label=row["status"].replace("not audited: ", ""))
         last = _more(row.get("reason") or "")

@@ -12,7 +12,8 @@ MATRIX_EXAMPLES_PER_GROUP = 3
 """Failures kept per group in published per-model reports (counts stay complete)."""
 
 DEFAULT_AUDIT_SECONDS = 900.0
-"""``--audit-seconds``: a full audit of a large real model with real conversations takes a minute or two."""
+"""``--audit-seconds``: CPU seconds; the costliest pair of the published matrix (its way-out search included) takes
+a few minutes of CPU time."""
 
 LOCAL = "local"
 RAY = "ray"
@@ -46,9 +47,10 @@ class MatrixOptions:
     """The parsers of the "with …'s parser" columns (:mod:`tito_audit.parse.choice`; ``auto``: every engine whose
     documented parsers for the model are installed, a column each)."""
     audit_seconds: float = DEFAULT_AUDIT_SECONDS
-    """Wall-clock limit of one pair's audit in a worker process (0: none): past it the worker is ended and replaced
-    and the row is ``not audited: audit error`` with the reason. Not part of the results key (a result that
-    finished is the same whatever the limit)."""
+    """CPU-time limit of one pair's audit in a worker process (0: none): the work the audit does, not the wall clock,
+    so that a busy machine does not end an honest audit that is only slow; past it the worker is ended and replaced
+    and the row keeps its previous result with a note (:mod:`tito_audit.matrix.publish`). Not part of the results key
+    (a result that finished is the same whatever the limit)."""
 
     def settings_record(self, models: str | list[str]) -> dict[str, Any]:
         """What ``reports/matrix_settings.json`` records, so that the matrix can be regenerated as it was

@@ -7,13 +7,19 @@ gets the representative's verdict columns, its own identity columns and ``same_a
 
 Results that did not change keep the timing of the run that produced them (read back from the output folder),
 and every file is written only when its bytes change, so a re-run over unchanged models rewrites nothing.
+
+A pair whose audit failed in this run (an audit error, a worker past its limit or dead) never takes away what was
+published: each of its ids keeps its previous row (rebuilt from the previous result when the results store still
+holds it, else as ``matrix.json`` had it, its pages left as they are), with a reason that names the failure and how to
+retry it (:data:`~tito_audit.matrix.row.KEPT`). So a run can only improve the output folder; an id that was never
+published gets the failure row.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import cast
@@ -26,7 +32,17 @@ from tito_audit.formatters.site import PageLinks, model_page
 from tito_audit.matrix.disagreement_page import ModelComparison, disagreement_page
 from tito_audit.matrix.front_page import PARSERS_PAGE
 from tito_audit.matrix.matrix_options import MatrixOptions
-from tito_audit.matrix.row import VOLATILE_COLUMNS, MatrixRow, add_combined, base_row, cell, row_from_report
+from tito_audit.matrix.row import (
+    AUDITED,
+    COLUMNS,
+    KEPT,
+    VOLATILE_COLUMNS,
+    MatrixRow,
+    add_combined,
+    base_row,
+    cell,
+    row_from_report,
+)
 from tito_audit.matrix.tasks import Identity, PairResult
 from tito_audit.model.registry import family_of
 from tito_audit.model.resolve import folder_name
@@ -133,10 +149,50 @@ def _keyed(row: MatrixRow, digest: str) -> MatrixRow:
     return keyed
 
 
-def publish(identities: list[Identity], outcomes: dict[str, Outcome], options: MatrixOptions) -> list[MatrixRow]:
-    """The rows of ``identities`` (in their order), writing the representatives' pages."""
+def kept_note(failure: MatrixRow) -> str:
+    """The reason of a row that keeps its previous result: this run's failure and how to retry it."""
+    reason = failure["reason"] or failure["status"]
+    limit = ", with a higher --audit-seconds" if "--audit-seconds" in reason else ""
+    return (
+        f"{KEPT}this run's audit failed ({reason}); the row shows the result published before. Run the matrix "
+        f"again to retry it{limit} (the other rows come from stored results)"
+    )
+
+
+StoredResult = Callable[[str], PairResult | None]
+"""A stored pair result by its results key (None: not stored)."""
+
+
+def _kept_row(
+    identity: Identity, failure: MatrixRow, options: MatrixOptions, previous: PreviousRun, stored: StoredResult | None
+) -> tuple[MatrixRow, PairResult | None] | None:
+    """``identity``'s previous row with the note of this run's failure, and the previous result it was rebuilt from
+    (None when the store no longer holds it: the row as published, its pages as they are); None when there is no
+    audited previous row."""
+    earlier = previous.rows.get(identity.model_id)
+    if earlier is None or earlier.get("status") != AUDITED:
+        return None
+    result = stored(earlier["results_key"]) if stored is not None and earlier.get("results_key") else None
+    if result is not None and not earlier.get("same_as"):
+        row = _representative_row(identity, result, options, previous)
+        row = previous.row_timing(_keyed(row, earlier["results_key"]))
+    else:
+        row, result = cast(MatrixRow, {column: earlier.get(column, "") for column in COLUMNS}), None
+    row["reason"] = kept_note(failure)
+    return row, result
+
+
+def publish(
+    identities: list[Identity],
+    outcomes: dict[str, Outcome],
+    options: MatrixOptions,
+    stored: StoredResult | None = None,
+) -> list[MatrixRow]:
+    """The rows of ``identities`` (in their order), writing the representatives' pages; ``stored``: the results
+    store, where a failed pair's previous result is looked for (see the module docstring)."""
     previous = PreviousRun(options.out_dir)
     representatives: dict[str, MatrixRow] = {}
+    kept_results: dict[str, Outcome] = {}
     rows = []
     for identity in identities:
         if identity.failure is not None or identity.key is None:
@@ -145,7 +201,13 @@ def publish(identities: list[Identity], outcomes: dict[str, Outcome], options: M
         outcome = outcomes[identity.key.digest]
         digest = identity.key.digest  # the results key: everything that decided the row (its files, settings, code)
         if isinstance(outcome, dict):
-            row = previous.row_timing(_keyed(_failure_row(identity, outcome), digest))
+            kept = _kept_row(identity, outcome, options, previous, stored)
+            if kept is None:
+                row = previous.row_timing(_keyed(_failure_row(identity, outcome), digest))
+            else:
+                row, result = kept
+                if result is not None:
+                    kept_results[digest] = result
         elif identity.key.digest in representatives:  # the representative's timing, already settled
             row = _same_pair_row(identity, representatives[identity.key.digest])
         else:
@@ -153,7 +215,7 @@ def publish(identities: list[Identity], outcomes: dict[str, Outcome], options: M
             representatives[identity.key.digest] = row
         rows.append(row)
     prune_pages(rows, options.out_dir)
-    write_disagreements(identities, outcomes, options.out_dir)
+    write_disagreements(identities, {**outcomes, **kept_results}, options.out_dir)
     return rows
 
 

@@ -22,6 +22,14 @@ AUDITED = "audited"
 NOT_REACHABLE = "not audited: not reachable"
 FAILED_TO_LOAD = "not audited: failed to load"
 AUDIT_ERROR = "not audited: audit error"
+KEPT = "kept from the previous run: "
+"""How the reason of a row begins whose audit failed in this run and which shows the result published before
+(:mod:`tito_audit.matrix.publish`): a failed audit never takes a published result away."""
+
+
+def failed_in_this_run(row: MatrixRow) -> bool:
+    """Whether the row's audit failed in this run: ``not audited: audit error``, or its previous result kept."""
+    return row["status"] == AUDIT_ERROR or (row.get("reason") or "").startswith(KEPT)
 
 
 ENGINE_PARTS = ("verdict", "conditions", "parser", "way_out")

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from tito_audit.audit.serialization import DecodeError
 from tito_audit.matrix.backends import backend_for
 from tito_audit.matrix.matrix_options import MATRIX_EXAMPLES_PER_GROUP, MatrixOptions
-from tito_audit.matrix.publish import Outcome, publish, report_stem
+from tito_audit.matrix.publish import Outcome, PreviousRun, publish, report_stem
 from tito_audit.matrix.row import MatrixRow, base_row
 from tito_audit.matrix.store import ResultsStore, StoreCounts
-from tito_audit.matrix.tasks import Identity, PairOutcome, ProgressEvent, pair_result
+from tito_audit.matrix.tasks import Identity, PairOutcome, PairResult, ProgressEvent, pair_result
 from tito_audit.outputs import ensure_folder
 
 SETTLED = "settled: "
@@ -78,6 +78,31 @@ def _stored(store: ResultsStore, identity: Identity) -> Outcome | None:
         return pair_result(payload)
     except DecodeError:  # stored by a tool whose key did not change but whose result shape did: recompute
         store.counts.corrupt += 1
+        return None
+
+
+def longest_first(model_ids: list[str], options: MatrixOptions) -> list[str]:
+    """``model_ids`` in the order workers take them: the longest audits of the output folder's last run first, ids it
+    did not time before them all (they may be long), so that no long audit starts last and leaves a core idle at the
+    end. The order decides nothing else: each result is its pair's alone."""
+    previous = PreviousRun(options.out_dir).rows
+
+    def seconds(model_id: str) -> float:
+        row = previous.get(model_id)
+        duration = row.get("duration_seconds") if row is not None else None
+        return float(duration) if isinstance(duration, int | float) and duration else float("inf")
+
+    return sorted(model_ids, key=seconds, reverse=True)  # stable: ties keep the sorted order
+
+
+def _stored_by_digest(store: ResultsStore, digest: str) -> PairResult | None:
+    """The pair result stored under ``digest`` (a row's ``results_key``), or None."""
+    payload = store.stored(digest)
+    if payload is None:
+        return None
+    try:
+        return pair_result(payload)
+    except DecodeError:
         return None
 
 
@@ -157,8 +182,9 @@ def audit_models(
             same = f"the pair of {identity.model_id}" if member is not identity else None
             done(member.model_id, failed or same)
 
+    queue = longest_first([identity.model_id for identity in to_audit], options)
     try:
-        backend.audit([identity.model_id for identity in to_audit], options, on_outcome, on_event)
+        backend.audit(queue, options, on_outcome, on_event)
     except KeyboardInterrupt as interrupted:
         results = sum(1 for outcome in outcomes.values() if not isinstance(outcome, dict))
         raise MatrixInterrupted(_kept(store, from_store, results, len(members))) from interrupted
@@ -175,5 +201,5 @@ def run_matrix(
     Ctrl-C raises :class:`MatrixInterrupted` (a ``KeyboardInterrupt``) once the results that arrived are stored."""
     ensure_folder(options.out_dir)
     done = audit_models(models, options, on_event)
-    rows = publish(done.identities, done.outcomes, options)
+    rows = publish(done.identities, done.outcomes, options, lambda digest: _stored_by_digest(done.store, digest))
     return MatrixRun(rows, done.model_ids, done.pairs, done.audited, done.store.counts, done.store.notes)

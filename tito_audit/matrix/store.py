@@ -130,6 +130,13 @@ class ResultsStore:
         self.counts.hits += 1
         return payload
 
+    def stored(self, digest: str) -> Any | None:
+        """The payload stored under the key ``digest`` (an earlier run's, read back from a published row), or None;
+        not counted as a hit or a miss of this run."""
+        if digest in self._memory:
+            return self._memory[digest]
+        return self._read(digest) if self.root is not None else None
+
     def _read(self, key: str) -> Any | None:
         path = self._path(key)
         try:

@@ -206,6 +206,7 @@ def audit_pair(model_id: str, options: MatrixOptions, events: Any = None) -> Pai
     from tito_audit.formatters.fix_report import page_of
     from tito_audit.model.load_by_id import load_resolved
     from tito_audit.model.resolve import resolve_model
+    from tito_audit.parse.choice import start_ahead
     from tito_audit.repair.way_out import find_way_out, needs_way_out
 
     def emit(stage: str, done: int, total: int) -> None:
@@ -220,6 +221,7 @@ def audit_pair(model_id: str, options: MatrixOptions, events: Any = None) -> Pai
         )
     except ResolutionError as exc:
         return PairOutcome(model_id, failure=base_row(model_id, NOT_REACHABLE, str(exc)))
+    start_ahead(options.parser, resolved.model_id)  # one vLLM worker per worker process: started once, kept
     try:
         loaded = load_resolved(resolved)
     except AuditError as exc:

@@ -8,8 +8,10 @@ queued tasks to finish, and idle workers outlive a parent killed with ``kill -9`
   progress events and its result on that pipe (no shared queue whose lock a killed worker could keep);
 - a worker that dies (killed, out of memory) loses only its own task, which is run once more on a fresh worker; a
   task whose worker dies twice is reported as failed, with the exit status, and the others go on;
-- a task may be given a wall-clock limit (``task_seconds``): a worker still on its task past it is ended and replaced,
-  and the task is reported as failed with that reason (not retried: it would take as long again);
+- a task may be given a limit of CPU time (``task_cpu_seconds``): the work its worker process does on it, whatever
+  else the machine runs (a wall-clock limit ended honest audits that were only slow on a busy machine). A worker
+  whose task passes it ends itself with :data:`OVER_LIMIT` (a thread of its own watches its CPU time); the task is
+  reported as failed with that reason (not retried: it would take as long again) and a fresh worker takes the next;
 - Ctrl-C (``KeyboardInterrupt`` in the parent; the command line raises it for SIGTERM too) collects the results
   already sent, then ends every worker at once; workers ignore SIGINT and SIGTERM themselves, so a signal to the
   process group never cuts a result in half, and a worker whose parent is gone leaves without a traceback;
@@ -37,6 +39,10 @@ WAIT_SECONDS = 0.5
 """The longest the parent waits for a message before looking at its workers again."""
 ATTEMPTS = 2
 """Runs of a task whose worker died: the first and one retry on a fresh worker."""
+OVER_LIMIT = 86
+"""The exit code of a worker that ended itself because its task passed its CPU-time limit."""
+LIMIT_POLL_SECONDS = 0.25
+"""How often a worker looks at the CPU time its task has taken."""
 
 Task = tuple[str, tuple[Any, ...]]
 """(key, arguments): the worker calls ``function(*arguments, events)``; ``events.put(event)`` reaches the parent."""
@@ -61,20 +67,56 @@ def _watch_parent(parent: int) -> None:
     threading.Thread(target=watch, name="tito-audit-parent-watch", daemon=True).start()
 
 
-def _serve(connection: Connection, function: Callable[..., Any], parent: int, environment: dict[str, str]) -> None:
+class _CpuLimit:
+    """The CPU time this worker process has spent on its current task, watched by a thread of its own: past
+    ``seconds`` the process ends with :data:`OVER_LIMIT` (the task's work is this process's: every thread of it)."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self._started: float | None = None
+        if seconds is not None:
+            threading.Thread(target=self._watch, name="tito-audit-cpu-limit", daemon=True).start()
+
+    def begin(self) -> None:
+        self._started = time.process_time()
+
+    def end(self) -> None:
+        self._started = None
+
+    def _watch(self) -> None:
+        assert self.seconds is not None
+        while True:
+            time.sleep(LIMIT_POLL_SECONDS)
+            started = self._started
+            if started is not None and time.process_time() - started > self.seconds:
+                os._exit(OVER_LIMIT)
+
+
+def _serve(
+    connection: Connection,
+    function: Callable[..., Any],
+    parent: int,
+    environment: dict[str, str],
+    cpu_seconds: float | None = None,
+) -> None:
     """A worker's life: run the tasks the parent sends until it sends None or goes away."""
     try:
-        _serve_tasks(connection, function, parent, environment)
+        _serve_tasks(connection, function, parent, environment, cpu_seconds)
     except (BrokenPipeError, EOFError, ConnectionError):  # the parent is gone or ended this worker's pipe
         os._exit(1)
 
 
 def _serve_tasks(
-    connection: Connection, function: Callable[..., Any], parent: int, environment: dict[str, str]
+    connection: Connection,
+    function: Callable[..., Any],
+    parent: int,
+    environment: dict[str, str],
+    cpu_seconds: float | None,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C and SIGTERM are the parent's to handle
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _watch_parent(parent)
+    limit = _CpuLimit(cpu_seconds)
     for name, value in environment.items():
         os.environ.setdefault(name, value)
     events = _Events(connection)
@@ -86,11 +128,14 @@ def _serve_tasks(
         if message is None:
             return
         key, arguments = message
+        limit.begin()
         try:
             result = function(*arguments, events)
         except Exception as exc:  # the task's own failure: reported, the worker stays
+            limit.end()
             connection.send(("failed", key, f"{type(exc).__name__}: {exc}"))
             continue
+        limit.end()
         connection.send(("done", key, result))
 
 
@@ -99,8 +144,6 @@ class _Worker:
     process: Any
     connection: Connection
     task: Task | None = None
-    started: float = 0.0
-    """``time.monotonic()`` when the worker was given its task."""
 
 
 def exit_status(code: int | None) -> str:
@@ -123,11 +166,11 @@ class WorkerPool:
         size: int,
         function: Callable[..., Any],
         environment: dict[str, str] | None = None,
-        task_seconds: float | None = None,
+        task_cpu_seconds: float | None = None,
     ) -> None:
         self.size = max(1, size)
-        self.task_seconds = task_seconds if task_seconds is not None and task_seconds > 0 else None
-        """Wall-clock limit of one task (None: no limit); see the module docstring."""
+        self.task_cpu_seconds = task_cpu_seconds if task_cpu_seconds is not None and task_cpu_seconds > 0 else None
+        """CPU-time limit of one task in its worker (None: no limit); see the module docstring."""
         self.function = function
         self.environment = dict(environment or {})
         self._context = multiprocessing.get_context("spawn")
@@ -155,7 +198,6 @@ class WorkerPool:
                 for worker in busy:
                     if worker.connection in ready or worker.process.sentinel in ready:
                         self._hear(worker, queue, attempts, on_done, on_failed, on_event)
-                self._end_overdue(on_failed)
         except BaseException:
             self._collect_finished(on_done, on_failed)
             self._end(at_once=True)
@@ -167,7 +209,7 @@ class WorkerPool:
         parent_end, child_end = self._context.Pipe(duplex=True)
         process = self._context.Process(
             target=_serve,
-            args=(child_end, self.function, os.getpid(), self.environment),
+            args=(child_end, self.function, os.getpid(), self.environment, self.task_cpu_seconds),
             name="tito-audit-worker",
             daemon=True,
         )
@@ -186,28 +228,7 @@ class WorkerPool:
 
     def _give(self, worker: _Worker, task: Task) -> None:
         worker.task = task
-        worker.started = time.monotonic()
         worker.connection.send(task)
-
-    def _end_overdue(self, on_failed: Callable[[str, str], None]) -> None:
-        """End every worker still on its task past ``task_seconds``; its task fails with the reason (the next
-        assignment starts a fresh worker in its place)."""
-        if self.task_seconds is None:
-            return
-        now = time.monotonic()
-        for worker in [w for w in self._workers if w.task is not None and now - w.started > self.task_seconds]:
-            task = worker.task
-            assert task is not None
-            worker.process.kill()
-            worker.process.join(timeout=5)
-            self._workers.remove(worker)
-            with contextlib.suppress(OSError):
-                worker.connection.close()
-            on_failed(
-                task[0],
-                f"its audit ran past the limit of {self.task_seconds:g}s per audit (--audit-seconds); its worker "
-                "was ended and replaced",
-            )
 
     def _hear(
         self,
@@ -246,8 +267,15 @@ class WorkerPool:
         task = worker.task
         if task is None:
             return
-        self.lost += 1
         key = task[0]
+        if worker.process.exitcode == OVER_LIMIT:  # not retried: it would take as long again
+            on_failed(
+                key,
+                f"its audit ran past the limit of {self.task_cpu_seconds:g} CPU seconds per audit (--audit-seconds); "
+                "its worker was ended and replaced",
+            )
+            return
+        self.lost += 1
         attempts[key] += 1
         status = exit_status(worker.process.exitcode)
         if attempts[key] < ATTEMPTS:

@@ -15,6 +15,7 @@ from typing import Any
 from tito_audit import inputs
 from tito_audit.errors import BadInputError, ModelLoadError, TemplateMissingError
 from tito_audit.model.engine_rendered import ENGINE_ENCODER, EngineEncoder, encoder_of_folder
+from tito_audit.model.render_memo import RenderMemo
 from tito_audit.model.resolve import ResolvedModel, staged_folder
 from tito_audit.model.standin import build_standin_tokenizer, has_vocabulary
 from tito_audit.model.threads import first_import
@@ -47,6 +48,9 @@ class LoadedModel:
     text_level_only: bool = False
     """No vocabulary: a stand-in tokenizer renders the template; token-level results are not claimed."""
     notes: list[str] = field(default_factory=list)
+    renders: RenderMemo = field(default_factory=RenderMemo, repr=False, compare=False)
+    """Renders remembered by the renderers that keep them (an audit's, a fix's proof), for this model and every copy
+    of it with another template (:mod:`tito_audit.model.render_memo`)."""
     encoder: EngineEncoder | None = None
     """The engine's encoder that renders an engine-rendered model (backend ``vllm-encoder``), else None."""
     engine_renderer: Any = None

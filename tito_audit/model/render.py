@@ -13,6 +13,7 @@ import functools
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -33,6 +34,7 @@ from tito_audit.model.render_guard import (  # noqa: F401  (the clocks and limit
     deadline,
     guard,
 )
+from tito_audit.model.render_memo import Refused, RenderKey, RenderMemo
 from tito_audit.model.render_sizes import as_input
 from tito_audit.model.template_errors import one_line
 from tito_audit.model.threads import imported
@@ -60,6 +62,17 @@ class PrefixRenderError(RenderError):
 class RenderedPrefix:
     text: str
     ids: list[int]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A conversation as the template reads it (:meth:`_FastJinja.prepare`), and what renders are remembered by."""
+
+    chat: list[Any]
+    tools: Any
+    keys: list[str]
+    """Each prepared message's ``repr``."""
+    tools_key: str
 
 
 def guarded_template(template_source: str, limits: RenderLimits | None = None) -> Any:
@@ -112,8 +125,17 @@ def frozen_clock(template_source: str | None, when: datetime) -> Iterator[None]:
         return
     with contextlib.suppress(RenderTooLong):  # refused again, with its reason, by the first render
         guarded_template(template_source)
-    with clock(when):
-        yield
+    token = _FROZEN_AT.set(when)
+    try:
+        with clock(when):
+            yield
+    finally:
+        _FROZEN_AT.reset(token)
+
+
+_FROZEN_AT: ContextVar[datetime | None] = ContextVar("tito_audit_frozen_at", default=None)
+"""The clock :func:`frozen_clock` froze in this thread, if any: part of what a remembered render is known by (outside
+a frozen clock ``strftime_now`` reads the time, and no render is remembered)."""
 
 
 def text_chars(value: Any) -> int:
@@ -132,7 +154,11 @@ def text_chars(value: Any) -> int:
 
 class _FastJinja:
     """The compiled template called directly, as ``render_jinja_template`` calls it, minus the per-call
-    conversion of the whole conversation (done once per conversation instead of once per prefix)."""
+    conversion of the whole conversation (done once per conversation instead of once per prefix).
+
+    Given a :class:`~tito_audit.model.render_memo.RenderMemo`, renders and refusals are remembered there by what the
+    template reads (each prepared message by its ``repr``): a prefix rendered before by any renderer of the model with
+    the same template and settings, from the same message objects or equal ones, is not rendered again."""
 
     VERIFY_FIRST = 24
     VERIFY_EVERY = 50
@@ -143,18 +169,34 @@ class _FastJinja:
     """The characters of text the kept messages may hold in all (a few messages of megabytes would otherwise keep
     gigabytes alive); past either bound the preparations start again."""
 
-    def __init__(self, compiled: Any, plain: Any, alias: Any, kwargs: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        compiled: Any,
+        plain: Any,
+        alias: Any,
+        kwargs: dict[str, Any],
+        memo: RenderMemo | None = None,
+        source: str = "",
+        limits: str = "",
+    ) -> None:
+        """``memo``: where renders are remembered (see the class docstring; None: every prefix is rendered), by the
+        template's ``source``, its ``kwargs`` and the render ``limits`` (a render within one limit may not be within
+        another)."""
+        self.memo = memo
+        self._memo_key = (source, repr(kwargs) + limits)
         self.compiled = compiled
         self.plain = plain
         self.alias = alias
         self.kwargs = kwargs
         self.calls = 0
-        self._prepared: dict[int, tuple[Message, Any]] = {}
+        self._prepared: dict[int, tuple[Message, Any, str]] = {}
         self._prepared_chars = 0
-        self._prepared_tools: tuple[list[dict], Any] | None = None
+        self._prepared_tools: tuple[list[dict], Any, str] | None = None
 
     @classmethod
-    def create(cls, model: LoadedModel, kwargs: Mapping[str, Any], limits: RenderLimits) -> _FastJinja | None:
+    def create(
+        cls, model: LoadedModel, kwargs: Mapping[str, Any], limits: RenderLimits, memo: RenderMemo | None = None
+    ) -> _FastJinja | None:
         try:
             utils = imported(TEMPLATE_UTILS)
             plain, alias = utils._plain_template_data, utils._alias_reasoning_fields
@@ -162,21 +204,24 @@ class _FastJinja:
         except Exception:  # another transformers version, or a template that does not compile
             return None
         template_kwargs = as_input(plain({**model.tokenizer.special_tokens_map, **kwargs}))
-        return cls(compiled, plain, alias, template_kwargs)
+        return cls(compiled, plain, alias, template_kwargs, memo, model.template_source or "", repr(limits))
 
-    def prepare(self, messages: Sequence[Message], tools: list[dict] | None) -> tuple[list, Any]:
+    def prepare(self, messages: Sequence[Message], tools: list[dict] | None) -> Prepared:
         """The template's view of ``messages`` and ``tools``: ``None`` values left out, plain JSON types, reasoning
-        fields aliased, as ``render_jinja_template`` makes it. Each message is prepared on its own (both steps
-        work message by message) and kept: conversations that differ in one message (the reasoning forms of a
-        turn) share the preparation of the others."""
+        fields aliased, as ``render_jinja_template`` makes it, with what the memory of renders knows each by. Each
+        message is prepared on its own (both steps work message by message) and kept: conversations that differ in
+        one message (the reasoning forms of a turn) share the preparation of the others."""
         prepared: list[Any] = []
+        keys: list[str] = []
         missing: list[int] = []
         for index, message in enumerate(messages):
             kept = self._prepared.get(id(message))
             if kept is not None and kept[0] is message:
                 prepared.append(kept[1])
+                keys.append(kept[2])
             else:
                 prepared.append(None)
+                keys.append("")
                 missing.append(index)
         if missing:  # one call for all that are missing (most conversations are new)
             chars = sum(text_chars(messages[i]) for i in missing)
@@ -191,9 +236,11 @@ class _FastJinja:
             )
             for index, value in zip(missing, fresh, strict=True):
                 prepared[index] = value
-                self._prepared[id(messages[index])] = (messages[index], value)
+                keys[index] = repr(value)
+                self._prepared[id(messages[index])] = (messages[index], value, keys[index])
             self._prepared_chars += chars
-        return prepared, self._prepare_tools(tools)
+        tools_value, tools_key = self._prepare_tools(tools)
+        return Prepared(prepared, tools_value, keys, tools_key)
 
     def forget(self, messages: Sequence[Message], tools: list[dict] | None) -> None:
         """Drop the preparations of ``messages`` and ``tools`` (a session that ends gives its memory back)."""
@@ -205,28 +252,59 @@ class _FastJinja:
         if self._prepared_tools is not None and self._prepared_tools[0] is tools:
             self._prepared_tools = None
 
-    def _prepare_tools(self, tools: list[dict] | None) -> Any:
+    def _prepare_tools(self, tools: list[dict] | None) -> tuple[Any, str]:
         if tools is None:
-            return None
+            return None, "None"
         kept = self._prepared_tools
         if kept is None or kept[0] is not tools:
-            kept = self._prepared_tools = (tools, as_input(self.plain(tools)))
-        return kept[1]
+            value = as_input(self.plain(tools))
+            kept = self._prepared_tools = (tools, value, repr(value))
+        return kept[1], kept[2]
 
-    def render(self, prepared: tuple[list, Any], k: int, gp: bool) -> str:
+    def _key(self, prepared: Prepared, k: int, gp: bool) -> RenderKey | None:
+        """What a render is remembered by, with the frozen clock (None: no memory, or no frozen clock)."""
+        at = _FROZEN_AT.get()
+        if self.memo is None or at is None:
+            return None
+        return (*self._memo_key, at.isoformat(), prepared.tools_key, gp, tuple(prepared.keys[:k]))
+
+    def remembered(self, prepared: Prepared, k: int, gp: bool) -> str | Refused | None:
+        """The text of ``chat[:k]`` rendered before, or the template's refusal of it (see the class docstring)."""
+        key = self._key(prepared, k, gp)
+        return self.memo.get(key) if self.memo is not None and key is not None else None
+
+    def remember(self, prepared: Prepared, k: int, gp: bool, outcome: str | Refused) -> None:
+        """Keep a render's text, or the refusal the template itself raised (never a limit's)."""
+        key = self._key(prepared, k, gp)
+        if self.memo is not None and key is not None:
+            self.memo.put(key, outcome)
+
+    def render(self, prepared: Prepared, k: int, gp: bool) -> str:
         """The template's text for ``chat[:k]``, as ``Template.render`` gives it, minus Jinja's rewrite of an
         exception's traceback (it costs more than the render itself when a shape search meets refusal after
         refusal; :func:`~tito_audit.model.template_errors.template_line` reads the line from the frames as they are).
         """
-        chat, tools = prepared
+        chat, tools = prepared.chat, prepared.tools
         template = self.compiled
         context = template.new_context(
             {"messages": chat[:k], "tools": tools, "documents": None, "add_generation_prompt": gp, **self.kwargs}
         )
         return template.environment.concat(template.root_render_func(context))
 
+    def switched_off(self) -> bool:
+        """Whether a renderer sharing this memory found the direct path unlike ``apply_chat_template`` here."""
+        return self.memo is not None and self.memo.is_off(self._memo_key)
+
+    def switch_off(self) -> None:
+        """This template's direct renders differ from ``apply_chat_template``: none of them is remembered any more."""
+        if self.memo is not None:
+            self.memo.switch_off(self._memo_key)
+
     def should_verify(self) -> bool:
-        self.calls += 1
+        """Whether this call's renders are checked against ``apply_chat_template``: the first calls and one in
+        :attr:`VERIFY_EVERY` after, counted per template and settings across the renderers that share a memory (a
+        way-out search makes a renderer per variant and proof), else per renderer."""
+        self.calls = self.memo.count(self._memo_key) if self.memo is not None else self.calls + 1
         return self.calls <= self.VERIFY_FIRST or self.calls % self.VERIFY_EVERY == 0
 
 
@@ -239,13 +317,21 @@ class Renderer:
         codec: TokenCodec,
         kwargs: Mapping[str, Any] | None = None,
         limits: RenderLimits | None = None,
+        remember: bool = False,
     ) -> None:
+        """``remember``: renders made through the compiled template are kept in the model's memory of renders
+        (:attr:`~tito_audit.model.load_folder.LoadedModel.renders`), shared by its other renderers that keep them
+        (an audit's, a fix's proof; see :mod:`tito_audit.model.render_memo`)."""
         self.limits = limits or RenderLimits()
         self.model = model
         self.codec = codec
         self.kwargs = dict(kwargs or {})
         self.renders = 0
-        self._fast = _FastJinja.create(model, self.kwargs, self.limits) if model.backend == JINJA else None
+        self._fast = (
+            _FastJinja.create(model, self.kwargs, self.limits, model.renders if remember else None)
+            if model.backend == JINJA
+            else None
+        )
         self._timed_out: str | None = None
         """Why this renderer refuses every render (a render ran past the time limit or made too long an output),
         when it does."""
@@ -260,9 +346,22 @@ class Renderer:
             self._fast.forget(messages, tools)
 
     def text(self, messages: Sequence[Message], tools: list[dict] | None, gp: bool) -> str:
-        """render(M, gp); raises :class:`RenderError` when the template refuses."""
+        """render(M, gp); raises :class:`RenderError` when the template refuses. An engine-rendered model through its
+        engine's encoder; a Jinja template through the compiled template while the direct path is on (see
+        :meth:`_fast_texts`), else through ``apply_chat_template``."""
         if self.model.backend == ENGINE_ENCODER:
             return self._engine_texts(messages, tools, [(len(messages), gp)], strict=True)[0] or ""
+        if self._fast is not None:
+            try:
+                texts = self._fast_texts(messages, tools, [(len(messages), gp)])
+            except PrefixRenderError as exc:  # the template's own exception as its cause, as the slow way gives it
+                raise RenderError(exc.reason) from exc.__cause__
+            if texts is not None and texts[0] is not None:
+                return texts[0]
+        return self._applied_text(messages, tools, gp)
+
+    def _applied_text(self, messages: Sequence[Message], tools: list[dict] | None, gp: bool) -> str:
+        """render(M, gp) through ``apply_chat_template`` (the reference the direct path is checked against)."""
         self.renders += 1
         self._refuse_if_timed_out()
         tokenizer = self.model.tokenizer
@@ -307,21 +406,31 @@ class Renderer:
         are asked for their own ids.
         """
         keys = list(dict.fromkeys(needed))
-        texts = self._fast_texts(messages, tools, keys) if self._fast is not None else None
         if self.model.backend == ENGINE_ENCODER:  # vLLM's encoder writes the text, tokenized here whole
             texts = [text or "" for text in self._engine_texts(messages, tools, keys, strict=True)]
-        if texts is None:
-            texts = []
-            for k, gp in keys:
-                try:
-                    texts.append(self.text(messages[:k], tools, gp))
-                except RenderError as exc:
-                    raise PrefixRenderError(k, gp, str(exc)) from exc
+        else:
+            texts = self._template_texts(messages, tools, keys)
         if self.model.backend != MISTRAL_COMMON:
             all_ids = self.codec.encode_many(texts)
         else:
             all_ids = [mistral_ids(self.model.tokenizer, list(messages[:k]), tools, gp, self.kwargs) for k, gp in keys]
         return {key: RenderedPrefix(text, ids) for key, text, ids in zip(keys, texts, all_ids, strict=True)}
+
+    def _template_texts(
+        self, messages: Sequence[Message], tools: list[dict] | None, keys: list[tuple[int, bool]]
+    ) -> list[str]:
+        """The template's text for each ``(k, gp)`` prefix: through the direct path while it is on, else one by one;
+        the first prefix the template refuses raises :class:`PrefixRenderError`."""
+        fast = self._fast_texts(messages, tools, keys) if self._fast is not None else None
+        if fast is not None:
+            return [text for text in fast if text is not None]  # none refused: it raised
+        texts = []
+        for k, gp in keys:
+            try:
+                texts.append(self.text(messages[:k], tools, gp))
+            except RenderError as exc:
+                raise PrefixRenderError(k, gp, str(exc)) from exc
+        return texts
 
     def texts(
         self, messages: Sequence[Message], tools: list[dict] | None, needed: Sequence[tuple[int, bool]]
@@ -332,16 +441,15 @@ class Renderer:
         if self.model.backend == ENGINE_ENCODER:
             return dict(zip(keys, self._engine_texts(messages, tools, keys, strict=False), strict=True))
         if self._fast is not None:
-            try:
-                texts = self._fast_texts(messages, tools, keys)
-            except PrefixRenderError:
-                texts = None
+            # a prefix the template refuses is None, the others rendered the direct way still (the slow way paid
+            # Jinja's rewrite of every refusal's traceback: most of a way-out proof on a template that refuses shapes)
+            texts = self._fast_texts(messages, tools, keys, refused_as_none=True)
             if texts is not None:
                 return dict(zip(keys, texts, strict=True))
         out: dict[tuple[int, bool], str | None] = {}
         for k, gp in keys:
             try:
-                out[(k, gp)] = self.text(messages[:k], tools, gp)
+                out[(k, gp)] = self._applied_text(messages[:k], tools, gp)
             except RenderError:
                 out[(k, gp)] = None
         return out
@@ -371,38 +479,67 @@ class Renderer:
         return text
 
     def _fast_texts(
-        self, messages: Sequence[Message], tools: list[dict] | None, keys: list[tuple[int, bool]]
-    ) -> list[str] | None:
-        """Prefix renders through the compiled template, each message prepared once (see :meth:`_FastJinja.prepare`).
+        self,
+        messages: Sequence[Message],
+        tools: list[dict] | None,
+        keys: list[tuple[int, bool]],
+        refused_as_none: bool = False,
+    ) -> list[str | None] | None:
+        """Prefix renders through the compiled template, each message prepared once (see :meth:`_FastJinja.prepare`);
+        the first prefix the template refuses raises :class:`PrefixRenderError`, or, ``refused_as_none``, is None.
 
         Checked against ``apply_chat_template`` on the first conversations and then now and again; at the
         first difference the fast path is switched off and None tells the caller to render the slow way.
         """
         fast = self._fast
         assert fast is not None
+        if fast.switched_off():  # another renderer of this template found a difference
+            self._fast = None
+            return None
         # each message's preparation is kept by the message itself, so a list changed in place is prepared as it is
         prepared = fast.prepare(messages, tools)
-        texts = []
+        texts: list[str | None] = []
+        self._refuse_if_timed_out()
         for k, gp in keys:
+            remembered = fast.remembered(prepared, k, gp)
+            if isinstance(remembered, str):
+                texts.append(remembered)
+                continue
+            if remembered is not None:  # refused before, as it would be again
+                if not refused_as_none:
+                    raise PrefixRenderError(k, gp, remembered.reason)
+                texts.append(None)
+                continue
             self.renders += 1
             self._refuse_if_timed_out()
             try:
                 with deadline.of(self.limits):
-                    texts.append(self._bounded(fast.render(prepared, k, gp)))
+                    text = self._bounded(fast.render(prepared, k, gp))
+                fast.remember(prepared, k, gp, text)
+                texts.append(text)
             except (RenderTimeout, RenderTooLong) as exc:
                 self._timeout(exc)
-                raise PrefixRenderError(k, gp, one_line(exc)) from exc
+                if not refused_as_none:
+                    raise PrefixRenderError(k, gp, one_line(exc)) from exc
+                texts.append(None)
             except RecursionError as exc:
-                raise PrefixRenderError(k, gp, "RecursionError: template recursion too deep") from exc
+                if not refused_as_none:
+                    raise PrefixRenderError(k, gp, "RecursionError: template recursion too deep") from exc
+                texts.append(None)
             except Exception as exc:
-                raise PrefixRenderError(k, gp, one_line(exc)) from exc
+                reason = one_line(exc)
+                fast.remember(prepared, k, gp, Refused(reason))
+                if not refused_as_none:
+                    raise PrefixRenderError(k, gp, reason) from exc
+                texts.append(None)
         if keys and fast.should_verify():
             k, gp = max(keys)
             try:
-                reference = self.text(messages[:k], tools, gp)
+                reference: str | None = self._applied_text(messages[:k], tools, gp)
             except RenderError:
                 reference = None
             if reference != texts[keys.index((k, gp))]:
+                fast.switch_off()
                 self._fast = None
                 return None
         return texts

@@ -9,6 +9,7 @@ for an unknown filter), so it is the line that used the filter.
 
 from __future__ import annotations
 
+import bisect
 import functools
 from typing import Any
 
@@ -17,9 +18,18 @@ TEMPLATE_FILENAME = "<template>"
 
 
 @functools.lru_cache(maxsize=64)
-def _code_to_template_lines(template: Any) -> tuple[tuple[int, int], ...]:
-    """``(template line, code line)`` pairs of a compiled template, last first (Jinja parses them on every ask)."""
-    return tuple(reversed(template.debug_info))
+def _code_to_template_lines(template: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The compiled template's debug marks (Jinja parses them on every ask): their code lines in order, and the
+    template line of each."""
+    pairs = sorted(template.debug_info, key=lambda pair: pair[1])  # written in order already; stable if not
+    return tuple(code for _, code in pairs), tuple(line for line, _ in pairs)
+
+
+def _template_line_at(template: Any, code_line: int) -> int:
+    """The template line of the last debug mark at or before ``code_line`` of the compiled code (1 when none)."""
+    code_lines, template_lines = _code_to_template_lines(template)
+    at = bisect.bisect_right(code_lines, code_line) - 1
+    return template_lines[at] if at >= 0 else 1
 
 
 def template_line(exc: BaseException) -> int | None:
@@ -34,7 +44,7 @@ def template_line(exc: BaseException) -> int | None:
         if frame.f_code in internal_code:
             pass
         elif template is not None:  # the compiled code itself (a direct render)
-            line = next((t for t, code in _code_to_template_lines(template) if code <= tb.tb_lineno), 1)
+            line = _template_line_at(template, tb.tb_lineno)
         elif frame.f_code.co_filename == TEMPLATE_FILENAME:  # a frame Jinja's rewrite made
             line = tb.tb_lineno
         tb = tb.tb_next

@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from tito_audit.model.normalizers import FastNormalizer
 from tito_audit.model.segments import SegmentedEncoder
 from tito_audit.model.threads import cached_property
 
@@ -126,8 +127,13 @@ class TokenCodec:
         Text stability is judged on normalized text: a normalizer (NFC, for example) changes what
         decoding gives back, which is the tokenizer's doing, not the template's.
         """
+        normalizer = self._normalizer
+        return normalizer(text) if normalizer is not None else text
+
+    @cached_property
+    def _normalizer(self) -> FastNormalizer | None:
         normalizer = getattr(self._rust, "normalizer", None) if self._rust is not None else None
-        return normalizer.normalize_str(text) if normalizer is not None else text
+        return FastNormalizer(normalizer) if normalizer is not None else None
 
     @cached_property
     def has_normalizer(self) -> bool:

@@ -225,3 +225,12 @@ def engines_planned(value: Any, model_id: str) -> list[str]:
         return [engine.name]
     prefix, colon, _ = value.partition(":")
     return [prefix.strip()] if colon else [engines.ENGINES[0].name]
+
+
+def start_ahead(value: Any, model_id: str) -> None:
+    """Start, without waiting, what the engines ``value`` audits ``model_id`` with need before they answer (see
+    :attr:`~tito_audit.parse.engines.Engine.start_ahead`): a caller about to load the model lets it start meanwhile."""
+    for name in engines_planned(value, model_id):
+        engine = engine_named(name)
+        if engine is not None and engine.start_ahead is not None:
+            engine.start_ahead()

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tito_audit.model.registry import RegistryParsers, registry_parsers
-from tito_audit.parse import sglang, vllm
+from tito_audit.parse import sglang, vllm, vllm_process
 from tito_audit.parse.parser import CompletionParser
 
 
@@ -52,6 +52,9 @@ class Engine:
     the driver process, where importing an engine would cost seconds and memory)."""
     version: Callable[[], str | None]
     """The version of its parsers' package (None: not installed); it decides the engine's verdicts."""
+    start_ahead: Callable[[], None] | None = None
+    """Start, without waiting, what its parsers need before they answer (vLLM's worker process imports vLLM for
+    seconds): called before the model loads, so that it starts meanwhile (None: nothing to start)."""
 
     def parser_name(self, tool: str | None, reasoning: str | None) -> str:
         """How reports name a pair of this engine's parsers (``sglang qwen25+qwen3``)."""
@@ -113,6 +116,7 @@ ENGINES: tuple[Engine, ...] = (
         available=vllm.available,
         installed=vllm.available,
         version=lambda: _version("vllm", vllm.engine_folder()),
+        start_ahead=vllm_process.prestart,
     ),
 )
 """Every engine, in the order reports list them (the first is the one ``TOOL[,REASONING]`` names are read for)."""

@@ -2,7 +2,10 @@
 ending it (:mod:`tito_audit.parse.vllm_worker` is what runs inside it; :mod:`tito_audit.parse.vllm` the parser).
 
 One worker per process, started on first use (importing vLLM takes seconds), again after it died, and anew in a
-forked child; one request at a time; every request has a time limit, after which the worker is killed. The
+forked child; one request at a time; every request has a time limit, after which the worker is killed. A caller that
+will need it soon starts it ahead (:func:`prestart`: the command line before it loads the model, a matrix worker
+before each audit), so that vLLM imports on the other core while this process loads and renders; the first request
+then waits only for what is left of the import. The
 environment puts vLLM's folder (``make vllm``: ``.venv/vllm-engine``) after this environment's packages, through the
 ``sitecustomize`` of ``vllm_site/``, so that this environment's pinned packages win in the worker too.
 """
@@ -24,7 +27,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from tito_audit.parse.parser import ParserUnavailable
 
@@ -91,13 +94,16 @@ class WorkerError(Exception):
 
 
 class _Worker:
-    """One running worker process and the pipes to it; one request at a time."""
+    """One running worker process and the pipes to it; one request at a time.
+
+    Started without waiting: its greeting (vLLM's version, once vLLM is imported) is asked for at once and read by
+    :meth:`greet`, which every request goes through first."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.generation = 0
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (the worker's standard error, kept while it runs)
-        started = time.perf_counter()
+        self._started = time.perf_counter()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tito_audit.parse.vllm_worker"],
             stdin=subprocess.PIPE,
@@ -107,31 +113,63 @@ class _Worker:
             start_new_session=True,  # Ctrl-C reaches tito-audit, which ends the worker
         )
         self.pid = os.getpid()
-        hello = self.ask({"op": "hello"}, START_SECONDS)
-        self.start_seconds = time.perf_counter() - started
+        self.start_seconds = 0.0
+        self.version = ""
+        self.import_seconds = 0.0
+        self._greeted = False
+        with self.lock:
+            self._send({"op": "hello"})
+
+    def greet(self) -> None:
+        """Wait for the worker's greeting (vLLM imported), once; raises as :meth:`ask` does."""
+        with self.lock:
+            if self._greeted:
+                return
+            hello = self._answer(START_SECONDS)
+            self._greeted = True
+        if "error" in hello:
+            raise WorkerError(str(hello["error"]), str(hello.get("kind", "internal")))
+        self.start_seconds = time.perf_counter() - self._started
         self.version = str(hello.get("vllm"))
         self.import_seconds = float(hello.get("import_seconds") or 0.0)
 
     def ask(self, request: dict[str, Any], seconds: float = ANSWER_SECONDS) -> dict[str, Any]:
         """The worker's answer to ``request`` (raises :class:`WorkerError` for an error answer, and
         :class:`ParserUnavailable` when the worker died or took longer than ``seconds``: it is ended then)."""
+        self.greet()
         with self.lock:
-            try:
-                data = json.dumps(request, ensure_ascii=False).encode("utf-8")
-                assert self.process.stdin is not None
-                self.process.stdin.write(struct.pack(">I", len(data)) + data)
-                self.process.stdin.flush()
-                deadline = time.monotonic() + seconds
-                (size,) = struct.unpack(">I", self._read(4, deadline))
-                answer = json.loads(self._read(size, deadline))
-            except BaseException as exc:  # a broken pipe, a timeout, Ctrl-C: this worker cannot be trusted again
-                self.close()
-                if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                    raise
-                raise ParserUnavailable(f"--parser vllm: vLLM's worker process failed ({self._why(exc)})") from None
+            self._send(request)
+            answer = self._answer(seconds)
         if "error" in answer:
             raise WorkerError(str(answer["error"]), str(answer.get("kind", "internal")))
         return answer
+
+    def _send(self, request: dict[str, Any]) -> None:
+        """Write ``request`` (under :attr:`lock`)."""
+        try:
+            data = json.dumps(request, ensure_ascii=False).encode("utf-8")
+            assert self.process.stdin is not None
+            self.process.stdin.write(struct.pack(">I", len(data)) + data)
+            self.process.stdin.flush()
+        except BaseException as exc:
+            self._failed(exc)
+
+    def _answer(self, seconds: float) -> dict[str, Any]:
+        """Read the next answer (under :attr:`lock`), within ``seconds``."""
+        try:
+            deadline = time.monotonic() + seconds
+            (size,) = struct.unpack(">I", self._read(4, deadline))
+            answer: dict[str, Any] = json.loads(self._read(size, deadline))
+        except BaseException as exc:
+            self._failed(exc)
+        return answer
+
+    def _failed(self, exc: BaseException) -> NoReturn:
+        """A broken pipe, a timeout, Ctrl-C: this worker cannot be trusted again; it is ended."""
+        self.close()
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise exc
+        raise ParserUnavailable(f"--parser vllm: vLLM's worker process failed ({self._why(exc)})") from None
 
     def _read(self, count: int, deadline: float) -> bytes:
         assert self.process.stdout is not None
@@ -173,7 +211,8 @@ class _Worker:
         try:
             if self.process.stdin is not None:
                 self.process.stdin.close()
-            self.process.wait(timeout=2)
+            # still importing vLLM (started ahead, never asked): nothing of it is worth two seconds of waiting
+            self.process.wait(timeout=2 if self._greeted else 0)
         except (OSError, subprocess.TimeoutExpired, ValueError):
             with contextlib.suppress(OSError):
                 os.killpg(self.process.pid, signal.SIGKILL)
@@ -198,7 +237,19 @@ BUSY_SECONDS = 1.0
 def worker() -> tuple[_Worker, int]:
     """A running worker of this process, one not answering another request when there is one (started on first
     use, again after one died or in a forked child, and beside a busy one that stays busy for
-    :data:`BUSY_SECONDS`, up to :data:`MAX_WORKERS`), and its generation (each started worker's own number)."""
+    :data:`BUSY_SECONDS`, up to :data:`MAX_WORKERS`), greeted, and its generation (each started worker's own
+    number)."""
+    running, generation = _idle_or_started()
+    try:
+        running.greet()
+    except WorkerError as exc:
+        running.close()
+        raise ParserUnavailable(f"--parser vllm: {exc}; install vLLM with: {INSTALL}") from None
+    return running, generation
+
+
+def _idle_or_started() -> tuple[_Worker, int]:
+    """The worker :func:`worker` gives, not yet greeted (one started ahead is still importing vLLM)."""
     waited_until = time.monotonic() + BUSY_SECONDS
     while True:
         with _WORKER_LOCK:
@@ -214,18 +265,24 @@ def worker() -> tuple[_Worker, int]:
 
 
 def _started() -> tuple[_Worker, int]:
-    """A new worker, kept among this process's (under ``_WORKER_LOCK``)."""
+    """A new worker, started and not waited for, kept among this process's (under ``_WORKER_LOCK``)."""
     global _GENERATION
     if not available():
         raise ParserUnavailable(f"--parser: vLLM's parsers are not installed; install them with: {INSTALL}")
-    try:
-        running = _Worker()
-    except WorkerError as exc:
-        raise ParserUnavailable(f"--parser vllm: {exc}; install vLLM with: {INSTALL}") from None
+    running = _Worker()
     _GENERATION += 1
     running.generation = _GENERATION
     _WORKERS.append(running)
     return running, running.generation
+
+
+def prestart() -> None:
+    """Start a worker of this process now, without waiting for it, when vLLM is installed and none runs: a caller
+    that will ask vLLM's parsers soon lets vLLM import meanwhile (see the module docstring)."""
+    with contextlib.suppress(ParserUnavailable, OSError), _WORKER_LOCK:
+        _WORKERS[:] = [running for running in _WORKERS if running.alive]
+        if not _WORKERS:
+            _started()
 
 
 def shutdown() -> None:

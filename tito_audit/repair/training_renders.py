@@ -64,7 +64,9 @@ def _renderers(
     with ExitStack() as clocks:
         for source in sources:
             clocks.enter_context(frozen_clock(source, options.clock))
-        yield [Renderer(with_template(loaded, s), codec, variant.kwargs, options.limits) for s in sources]
+        # renderers that keep their renders in the model's memory (each form is compared with the serving one)
+        limits = options.limits
+        yield [Renderer(with_template(loaded, s), codec, variant.kwargs, limits, remember=True) for s in sources]
 
 
 def each_render(

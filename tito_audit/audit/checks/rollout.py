@@ -123,16 +123,11 @@ def text_break(
     where that prompt and the rendered turn part, None when they agree); ``empty-think-dropped`` of the previous
     turn when it lies where that turn's empty block was (``dropped``). The session guard uses it too."""
     assert joined.text_index is not None
-    codec, messages = context.setup.codec, context.conversation.messages
-
-    def history(n: int) -> str | None:
-        rendered = context.prefix_text(n)
-        return codec.normalize(rendered) if rendered is not None else None
-
+    messages = context.conversation.messages
     owner = owner_of(
         joined.normalized_buffer,
         joined.text_index,
-        history,
+        context.normalized_history,
         turn,
         lambda m: was_last_in_rollout(messages, m),
         messages,

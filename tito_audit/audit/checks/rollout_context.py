@@ -20,6 +20,7 @@ from tito_audit.model.threads import cached_property
 from tito_audit.model.tokens import TokenCodec
 
 Key = tuple[int, bool]
+_MISSING = object()
 
 
 @dataclass
@@ -91,6 +92,7 @@ class RolloutContext:
     traced: object | None = field(default=None, repr=False)
     """The simulated rollout, once :func:`tito_audit.audit.checks.trace.trace_of` has walked it."""
     _texts: dict[int, str | None] = field(default_factory=dict, repr=False)
+    _normalized: dict[int, object] = field(default_factory=dict, repr=False)
 
     @cached_property
     def text(self) -> TextContext:
@@ -144,3 +146,12 @@ class RolloutContext:
                 (k, False)
             ]
         return self._texts[k]
+
+    def normalized_history(self, k: int) -> str | None:
+        """:meth:`prefix_text` through the tokenizer's normalizer, normalized once per conversation (the owner of
+        every divergence is looked for among the prefix renders)."""
+        normalized = self._normalized.get(k, _MISSING)
+        if normalized is _MISSING:
+            text = self.prefix_text(k)
+            normalized = self._normalized[k] = self.setup.codec.normalize(text) if text is not None else None
+        return normalized  # type: ignore[return-value]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from tito_audit.audit.core.causes import nondeterministic_template
 from tito_audit.audit.core.diff import first_difference, text_window
 from tito_audit.audit.results import Finding
-from tito_audit.model.render import ALTERNATE_CLOCK, RenderError, frozen_clock
+from tito_audit.model.render import ALTERNATE_CLOCK, Renderer, RenderError, frozen_clock
 
 if TYPE_CHECKING:
     from tito_audit.audit.findings.finding_context import FindingContext
@@ -26,12 +26,15 @@ SAMPLE = 6
 def find(context: FindingContext) -> list[Finding]:
     findings: list[Finding] = []
     sample = context.accepted[:SAMPLE]
+    # a renderer of its own, that remembers no render: each conversation is rendered again
+    used = context.renderer
+    renderer = Renderer(context.model, context.codec, used.kwargs, used.limits)
     for label, clock in (("a second render with the same clock", context.clock), ("another date", ALTERNATE_CLOCK)):
         with frozen_clock(context.model.template_source, clock):
             for conversation, text in sample:
                 last = (len(conversation.messages), False)
                 try:
-                    again = context.renderer.prefixes(conversation.messages, conversation.tools, [last])[last].text
+                    again = renderer.prefixes(conversation.messages, conversation.tools, [last])[last].text
                 except RenderError:
                     continue
                 index = first_difference(text, again)

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from tito_audit.audit.core.causes import MessageRef, gen_prompt_mismatch
 from tito_audit.audit.core.diff import common_prefix_length
 from tito_audit.audit.realization.reasoning_block import MARKER, ReasoningBlock, closed_at_once, prompt_state
+from tito_audit.audit.results import Failure, Walked
 from tito_audit.conversations.conversation import ASSISTANT, Conversation, Message
 from tito_audit.conversations.reasoning_forms import (
     NEAREST,
@@ -384,3 +385,18 @@ def _closed_at_once_text(
         return None
     start, _ = locate_completion(prompt, text, prompt_start)
     return closed_at_once(text, start) if start is not None else None
+
+
+def keep_walked(failures: Sequence[Failure], realized: RealizedConversation) -> None:
+    """Keep on each failure what its explanation reads (:class:`~tito_audit.audit.results.Walked`): the conversation as
+    audited, shared by all its failures (no copy: the failures kept after the audit bound what stays in memory), and
+    for a rollout step, what the model wrote in the turn before it where history does not render that turn."""
+    conversation = realized.conversation
+    turns = conversation.assistant_indices()
+    for failure in failures:
+        model_text = None
+        if failure.check == "rollout":
+            before = max((j for j in turns if j < failure.turn), default=None)
+            alignment = realized.alignments.get(before) if before is not None else None
+            model_text = alignment.model_text if alignment is not None else None
+        failure.walked = Walked(conversation, model_text)

@@ -244,8 +244,9 @@ def _renders_alike(loaded: LoadedModel, patched: str, folded: str, before: Audit
         generate(options.count, options.seed, options.max_turns, GenerationProfile(tools=options.tools))
     )
     for variant in before.variants:
-        first = Renderer(patched_model(loaded, patched), codec, variant.kwargs)
-        second = Renderer(patched_model(loaded, folded), codec, variant.kwargs)
+        # renderers that keep their renders in the model's memory: the audits and the other proofs rendered most
+        first = Renderer(patched_model(loaded, patched), codec, variant.kwargs, remember=True)
+        second = Renderer(patched_model(loaded, folded), codec, variant.kwargs, remember=True)
         with frozen_clock(patched, options.clock), frozen_clock(folded, options.clock):
             proof = prove_no_change(conversations, first.texts, second.texts, [], "nothing")
         if not proof.holds:
@@ -266,7 +267,8 @@ def _refuses_more(before: AuditReport, after: AuditReport) -> bool:
 def _prove(loaded: LoadedModel, patched_source: str, options: AuditOptions, rules: list[FixRule]) -> NoChangeProof:
     codec = codec_for(loaded)
     patched = patched_model(loaded, patched_source)
-    original_renderer, patched_renderer = Renderer(loaded, codec), Renderer(patched, codec)
+    original_renderer = Renderer(loaded, codec, remember=True)  # the audits and the other proofs rendered most
+    patched_renderer = Renderer(patched, codec, remember=True)
     conversations = list(
         generate(options.count, options.seed, options.max_turns, GenerationProfile(tools=options.tools))
     )
