@@ -113,7 +113,7 @@ def test_replay_with_an_id_beyond_any_vocabulary_names_record_turn_and_position(
     )
     assert isinstance(result.exception, BadInputError), result.output
     assert str(result.exception) == (
-        f"r.jsonl: record 0, turn 1: completion ids[1] is 1000000000000, outside the vocabulary "
+        f"ROLLOUTS r.jsonl: record 0, turn 1: completion ids[1] is 1000000000000, outside the vocabulary "
         f"(ids 0..{guard.codec.id_limit - 1})"
     )
 

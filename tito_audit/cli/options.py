@@ -164,8 +164,8 @@ ParserOpt = Annotated[
         metavar="PARSER",
         help="The engine's parser between each completion and the next prompt: auto (each engine whose documented "
         "parsers for the model are installed, a verdict each; else template), template (the perfect inverse), an "
-        "engine (sglang, vllm: its documented pair for the model), hf, or parser names [ENGINE:]TOOL[,REASONING] "
-        "(SGLang's without ENGINE:, vLLM's as vllm:TOOL[,REASONING]).",
+        "engine (sglang, vllm: its documented pair for the model), hf, or parser names: SGLang's as "
+        "TOOL[,REASONING], vLLM's as vllm:TOOL[,REASONING].",
     ),
 ]
 

@@ -53,7 +53,7 @@ def row_of(harness: Harness, configuration: Configuration, model: str, parser: s
             maker, what = _maker_label(made_by)
             break_makers[maker] += 1
             causes[f"{maker}: {what}"] += 1
-    network = sorted({attempt for rollout in rollouts for attempt in rollout.get("network") or []})
+    network = sorted({without_host(attempt) for rollout in rollouts for attempt in rollout.get("network") or []})
     finished = sum(1 for r in rollouts if r.get("exit") == 0)
     failures = [_failure(r) for r in rollouts if r.get("exit") != 0]
     planned = max(int(cell.get("planned") or 0), len(rollouts))
@@ -130,3 +130,23 @@ def shown_share(row: dict[str, Any]) -> str:
         return percent(row["trainable"])
     kept = percent(row["in_loss"] / row["sampled"]) + " of what it sampled" if row["sampled"] else "nothing sampled"
     return f"0% (run failed; {kept})"
+
+
+def without_host(attempt: str) -> str:
+    """An attempt to reach past the machine, as the published table says it: the request's method, scheme and port,
+    never the host it named (the pages name no network host).
+
+    >>> without_host("CONNECT registry.example:443 HTTP/1.1")
+    'CONNECT to another host, port 443'
+    >>> without_host("GET http://updates.example/v1/check HTTP/1.1")
+    'GET http to another host'
+    """
+    parts = attempt.split(" ")
+    if len(parts) < 2 or not parts[0].isupper():
+        return attempt
+    method, target = parts[0], parts[1]
+    if method == "CONNECT":
+        port = target.rpartition(":")[2]
+        return f"CONNECT to another host, port {port}" if port.isdigit() else "CONNECT to another host"
+    scheme = target.split("://", 1)[0] if "://" in target else "http"
+    return f"{method} {scheme} to another host"

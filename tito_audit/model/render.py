@@ -9,7 +9,6 @@ nondeterminism check renders with a second clock to find templates that depend o
 from __future__ import annotations
 
 import contextlib
-import functools
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -22,7 +21,7 @@ from tito_audit.errors import ModelLoadError, TemplateTimeoutError
 from tito_audit.model.engine_rendered import ENGINE_ENCODER, RenderRefusal, encoder_texts
 from tito_audit.model.load_folder import JINJA, MISTRAL_COMMON, LoadedModel
 from tito_audit.model.mistral_render import mistral_ids, mistral_text
-from tito_audit.model.render_constants import check_constants
+from tito_audit.model.render_constants import TEMPLATE_UTILS, constant_refusal
 from tito_audit.model.render_guard import (  # noqa: F401  (the clocks and limits are read from here too)
     ALTERNATE_CLOCK,
     DEFAULT_CLOCK,
@@ -41,7 +40,6 @@ from tito_audit.model.threads import imported
 from tito_audit.model.tokens import TokenCodec
 
 Message = dict[str, Any]
-TEMPLATE_UTILS = "transformers.utils.chat_template_utils"
 
 
 class RenderError(Exception):
@@ -81,35 +79,12 @@ def guarded_template(template_source: str, limits: RenderLimits | None = None) -
     (:class:`RenderTooLong`, :class:`RenderTooLarge`) before transformers compiles the template (which would compute
     it)."""
     limits = limits or RenderLimits()
-    refusal = _constant_refusal(template_source, limits.max_chars, limits.max_bytes)
+    refusal = constant_refusal(template_source, limits.max_chars, limits.max_bytes)
     if refusal is not None:
         raise refusal[0](refusal[1])
     compiled = imported(TEMPLATE_UTILS)._compile_jinja_template(template_source)
     guard(compiled, template_source)
     return compiled
-
-
-def refuse_constants(template_source: str, limits: RenderLimits | None = None) -> None:
-    """Raise :class:`TemplateTimeoutError` when a constant expression of ``template_source`` is too big to compute
-    under ``limits``: before anything that compiles the template with plain Jinja (which computes them; Jinja's
-    ``meta`` does too) gets to it."""
-    limits = limits or RenderLimits()
-    refusal = _constant_refusal(template_source, limits.max_chars, limits.max_bytes)
-    if refusal is not None:
-        raise TemplateTimeoutError(f"{refusal[1]}: the template is refused")
-
-
-@functools.lru_cache(maxsize=256)
-def _constant_refusal(template_source: str, max_chars: int, max_bytes: int) -> tuple[type, str] | None:
-    """Why the constants of ``template_source`` are refused (the exception's class and message), or None (parsed
-    once per template and bounds)."""
-    try:
-        check_constants(
-            imported(TEMPLATE_UTILS)._compile_jinja_template("").environment, template_source, max_chars, max_bytes
-        )
-    except RenderTooLong as exc:
-        return type(exc), str(exc)
-    return None
 
 
 @contextmanager

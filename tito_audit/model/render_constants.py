@@ -10,13 +10,18 @@ it: one budget for the whole template, since every folded constant is kept in th
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
-from tito_audit.model.render_budget import Budget, RenderTooLong
+from tito_audit.errors import TemplateTimeoutError
+from tito_audit.model.render_budget import Budget, RenderLimits, RenderTooLong
 from tito_audit.model.render_filters import STRINGIFIED
 from tito_audit.model.render_growth import FILTERS, MATERIALIZED, concatenation
 from tito_audit.model.render_sizes import text_length
+from tito_audit.model.threads import imported
+
+TEMPLATE_UTILS = "transformers.utils.chat_template_utils"
 
 
 def check_constants(environment: Any, source: str, max_chars: int, max_bytes: int = 0) -> None:
@@ -119,3 +124,26 @@ def _constant(node: Any, context: Any) -> Any:
         return node.as_const(context)
     except Impossible:
         return _NOT_CONSTANT
+
+
+def refuse_constants(template_source: str, limits: RenderLimits | None = None) -> None:
+    """Raise :class:`TemplateTimeoutError` when a constant expression of ``template_source`` is too big to compute
+    under ``limits``: before anything that compiles the template with plain Jinja (which computes them; Jinja's
+    ``meta`` does too) gets to it."""
+    limits = limits or RenderLimits()
+    refusal = constant_refusal(template_source, limits.max_chars, limits.max_bytes)
+    if refusal is not None:
+        raise TemplateTimeoutError(f"{refusal[1]}: the template is refused")
+
+
+@functools.lru_cache(maxsize=256)
+def constant_refusal(template_source: str, max_chars: int, max_bytes: int) -> tuple[type, str] | None:
+    """Why the constants of ``template_source`` are refused (the exception's class and message), or None (parsed
+    once per template and bounds)."""
+    try:
+        check_constants(
+            imported(TEMPLATE_UTILS)._compile_jinja_template("").environment, template_source, max_chars, max_bytes
+        )
+    except RenderTooLong as exc:
+        return type(exc), str(exc)
+    return None

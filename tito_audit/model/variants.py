@@ -21,6 +21,7 @@ from jinja2 import meta, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from tito_audit.model.render_budget import RenderLimits
+from tito_audit.model.render_constants import refuse_constants
 from tito_audit.model.render_guard import compile_guarded
 from tito_audit.model.setting_types import (
     compared_constants,
@@ -102,8 +103,6 @@ def template_inputs(
     >>> [i.name for i in template_inputs("{% if enable_thinking is false %}x{% endif %}{{ messages }}")]
     ['enable_thinking']
     """
-    from tito_audit.model.render import refuse_constants
-
     refuse_constants(source, limits)
     ast = parse_template(source)
     undeclared = meta.find_undeclared_variables(ast) - STANDARD_INPUTS - set(special_token_names)
