@@ -39,17 +39,6 @@ def _corpus() -> list[str]:
     return texts
 
 
-@pytest.fixture(autouse=True)
-def _templates_compiled_anew() -> None:
-    """Each test compiles its templates anew: transformers caches one compiled template (and its environment) per
-    source for the whole process, and the render guard is installed on that environment. Known bug, kept visible by
-    tests/test_render_constants_isolation.py: once the empty template has been guarded in a process, the constants
-    check (which reads the empty template's cached environment) no longer sees constant expressions."""
-    from transformers.utils import chat_template_utils
-
-    chat_template_utils._compile_jinja_template.cache_clear()
-
-
 def build_tiny_tokenizer(
     folder: Path,
     *,

@@ -157,10 +157,10 @@ def test_parse_steps_kept_run_in_the_order_walked():
 def test_a_difference_switches_the_template_off_for_every_renderer(tiny_model_dir, write_template, monkeypatch):
     """The direct path checked unlike ``apply_chat_template`` by one renderer: the texts it remembered are forgotten and
     the model's other renderers of the template, not checking that call themselves, render the slow way."""
-    from tito_audit.model.render import _FastJinja
+    from tito_audit.model.render_direct import DirectTemplate
 
-    monkeypatch.setattr(_FastJinja, "VERIFY_FIRST", 1)  # only the first call of the template is checked
-    monkeypatch.setattr(_FastJinja, "VERIFY_EVERY", 10_000)
+    monkeypatch.setattr(DirectTemplate, "VERIFY_FIRST", 1)  # only the first call of the template is checked
+    monkeypatch.setattr(DirectTemplate, "VERIFY_EVERY", 10_000)
     model = load(tiny_model_dir, write_template("good", templates.GOOD))
     codec = TokenCodec(model.tokenizer)
     wrong = Renderer(model, codec, remember=True)
@@ -199,10 +199,10 @@ def _way_out_page(tiny_model_dir, write_template, name: str) -> str:
 def test_a_way_out_is_the_same_with_and_without_remembered_renders(tiny_model_dir, write_template, monkeypatch):
     """A way-out search (its proofs render what the audit rendered, and each other's prefixes) finds the same fix,
     proof and page with the memory of renders and without it."""
-    from tito_audit.model.render import _FastJinja
+    from tito_audit.model.render_direct import DirectTemplate
 
     hits: list[object] = []
-    real = _FastJinja.remembered
+    real = DirectTemplate.remembered
 
     def counted(self, prepared, k, gp):
         outcome = real(self, prepared, k, gp)
@@ -213,11 +213,11 @@ def test_a_way_out_is_the_same_with_and_without_remembered_renders(tiny_model_di
     for name in ("QWQ_LIKE", "TOOL_RESULTS_JOINED_IN_ONE_BLOCK"):
         hits.clear()
         with monkeypatch.context() as patch:
-            patch.setattr(_FastJinja, "remembered", counted)
+            patch.setattr(DirectTemplate, "remembered", counted)
             remembered = _way_out_page(tiny_model_dir, write_template, name)
         assert hits, f"{name}: the search took no render from the memory"
         with monkeypatch.context() as patch:
-            patch.setattr(_FastJinja, "remembered", lambda self, prepared, k, gp: None)
-            patch.setattr(_FastJinja, "remember", lambda self, prepared, k, gp, outcome: None)
+            patch.setattr(DirectTemplate, "remembered", lambda self, prepared, k, gp: None)
+            patch.setattr(DirectTemplate, "remember", lambda self, prepared, k, gp, outcome: None)
             fresh = _way_out_page(tiny_model_dir, write_template, name)
         assert remembered == fresh, name

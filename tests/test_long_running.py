@@ -11,7 +11,7 @@ import pytest
 from tests import templates
 from tito_audit import TitoSession
 from tito_audit.errors import TemplateTimeoutError
-from tito_audit.model import render, render_budget, segments
+from tito_audit.model import render_budget, render_direct, segments
 from tito_audit.model.render import RenderLimits
 from tito_audit.session import machinery
 
@@ -86,7 +86,7 @@ def test_the_shared_caches_stay_within_their_bytes(tiny_model_dir, write_templat
     """Sessions each with a new message of 60,000 characters: the model's piece cache and its prepared messages stay
     within their byte bounds (on main only their counts were bounded: 200,000 pieces of any size)."""
     monkeypatch.setattr(segments, "MAX_CACHED_BYTES", 2 << 20, raising=False)
-    monkeypatch.setattr(render._FastJinja, "MAX_PREPARED_CHARS", 500_000, raising=False)
+    monkeypatch.setattr(render_direct.DirectTemplate, "MAX_PREPARED_CHARS", 500_000)
     session = TitoSession.from_model(str(tiny_model_dir), template=write_template("good-bytes", templates.GOOD))
     machinery_of = session._machinery
     for turn in range(30):

@@ -11,7 +11,7 @@ from tests.conftest import SHARED_TOKENIZERS, requires_shared
 from tito_audit.audit.service import AuditOptions, audit
 from tito_audit.formatters.json_report import VOLATILE_KEYS, report_to_dict
 from tito_audit.model.load_by_id import load_by_id
-from tito_audit.model.render import _FastJinja
+from tito_audit.model.render_direct import DirectTemplate
 
 pytestmark = [requires_shared, pytest.mark.shared]
 
@@ -30,7 +30,7 @@ def _report(model_id: str) -> str:
 @pytest.mark.parametrize("model_id", MODELS)
 def test_the_report_is_the_same_with_and_without_remembered_renders(model_id, monkeypatch):
     hits: list[object] = []
-    real = _FastJinja.remembered
+    real = DirectTemplate.remembered
 
     def counted(self, prepared, k, gp):
         outcome = real(self, prepared, k, gp)
@@ -39,11 +39,11 @@ def test_the_report_is_the_same_with_and_without_remembered_renders(model_id, mo
         return outcome
 
     with monkeypatch.context() as patch:
-        patch.setattr(_FastJinja, "remembered", counted)
+        patch.setattr(DirectTemplate, "remembered", counted)
         remembered = _report(model_id)
     assert hits, "the audit took no render from the memory: the comparison would show nothing"
     with monkeypatch.context() as patch:
-        patch.setattr(_FastJinja, "remembered", lambda self, prepared, k, gp: None)
-        patch.setattr(_FastJinja, "remember", lambda self, prepared, k, gp, outcome: None)
+        patch.setattr(DirectTemplate, "remembered", lambda self, prepared, k, gp: None)
+        patch.setattr(DirectTemplate, "remember", lambda self, prepared, k, gp, outcome: None)
         fresh = _report(model_id)
     assert remembered == fresh

@@ -16,9 +16,8 @@ from typing import Any
 
 from jinja2 import nodes
 
+from tito_audit.model.render_constants import TEMPLATE_UTILS
 from tito_audit.model.threads import imported
-
-TEMPLATE_UTILS = "transformers.utils.chat_template_utils"
 
 OPEN, SEPARATOR, CLOSE = "\ue000", "\ue001", "\ue002"
 EMIT = "tito_emit_line"

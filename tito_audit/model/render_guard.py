@@ -122,9 +122,10 @@ def compile_guarded(source: str) -> None:
     """Compile ``source`` as :func:`guard` compiles it (in a fresh environment made as transformers makes one, the
     guard installed, so nothing the guard bounds at render time is computed here), raising what Jinja or Python's
     compiler raise: a syntax error, or nesting deeper than the parser reads or than Python compiles."""
+    from tito_audit.model.render_constants import TEMPLATE_UTILS
     from tito_audit.model.threads import imported
 
-    build = imported("transformers.utils.chat_template_utils")._cached_compile_jinja_template
+    build = imported(TEMPLATE_UTILS)._cached_compile_jinja_template
     empty = getattr(build, "__wrapped__", build)("")  # the cache's own function: an environment of its own
     guard(empty, "")
     empty.environment.compile(source)
