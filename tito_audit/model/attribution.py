@@ -16,7 +16,7 @@ from typing import Any
 
 from jinja2 import nodes
 
-from tito_audit.model.render_constants import TEMPLATE_UTILS
+from tito_audit.model.render_guard import TEMPLATE_UTILS
 from tito_audit.model.threads import imported
 
 OPEN, SEPARATOR, CLOSE = "\ue000", "\ue001", "\ue002"

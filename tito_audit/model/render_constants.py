@@ -18,11 +18,8 @@ from tito_audit.errors import TemplateTimeoutError
 from tito_audit.model.render_budget import Budget, RenderLimits, RenderTooLong
 from tito_audit.model.render_filters import STRINGIFIED
 from tito_audit.model.render_growth import FILTERS, MATERIALIZED, concatenation
+from tito_audit.model.render_guard import bounded_binop, fresh_template
 from tito_audit.model.render_sizes import text_length
-from tito_audit.model.threads import imported
-
-TEMPLATE_UTILS = "transformers.utils.chat_template_utils"
-"""transformers' module of chat-template helpers (imported on first use: its import is slow)."""
 
 
 def check_constants(environment: Any, source: str, max_chars: int, max_bytes: int = 0) -> None:
@@ -60,8 +57,6 @@ def _bottom_up(tree: Any) -> list[Any]:
 
 def _check(node: Any, budget: Budget, context: Any) -> None:
     from jinja2 import nodes
-
-    from tito_audit.model.render_guard import bounded_binop
 
     if isinstance(node, nodes.Output):
         for child in node.nodes:
@@ -142,15 +137,7 @@ def constant_refusal(template_source: str, max_chars: int, max_bytes: int) -> tu
     """Why the constants of ``template_source`` are refused (the exception's class and message), or None (parsed
     once per template and bounds)."""
     try:
-        check_constants(plain_environment(), template_source, max_chars, max_bytes)
+        check_constants(fresh_template("").environment, template_source, max_chars, max_bytes)
     except RenderTooLong as exc:
         return type(exc), str(exc)
     return None
-
-
-def plain_environment() -> Any:
-    """A Jinja environment made as transformers makes one for a template, of its own: never the one transformers
-    caches for the empty template, which the render guard may have guarded in this process (and a guarded
-    environment does not fold the constants this check must see)."""
-    build = imported(TEMPLATE_UTILS)._cached_compile_jinja_template
-    return getattr(build, "__wrapped__", build)("").environment

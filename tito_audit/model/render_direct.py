@@ -17,8 +17,8 @@ from datetime import datetime
 from typing import Any
 
 from tito_audit.model.load_folder import LoadedModel
-from tito_audit.model.render_constants import TEMPLATE_UTILS, constant_refusal
-from tito_audit.model.render_guard import RenderLimits, RenderTooLong, clock, guard
+from tito_audit.model.render_constants import constant_refusal
+from tito_audit.model.render_guard import TEMPLATE_UTILS, RenderLimits, RenderTooLong, clock, guard
 from tito_audit.model.render_memo import Refused, RenderKey, RenderMemo
 from tito_audit.model.render_sizes import as_input
 from tito_audit.model.threads import imported

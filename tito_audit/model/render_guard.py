@@ -122,13 +122,21 @@ def compile_guarded(source: str) -> None:
     """Compile ``source`` as :func:`guard` compiles it (in a fresh environment made as transformers makes one, the
     guard installed, so nothing the guard bounds at render time is computed here), raising what Jinja or Python's
     compiler raise: a syntax error, or nesting deeper than the parser reads or than Python compiles."""
-    from tito_audit.model.render_constants import TEMPLATE_UTILS
-    from tito_audit.model.threads import imported
-
-    build = imported(TEMPLATE_UTILS)._cached_compile_jinja_template
-    empty = getattr(build, "__wrapped__", build)("")  # the cache's own function: an environment of its own
+    empty = fresh_template("")
     guard(empty, "")
     empty.environment.compile(source)
+
+
+TEMPLATE_UTILS = "transformers.utils.chat_template_utils"
+"""transformers' module of chat-template helpers (imported on first use: its import is slow)."""
+
+
+def fresh_template(source: str) -> Any:
+    """``source`` compiled as transformers compiles a chat template, in an environment of its own: never the one
+    transformers caches per source for the whole process, which the guard may have been installed on."""
+    from tito_audit.model.threads import imported
+
+    return imported(TEMPLATE_UTILS)._cached_compile_jinja_template(source)  # the uncached builder, despite its name
 
 
 BOUNDED_BINOPS = frozenset({"**", "*", "%", "+"})
