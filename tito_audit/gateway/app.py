@@ -22,16 +22,9 @@ from tito_audit.gateway.dialects import chat as chat_dialect
 from tito_audit.gateway.dialects import messages as messages_dialect
 from tito_audit.gateway.dialects.responses import Responses
 from tito_audit.gateway.encoding import json_stream
+from tito_audit.gateway.errors import GatewayError, RequestError
 from tito_audit.gateway.gateway import Gateway
-from tito_audit.gateway.protocol import (
-    RequestError,
-    SessionName,
-    error_body,
-    read_request,
-    requested_session,
-    session_headers,
-)
-from tito_audit.gateway.sampling_engines import EngineError
+from tito_audit.gateway.protocol import SessionName, error_body, read_request, requested_session, session_headers
 from tito_audit.gateway.session_lookup import header_name
 from tito_audit.gateway.turn_stream import open_response
 from tito_audit.session.inputs import MAX_DEPTH, too_deep
@@ -65,9 +58,7 @@ def create_app(gateway: Gateway) -> Starlette:
             return failure(401, "unauthorized", "a valid bearer token is required (Authorization: Bearer TOKEN)")
         try:
             return await handler(request)
-        except RequestError as exc:
-            return failure(exc.status, exc.code, str(exc), exc.session)
-        except EngineError as exc:
+        except GatewayError as exc:
             return failure(exc.status, exc.code, str(exc), exc.session)
         except ClientDisconnect:
             return failure(400, "client_disconnected", "the client went away before the request was read")

@@ -38,8 +38,9 @@ from tito_audit.gateway.attribution import (
     harness_edit,
     made_by_harness,
 )
+from tito_audit.gateway.errors import RequestError
 from tito_audit.gateway.matchers import MATCHERS, Matcher, matcher
-from tito_audit.gateway.protocol import ChatRequest, RequestError
+from tito_audit.gateway.protocol import ChatRequest
 from tito_audit.gateway.sessions import GatewaySession, Pending, SessionMaker
 from tito_audit.gateway.turn_steps import (
     Step,

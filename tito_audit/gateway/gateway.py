@@ -13,6 +13,7 @@ from tito_audit.errors import BadInputError
 from tito_audit.gateway.answer_logprobs import Wanted, openai_logprobs, wanted
 from tito_audit.gateway.branches import Rewrites, snapshot
 from tito_audit.gateway.config import GatewayConfig
+from tito_audit.gateway.errors import EngineError, GatewayError, RequestError
 from tito_audit.gateway.fake import FakeEngine
 from tito_audit.gateway.llamacpp import PREFIX as LLAMACPP
 from tito_audit.gateway.llamacpp import make_llamacpp
@@ -23,9 +24,9 @@ from tito_audit.gateway.memory_budget import (
 )
 from tito_audit.gateway.plain import TEXT_PARSER, TextParser
 from tito_audit.gateway.prompt_bounds import PromptBounds
-from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, SessionName, read_request
+from tito_audit.gateway.protocol import Answer, ChatRequest, SessionName, read_request
 from tito_audit.gateway.records import CpuTime, RecordSource, listing
-from tito_audit.gateway.sampling_engines import ENGINE_APIS, EngineError, EngineRequest, make_engine, within_max_tokens
+from tito_audit.gateway.sampling_engines import ENGINE_APIS, EngineRequest, make_engine, within_max_tokens
 from tito_audit.gateway.session_lookup import Finder, Found
 from tito_audit.gateway.sessions import GatewaySession, SessionStore
 from tito_audit.gateway.sqlite_journal import SqliteJournal, open_store, store_identity
@@ -214,7 +215,7 @@ class Gateway:
         found = self.find(request, header)
         try:
             return await self._turn(request, found, want, cpu, started)
-        except (RequestError, EngineError) as exc:
+        except GatewayError as exc:
             exc.session = found.session_id  # the log line names it
             raise
 

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tito_audit.gateway.attribution import DROPPED_TURN, carries_answer, made_by_harness
-from tito_audit.gateway.protocol import ChatRequest, RequestError, SessionName
+from tito_audit.gateway.errors import RequestError
+from tito_audit.gateway.protocol import ChatRequest, SessionName
 from tito_audit.gateway.sessions import GatewaySession, Pending, SessionStore
 
 MAX_SESSION_ID = 256

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tito_audit.gateway.attribution import HARNESS, RESENT, loss_cause
+from tito_audit.gateway.errors import RequestError
 from tito_audit.gateway.memory_budget import DEFAULT_SESSION_BYTES, DEFAULT_TOTAL_BYTES, mib
-from tito_audit.gateway.protocol import RequestError
 from tito_audit.session import TitoSession
 
 SessionMaker = Callable[[list[dict] | None], TitoSession]

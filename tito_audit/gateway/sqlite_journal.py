@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from tito_audit.errors import BadInputError
-from tito_audit.gateway.protocol import RequestError
+from tito_audit.gateway.errors import RequestError, one_line
 from tito_audit.gateway.sessions import GatewaySession, Pending, SessionMaker, SessionStore, ended_error
 from tito_audit.session import TitoSession
 from tito_audit.session.machinery import Machinery
@@ -86,7 +86,7 @@ class SqliteJournal:
             self._check_identity(identity)
         except sqlite3.Error as exc:
             self._connection.close()
-            raise unreadable(self.path, f"its table meta cannot be read ({_one_line(exc)})") from None
+            raise unreadable(self.path, f"its table meta cannot be read ({one_line(exc)})") from None
         except BaseException:
             self._connection.close()
             raise
@@ -128,7 +128,7 @@ class SqliteJournal:
                     "SELECT id, generation, tools, used FROM sessions ORDER BY used"
                 ).fetchall()
             except sqlite3.Error as exc:
-                raise unreadable(self.path, f"its table sessions cannot be read ({_one_line(exc)})") from None
+                raise unreadable(self.path, f"its table sessions cannot be read ({one_line(exc)})") from None
             out = []
             for number, (session_id, generation, tools_text, used) in enumerate(heads, 1):
                 where = f"session {number} of {len(heads)} (table sessions, by last use)"
@@ -138,7 +138,7 @@ class SqliteJournal:
                         (session_id, generation),
                     ).fetchall()
                 except sqlite3.Error as exc:
-                    raise unreadable(self.path, f"the turns of {where} cannot be read ({_one_line(exc)})") from None
+                    raise unreadable(self.path, f"the turns of {where} cannot be read ({one_line(exc)})") from None
                 if not rows:  # a session and its turns are written in one transaction, and deleted in one
                     raise unreadable(self.path, f"{where} has no turns")
                 try:
@@ -194,7 +194,7 @@ class SqliteJournal:
             raise RequestError(
                 507,
                 "store_failed",
-                f"the turn could not be written to --store {self.path} ({_one_line(exc)}); the session is as it was",
+                f"the turn could not be written to --store {self.path} ({one_line(exc)}); the session is as it was",
             ) from None
         entry.stored = generation
 
@@ -216,7 +216,7 @@ class SqliteJournal:
                     )
             except sqlite3.Error as exc:
                 log.warning(
-                    "gateway: session %s could not be deleted from --store %s: %s", entry.id, self.path, _one_line(exc)
+                    "gateway: session %s could not be deleted from --store %s: %s", entry.id, self.path, one_line(exc)
                 )
 
 
@@ -231,7 +231,7 @@ def _open(path: Path) -> sqlite3.Connection:
     except OSError as exc:
         raise BadInputError(f"--store {path}: {(exc.strerror or str(exc)).lower()}") from None
     except sqlite3.Error as exc:
-        raise BadInputError(f"--store {path}: {_one_line(exc)}") from None
+        raise BadInputError(f"--store {path}: {one_line(exc)}") from None
     try:
         connection.execute("PRAGMA locking_mode = EXCLUSIVE")
         mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -251,10 +251,10 @@ def _open(path: Path) -> sqlite3.Connection:
             raise BadInputError(
                 f"--store {path} is in use by another server process (one store per process: give each its own file)"
             ) from None
-        raise BadInputError(f"--store {path}: {_one_line(exc)}") from None
+        raise BadInputError(f"--store {path}: {one_line(exc)}") from None
     except sqlite3.DatabaseError as exc:
         connection.close()
-        raise BadInputError(f"--store {path}: not a session store ({_one_line(exc)})") from None
+        raise BadInputError(f"--store {path}: not a session store ({one_line(exc)})") from None
     return connection
 
 
@@ -308,10 +308,6 @@ def _pending_of(data: dict[str, Any] | None) -> Pending | None:
     if data is None:
         return None
     return Pending(data["ids"], data["message"], data["wire"], data["finish"], data["echo"], data.get("logprobs"))
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:200] or type(exc).__name__
 
 
 def _kind(exc: BaseException) -> str:

@@ -25,16 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tito_audit.errors import BadInputError
+from tito_audit.gateway.errors import EngineError, RequestError, one_line
 from tito_audit.gateway.matchers import Matcher
-from tito_audit.gateway.protocol import (
-    ChatRequest,
-    RequestError,
-    comparable,
-    finish_reason,
-    take_message,
-    wire_message,
-)
-from tito_audit.gateway.sampling_engines import EngineError, EngineOutput
+from tito_audit.gateway.protocol import ChatRequest, comparable, finish_reason, take_message, wire_message
+from tito_audit.gateway.sampling_engines import EngineOutput
 from tito_audit.gateway.sessions import GatewaySession, Pending, SessionMaker, SessionStore
 from tito_audit.model.token_ids import token_ids
 from tito_audit.session import RenderRefused, SessionBreak, SessionTurn, TitoBreak, TitoSession
@@ -132,10 +126,10 @@ def prepare(
         raise refusal(exc, request) from None
     except TitoBreak as exc:
         raise RequestError(
-            422, "tito_break", "the template cannot follow the buffer (on_break=raise): " + _one_line(exc)
+            422, "tito_break", "the template cannot follow the buffer (on_break=raise): " + one_line(exc, 400)
         ) from None
     except (BadInputError, ValueError) as exc:
-        raise RequestError(400, "invalid_request", _one_line(exc)) from None
+        raise RequestError(400, "invalid_request", one_line(exc, 400)) from None
 
 
 HISTORY_EDITED = 400
@@ -181,7 +175,7 @@ def refusal(exc: RenderRefused, request: ChatRequest | None = None) -> RequestEr
     ``--max-render-chars`` or its values ``--max-render-bytes``, 422 when it ran past ``--max-render-seconds`` or the
     template raised (naming, when the request holds one, the system message inside the conversation that templates
     commonly refuse)."""
-    reason = _one_line(exc.reason)
+    reason = one_line(exc.reason, 400)
     if exc.limit == "max_bytes":
         return RequestError(413, "render_too_large", f"the template's render of these messages is refused: {reason}")
     inside = (
@@ -242,7 +236,7 @@ def checked(step: Step, output: EngineOutput, parse_with_session: bool) -> tuple
             message = trial.parse(ids)
         except (BadInputError, RecursionError) as exc:  # what the model wrote parses to data nested too deeply
             raise EngineError(
-                502, "engine_bad_response", f"the completion cannot be parsed: {_one_line(exc)}"
+                502, "engine_bad_response", f"the completion cannot be parsed: {one_line(exc, 400)}"
             ) from None
     elif output.message is not None:
         message = output.message
@@ -358,7 +352,3 @@ def turn_record(turn: SessionTurn) -> dict[str, Any]:
         "message": turn.message,
         "bridged": turn.bridged,
     }
-
-
-def _one_line(exc: BaseException | str) -> str:
-    return " ".join(str(exc).split())[:400]

@@ -29,10 +29,10 @@ from starlette.types import Receive, Scope, Send
 
 from tito_audit.gateway import engine_stream
 from tito_audit.gateway.completion_stream import CompletionStream, Delta
+from tito_audit.gateway.errors import EngineError, GatewayError, RequestError
 from tito_audit.gateway.memory_budget import TOKEN_BYTES
-from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, SessionName, session_headers, wire_message
+from tito_audit.gateway.protocol import Answer, ChatRequest, SessionName, session_headers, wire_message
 from tito_audit.gateway.records import CpuTime
-from tito_audit.gateway.sampling_engines import EngineError
 from tito_audit.gateway.session_lookup import Found
 from tito_audit.gateway.turn_steps import checked, pending_of, record_of, with_logprobs
 
@@ -93,7 +93,7 @@ class TurnStream:
         turn = cls(gateway, request, found.session_id)
         try:
             return await turn._opened(found)
-        except (RequestError, EngineError) as exc:
+        except GatewayError as exc:
             exc.session = turn.session_id
             raise
 
@@ -145,7 +145,7 @@ class TurnStream:
             ids, message = await asyncio.to_thread(self.cpu.timed, checked, step, output, parse)
             rest, got = await asyncio.to_thread(self.cpu.timed, completion.finish, wire_message(message))
             pending = with_logprobs(pending_of(ids, message, got, output.finish_reason), output)
-        except (EngineError, RequestError) as exc:
+        except GatewayError as exc:
             log.warning(
                 "gateway: session %s: the stream ends with %d %s: %s", self.session_id, exc.status, exc.code, exc
             )

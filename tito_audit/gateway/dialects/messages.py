@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 from starlette.responses import JSONResponse, Response
 
 from tito_audit.gateway.completion_stream import Delta
+from tito_audit.gateway.errors import RequestError
 from tito_audit.gateway.protocol import (
     Answer,
-    RequestError,
     SessionName,
     joined_text,
     not_acted_on,

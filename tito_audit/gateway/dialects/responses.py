@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 from starlette.responses import JSONResponse, Response
 
 from tito_audit.gateway.dialects.responses_output import Shape, events
+from tito_audit.gateway.errors import RequestError
 from tito_audit.gateway.protocol import (
     Answer,
     ChatRequest,
-    RequestError,
     SessionName,
     joined_text,
     not_acted_on,
