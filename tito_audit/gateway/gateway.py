@@ -224,12 +224,11 @@ class Gateway:
         sampling = self.sampling(request)
         max_tokens = sampling["max_tokens"]
         self.check_request(request)
-        store = self.store
-        async with store.turn(session_id) as entry:  # the lock, released and the reservation given back on any exit
-            step = await asyncio.to_thread(cpu.timed, self.prepare, entry, request, max_tokens)
+        async with self.store.turn(session_id) as turn:  # one transaction: on any exit without a commit, as it was
+            step = await asyncio.to_thread(cpu.timed, self.prepare, turn.entry, request, max_tokens)
             step.found = found
             step.ignored = request.ignored
-            store.reserve(entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * max_tokens)
+            turn.reserve(step, max_tokens)
             engine_request = self.engine_request(request, step, session_id, sampling, want.top)
             asked = time.perf_counter()
             output = await self.generate(engine_request)
@@ -238,10 +237,7 @@ class Gateway:
                 raise EngineError(
                     502, "engine_bad_response", "the engine answered no logprobs (the request asked for them)"
                 )
-            record, pending = await asyncio.to_thread(
-                cpu.timed, settle, store, entry, step, output, self.parser is not None
-            )
-            store.settle(entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * len(pending.ids))
+            record, pending = await asyncio.to_thread(cpu.timed, settle, turn, step, output, self.parser is not None)
         logprobs = None
         if want.answer:
             codec, values = self.machinery.codec, pending.logprobs or []

@@ -9,17 +9,21 @@ session is dropped to make room. A dropped session is remembered (why it went, f
 queued for :meth:`SessionStore.take_ended`, which gives its memory back. All of it runs on the server's event loop;
 the lock makes the table safe from threads too.
 
-A request holds its session's lock in one place only, :meth:`SessionStore.turn` (an ``async with``): whatever ends
-the request (an answer, an error, a client gone, a task cancelled), the lock is released, the reservation given back
-and a first turn that committed nothing leaves no empty session behind. A session dropped while a request holds it
-(DELETE) is marked :attr:`GatewaySession.ended`: that request's turn is not kept (:func:`ended_error`), so a turn
-begun before a DELETE never brings the deleted session back nor touches a newer session of the same id.
+A request is one transaction on its session, :class:`Turn`, opened in one place only, :meth:`SessionStore.turn` (an
+``async with``): it holds the session's lock, reserves the request's bytes (:meth:`Turn.reserve`) and commits the
+turn once (:meth:`Turn.commit`). Whatever ends the request without a commit (an error, a client gone, a task
+cancelled, a commit the journal refused), the session is as it was: the step was taken on a copy, the lock is
+released, the reservation given back and a first turn leaves no empty session behind. A session dropped while a
+request holds it (DELETE) is marked :attr:`GatewaySession.ended`: that request's turn is not kept
+(:func:`ended_error`), so a turn begun before a DELETE never brings the deleted session back nor touches a newer
+session of the same id.
 
-A turn, plain or streamed, is committed in one place, :meth:`SessionStore.commit`: the step's session copy and its
-answer put in the session's place, then kept by the table's :class:`Journal` (:class:`MemoryJournal`, which keeps
-nothing beyond memory, or ``--store``'s :class:`~tito_audit.gateway.sqlite_journal.SqliteJournal`); a turn the journal
-does not keep (the session ended meanwhile: 404; the file not written: 507) puts the session back as it was, so a turn
-not kept is never answered as if it were.
+A turn, plain or streamed, is committed in one place, :meth:`Turn.commit`: what the turn makes of the session
+(:class:`Kept`: the step's session copy, its answer, the counts) is made first, kept by the table's :class:`Journal`
+(:class:`MemoryJournal`, which keeps nothing beyond memory, or ``--store``'s
+:class:`~tito_audit.gateway.sqlite_journal.SqliteJournal`), and only then put in the session's place; a turn the
+journal does not keep (the session ended meanwhile: 404; the file not written: 507) changes nothing, so a turn not
+kept is never answered, nor shown in the session's record, as if it were.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from typing import Any, Protocol
 
 from tito_audit.gateway.attribution import HARNESS, RESENT, loss_cause
 from tito_audit.gateway.errors import RequestError
-from tito_audit.gateway.memory_budget import DEFAULT_SESSION_BYTES, DEFAULT_TOTAL_BYTES, mib
+from tito_audit.gateway.memory_budget import DEFAULT_SESSION_BYTES, DEFAULT_TOTAL_BYTES, TOKEN_BYTES, mib
 from tito_audit.session import TitoSession
 
 SessionMaker = Callable[[list[dict] | None], TitoSession]
@@ -136,6 +140,10 @@ class PreparedStep(Protocol):
     def retry(self) -> bool: ...
 
     @property
+    def other_bytes(self) -> int:
+        """What the session's other branches hold (counted with the step's copy against the byte bounds)."""
+
+    @property
     def found(self) -> Any:
         """How the request found the session (:class:`~tito_audit.gateway.session_lookup.Found`), or None."""
 
@@ -143,12 +151,50 @@ class PreparedStep(Protocol):
     def ignored(self) -> list[str]: ...
 
 
+@dataclass
+class Kept:
+    """What a committed turn puts in its session's entry: made from the entry and the step before anything of the
+    entry changes, kept by the journal, then put in the entry's place (:meth:`put_in`)."""
+
+    session: TitoSession
+    history: list[dict]
+    pending: Pending
+    sent: tuple[list[dict], list[dict]] | None
+    requests: int
+    lookups: list[dict[str, Any]]
+    ignored: dict[str, int]
+    sampled: int
+    lost: dict[str, int]
+
+    @classmethod
+    def of(cls, entry: GatewaySession, step: PreparedStep, pending: Pending) -> Kept:
+        requests = entry.requests + 1
+        lookups = list(entry.lookups)
+        if step.found is not None:
+            lookups.append({"request": requests, **step.found.record()})
+        ignored = dict(entry.ignored)
+        for name in step.ignored:
+            ignored.setdefault(name, requests)
+        lost = dict(entry.lost)
+        replaced = entry.pending if step.retry and step.on_commit is None else None
+        if replaced is not None:  # an append-only session keeps one answer per prompt: the one it replaces is lost
+            lost[RESENT_LOSS] = lost.get(RESENT_LOSS, 0) + len(replaced.ids)
+        sent = (step.history, step.sent) if step.sent is not None else None
+        sampled = entry.sampled + len(pending.ids)
+        return cls(step.trial, step.history, pending, sent, requests, lookups, ignored, sampled, lost)
+
+    def put_in(self, entry: GatewaySession) -> None:
+        entry.session, entry.history, entry.pending, entry.sent = self.session, self.history, self.pending, self.sent
+        entry.requests, entry.lookups, entry.ignored = self.requests, self.lookups, self.ignored
+        entry.sampled, entry.lost = self.sampled, self.lost
+
+
 class Journal(Protocol):
     """Where the session table keeps a committed turn beyond memory (see the module docstring)."""
 
-    def save(self, entry: GatewaySession, before: TitoSession | None, history_before: list[dict]) -> None:
-        """Keep the turn just committed to ``entry`` (``before``: its session before the turn, None for a new one), or
-        raise its :class:`RequestError` (404: the session ended meanwhile; 507: not written)."""
+    def save(self, entry: GatewaySession, kept: Kept) -> None:
+        """Keep the turn ``kept`` (``entry`` is the session as it was before it), or raise its :class:`RequestError`
+        (404: the session ended meanwhile; 507: not written)."""
 
     def delete(self, entry: GatewaySession) -> None:
         """Forget the session ``entry`` (it ended)."""
@@ -157,7 +203,7 @@ class Journal(Protocol):
 class MemoryJournal:
     """No journal: a committed turn is kept in memory, unless its session ended while the turn ran (404)."""
 
-    def save(self, entry: GatewaySession, before: TitoSession | None, history_before: list[dict]) -> None:
+    def save(self, entry: GatewaySession, kept: Kept) -> None:
         if entry.ended is not None:
             raise ended_error(entry)
 
@@ -247,10 +293,10 @@ class SessionStore:
             return entries[:limit]
 
     @contextlib.asynccontextmanager
-    async def turn(self, session_id: str) -> AsyncIterator[GatewaySession]:
-        """The entry of ``session_id`` (created empty when there is none) with its lock held for one request: the one
-        place a session's lock is taken. On the way out, whatever happened, the reservation is given back, a first
-        turn that committed nothing drops its empty entry, and the lock is released."""
+    async def turn(self, session_id: str) -> AsyncIterator[Turn]:
+        """One request's transaction (:class:`Turn`) on the entry of ``session_id`` (created empty when there is none),
+        its lock held: the one place a session's lock is taken. On the way out, whatever happened, the reservation is
+        given back, a first turn that committed nothing drops its empty entry, and the lock is released."""
         while True:
             entry = self.open(session_id)
             async with entry.lock:
@@ -258,7 +304,7 @@ class SessionStore:
                     continue
                 opening = entry.session is None
                 try:
-                    yield entry
+                    yield Turn(self, entry)
                 finally:
                     self.settle(entry, None)
                     if opening and entry.session is None:
@@ -296,31 +342,15 @@ class SessionStore:
         with self._lock:
             return self._gone.get(session_id) or UNKNOWN
 
-    def commit(self, entry: GatewaySession, step: PreparedStep, pending: Pending) -> None:
-        """Commit a turn (see the module docstring): ``step``'s session copy and ``pending`` put in ``entry``'s place
-        (no await: nothing interrupts it), the branch tree told (``step.on_commit``), then the journal keeps it; a turn
-        the journal does not keep puts ``entry`` back as it was and raises its :class:`RequestError`."""
-        before = (entry.session, entry.history, entry.pending, entry.requests, entry.sent)
-        counts = (list(entry.lookups), dict(entry.ignored), entry.sampled, dict(entry.lost))
-        replaced = entry.pending if step.retry and step.on_commit is None else None
-        entry.session, entry.history, entry.pending = step.trial, step.history, pending
-        entry.sent = (step.history, step.sent) if step.sent is not None else None
-        entry.requests += 1
-        entry.sampled += len(pending.ids)
-        if step.found is not None:
-            entry.lookups.append({"request": entry.requests, **step.found.record()})
-        for name in step.ignored:
-            entry.ignored.setdefault(name, entry.requests)
-        if replaced is not None:  # an append-only session keeps one answer per prompt: the one it replaces is lost
-            entry.lost[RESENT_LOSS] = entry.lost.get(RESENT_LOSS, 0) + len(replaced.ids)
+    def _commit(self, entry: GatewaySession, step: PreparedStep, pending: Pending) -> None:
+        """Commit a turn (see the module docstring): what it makes of ``entry`` kept by the journal first (which raises
+        its :class:`RequestError`, ``entry`` unchanged, when it does not keep it), then put in ``entry``'s place and
+        the branch tree told (``step.on_commit``)."""
+        kept = Kept.of(entry, step, pending)
+        self.journal.save(entry, kept)
+        kept.put_in(entry)
         if step.on_commit is not None:
             step.on_commit(entry, step, pending)
-        try:
-            self.journal.save(entry, before[0], before[1])
-        except BaseException:
-            entry.session, entry.history, entry.pending, entry.requests, entry.sent = before
-            entry.lookups, entry.ignored, entry.sampled, entry.lost = counts
-            raise
         if self.committed is not None:
             self.committed(entry, step, pending)
 
@@ -393,6 +423,35 @@ class SessionStore:
         raise RequestError(
             503, "too_many_sessions", f"all {self.max_sessions} sessions are answering requests; retry later"
         )
+
+
+class Turn:
+    """One request's transaction on one session (:meth:`SessionStore.turn`; see the module docstring): the bytes it
+    reserves, then at most one commit. A request that leaves without committing changes nothing."""
+
+    def __init__(self, store: SessionStore, entry: GatewaySession) -> None:
+        self.store = store
+        self.entry = entry
+        self.committed = False
+
+    def reserve(self, step: PreparedStep, max_tokens: int) -> None:
+        """Reserve what the session may hold once ``step`` is answered with ``max_tokens`` ids, or refuse the request
+        (413, 507) naming the limit."""
+        self.store.reserve(self.entry, _held(step) + TOKEN_BYTES * max_tokens)
+
+    def commit(self, step: PreparedStep, pending: Pending) -> None:
+        """Keep the turn (once; no await: nothing interrupts it) and the session's size with it, or raise the
+        :class:`RequestError` of a turn not kept (the session as it was)."""
+        if self.committed:
+            raise RuntimeError(f"session {self.entry.id!r}: a request commits one turn")
+        self.store._commit(self.entry, step, pending)
+        self.committed = True
+        self.store.settle(self.entry, _held(step) + TOKEN_BYTES * len(pending.ids))
+
+
+def _held(step: PreparedStep) -> int:
+    """What the session holds with ``step`` taken (the step's session copy, the other branches), in bytes."""
+    return step.trial.held_bytes + step.other_bytes
 
 
 def ended_error(entry: GatewaySession) -> RequestError:

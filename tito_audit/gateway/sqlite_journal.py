@@ -1,11 +1,11 @@
 """``--store PATH``: the session table's journal in a SQLite file, so that a restarted server continues every session.
 
 Memory stays the default (sessions are lost when the server stops). With a store, each turn the session table commits
-(:meth:`~tito_audit.gateway.sessions.SessionStore.commit`, for plain and streamed turns alike) is written in one
+(:meth:`~tito_audit.gateway.sessions.Turn.commit`, for plain and streamed turns alike) is written in one
 transaction (SQLite's WAL mode with ``synchronous=FULL``: the commit is on disk, fsync'd, before the HTTP answer is
 sent), as the change it made to the session (:mod:`tito_audit.session.snapshot`: what follows the kept part of the
 buffer, mask, log-probabilities, turns and breaks) and to the gateway's record of it (the messages the client sent,
-the last answer). A write that fails undoes the turn in memory too (507 ``store_failed``): what the client was
+the last answer). A write that fails keeps the turn out of memory too (507 ``store_failed``): what the client was
 answered is always on disk. A server started on the file reads every session back, whole, before it serves: the same
 buffer, the same turns, and the next request goes on from the last answer (a turn written but never answered, the
 server killed in between, is on disk: the client's retry of that request samples it again).
@@ -41,7 +41,7 @@ from typing import Any
 
 from tito_audit.errors import BadInputError
 from tito_audit.gateway.errors import RequestError, one_line
-from tito_audit.gateway.sessions import GatewaySession, Pending, SessionMaker, SessionStore, ended_error
+from tito_audit.gateway.sessions import GatewaySession, Kept, Pending, SessionMaker, SessionStore, ended_error
 from tito_audit.session import TitoSession
 from tito_audit.session.machinery import Machinery
 from tito_audit.session.snapshot import change, fold, restore
@@ -150,20 +150,20 @@ class SqliteJournal:
                     raise unreadable(self.path, f"{where} is not what this tool writes ({_kind(exc)})") from None
         return [s for s in out if s is not None]
 
-    def save(self, entry: GatewaySession, before: TitoSession | None, history_before: list[dict]) -> None:
-        """Write the turn ``entry`` just committed (``before``: its session before the turn, None for a new
-        session) in one transaction; raises :class:`RequestError` (507) when it cannot be written."""
-        assert entry.session is not None
+    def save(self, entry: GatewaySession, kept: Kept) -> None:
+        """Write the turn ``kept`` (``entry``: the session before it; a new session's has no session yet) in one
+        transaction; raises :class:`RequestError` (507) when it cannot be written."""
+        before = entry.session
         data = {
-            "session": change(before, entry.session),
-            "history": _list_change(history_before if before is not None else [], entry.history),
-            "pending": _pending_data(entry.pending),
-            "requests": entry.requests,
+            "session": change(before, kept.session),
+            "history": _list_change(entry.history if before is not None else [], kept.history),
+            "pending": _pending_data(kept.pending),
+            "requests": kept.requests,
             "counts": {
-                "found": entry.lookups[-1] if entry.lookups else None,
-                "ignored": entry.ignored,
-                "sampled": entry.sampled,
-                "lost": entry.lost,
+                "found": kept.lookups[-1] if kept.lookups else None,
+                "ignored": kept.ignored,
+                "sampled": kept.sampled,
+                "lost": kept.lost,
             },
         }
         text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
