@@ -44,7 +44,7 @@ from tito_audit.session.policies import BRIDGES, POLICIES
 from tito_audit.session.proof import proof_for
 
 if TYPE_CHECKING:
-    from tito_audit.gateway.sampling_engines import Engine
+    from tito_audit.gateway.sampling_engines import SamplingEngine
 
 log = logging.getLogger("tito_audit.gateway")
 
@@ -53,7 +53,9 @@ class Gateway:
     """One model, one engine, one parser, many sessions. ``machinery`` (tests, a process that shares one) is used as
     built, render limits included; otherwise it is built from ``config``."""
 
-    def __init__(self, config: GatewayConfig, machinery: Machinery | None = None, engine: Engine | None = None) -> None:
+    def __init__(
+        self, config: GatewayConfig, machinery: Machinery | None = None, engine: SamplingEngine | None = None
+    ) -> None:
         if config.on_break not in POLICIES:
             raise BadInputError(f"--on-break must be one of {', '.join(POLICIES)}, not {config.on_break!r}")
         if config.bridge not in BRIDGES:

@@ -96,7 +96,11 @@ class EngineOutput:
     """Per id, the alternatives ``(id, logprob)`` the engine gave (asked with ``top_logprobs``)."""
 
 
-class Engine(Protocol):
+class SamplingEngine(Protocol):
+    """What the gateway samples from, token ids in and token ids out: :class:`HttpEngine` (vLLM, SGLang, the stand-in
+    of :mod:`.standin`), the built-in fake (:mod:`.fake`) or llama.cpp (:mod:`.llamacpp`). The fake also has
+    ``stream(request)``, its pieces as they are sampled (:mod:`.engine_stream` streams the others its own way)."""
+
     name: str
 
     async def generate(self, request: EngineRequest) -> EngineOutput: ...
