@@ -153,7 +153,8 @@ def test_a_first_turn_the_journal_refuses_leaves_no_session_and_no_lock():
     """The table alone: a journal that refuses the first turn's commit (the session ended meanwhile) leaves no entry,
     no lock held and no bytes reserved; the next request on the id opens and commits."""
     from tito_audit.gateway.errors import RequestError
-    from tito_audit.gateway.sessions import Pending, SessionStore
+    from tito_audit.gateway.session_entry import Pending
+    from tito_audit.gateway.sessions import SessionStore
 
     class Refusing:
         def __init__(self) -> None:

@@ -27,8 +27,9 @@ from tito_audit.gateway.prompt_bounds import PromptBounds
 from tito_audit.gateway.protocol import Answer, ChatRequest, SessionName, read_request
 from tito_audit.gateway.records import CpuTime, RecordSource, listing
 from tito_audit.gateway.sampling_engines import ENGINE_APIS, EngineRequest, make_engine, within_max_tokens
+from tito_audit.gateway.session_entry import GatewaySession
 from tito_audit.gateway.session_lookup import Finder, Found
-from tito_audit.gateway.sessions import GatewaySession, SessionStore
+from tito_audit.gateway.sessions import SessionStore
 from tito_audit.gateway.sqlite_journal import SqliteJournal, open_store, store_identity
 from tito_audit.gateway.standin.engine import check_engine_option, standin_engine
 from tito_audit.gateway.tool_results import check_tool_results

@@ -41,7 +41,9 @@ from typing import Any
 
 from tito_audit.errors import BadInputError
 from tito_audit.gateway.errors import RequestError, one_line
-from tito_audit.gateway.sessions import GatewaySession, Kept, Pending, SessionMaker, SessionStore, ended_error
+from tito_audit.gateway.session_entry import GatewaySession, Pending, SessionMaker, ended_error
+from tito_audit.gateway.sessions import SessionStore
+from tito_audit.gateway.turn_transaction import Kept
 from tito_audit.session import TitoSession
 from tito_audit.session.machinery import Machinery
 from tito_audit.session.snapshot import change, fold, restore

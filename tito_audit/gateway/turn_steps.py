@@ -29,7 +29,8 @@ from tito_audit.gateway.errors import EngineError, RequestError, one_line
 from tito_audit.gateway.matchers import Matcher
 from tito_audit.gateway.protocol import ChatRequest, comparable, finish_reason, take_message, wire_message
 from tito_audit.gateway.sampling_engines import EngineOutput
-from tito_audit.gateway.sessions import GatewaySession, Pending, SessionMaker, Turn
+from tito_audit.gateway.session_entry import GatewaySession, Pending, SessionMaker
+from tito_audit.gateway.turn_transaction import Turn
 from tito_audit.model.token_ids import token_ids
 from tito_audit.session import RenderRefused, SessionBreak, SessionTurn, TitoBreak, TitoSession
 from tito_audit.session.buffer_logprobs import sampled_logprobs

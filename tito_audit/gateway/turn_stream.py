@@ -33,8 +33,8 @@ from tito_audit.gateway.errors import EngineError, GatewayError, RequestError
 from tito_audit.gateway.protocol import Answer, ChatRequest, SessionName, session_headers, wire_message
 from tito_audit.gateway.records import CpuTime
 from tito_audit.gateway.session_lookup import Found
-from tito_audit.gateway.sessions import Turn
 from tito_audit.gateway.turn_steps import checked, pending_of, record_of, with_logprobs
+from tito_audit.gateway.turn_transaction import Turn
 
 if TYPE_CHECKING:
     from tito_audit.gateway.gateway import Gateway
