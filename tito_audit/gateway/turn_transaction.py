@@ -93,8 +93,8 @@ class Journal(Protocol):
     """Where the session table keeps a committed turn beyond memory (see the module docstring)."""
 
     def save(self, entry: GatewaySession, kept: Kept) -> None:
-        """Keep the turn ``kept`` (``entry`` is the session as it was before it), or raise its :class:`RequestError`
-        (404: the session ended meanwhile; 507: not written)."""
+        """Keep the turn ``kept`` (``entry`` is the session as it was before it), or raise its
+        :class:`~tito_audit.gateway.errors.RequestError` (404: the session ended meanwhile; 507: not written)."""
 
     def delete(self, entry: GatewaySession) -> None:
         """Forget the session ``entry`` (it ended)."""
