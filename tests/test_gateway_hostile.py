@@ -300,7 +300,8 @@ def test_the_engine_gets_as_many_requests_at_once_as_the_server_has_sessions(mac
 def test_a_request_that_finds_no_free_connection_is_not_blamed_on_the_engine(machinery):
     """A pool of one connection held by a slow answer (each byte within the time-out): the second request was never
     sent, so it is 503 ``engine_busy``, not the engine's 504."""
-    from tito_audit.gateway.sampling_engines import EngineError, EngineRequest, HttpEngine
+    from tito_audit.gateway.errors import EngineError
+    from tito_audit.gateway.sampling_engines import EngineRequest, HttpEngine
 
     engine = HostileEngine(lambda body: Plan(answer_ids(machinery, "ok"), trickle=True, gap=0.01))
 

@@ -39,9 +39,10 @@ from tito_audit.gateway.attribution import (
     made_by_harness,
     text_of,
 )
+from tito_audit.gateway.errors import RequestError
 from tito_audit.gateway.matchers import MATCHERS, Matcher, matcher
-from tito_audit.gateway.protocol import ChatRequest, RequestError
-from tito_audit.gateway.sessions import GatewaySession, Pending, SessionMaker
+from tito_audit.gateway.protocol import ChatRequest
+from tito_audit.gateway.session_entry import GatewaySession, Pending, SessionMaker
 from tito_audit.gateway.turn_steps import (
     Step,
     opening,
