@@ -98,3 +98,18 @@ def test_every_package_says_what_enters_and_leaves_it():
 def test_no_module_is_too_long_to_read():
     long = {name: n for name, path in _modules().items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
     assert long == {}
+
+
+SESSION_AUDIT_ENTRY = "tito_audit.session.audit_entry"
+"""The one module of session/ that imports the audit: it names what the session reads of it."""
+
+
+def test_the_session_reads_the_audit_through_one_module():
+    modules = _modules()
+    through_elsewhere = {
+        name: sorted(target for target in _imports(name, path, modules) if _stage(target) == _stage("tito_audit.audit"))
+        for name, path in modules.items()
+        if name.startswith("tito_audit.session") and name != SESSION_AUDIT_ENTRY
+    }
+    assert {name: targets for name, targets in through_elsewhere.items() if targets} == {}
+    assert SESSION_AUDIT_ENTRY in modules

@@ -13,7 +13,6 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from tito_audit.audit.realization.reasoning_block import variant_reasoning
 from tito_audit.conversations.conversation import Message
 from tito_audit.conversations.reasoning_forms import OPEN
 from tito_audit.model.render import DEFAULT_CLOCK
@@ -21,6 +20,7 @@ from tito_audit.model.threads import cached_property
 from tito_audit.parse.choice import choose_parser
 from tito_audit.parse.handover import Sampled, hand_over
 from tito_audit.parse.parser import TEMPLATE, CompletionParser
+from tito_audit.session.audit_entry import variant_reasoning
 from tito_audit.session.machinery import Machinery
 from tito_audit.session.shared_list import INTS, AppendOnly
 
