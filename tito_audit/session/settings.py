@@ -1,12 +1,16 @@
 """What a session is made with, in one object its parts read: :class:`SessionSettings`.
 
-:class:`~tito_audit.session.TitoSession` owns one settings object and three parts that each do one job on its one
-:class:`~tito_audit.session.state.SessionState`: the buffer's step operations (:class:`~tito_audit.session.steps.
-BufferSteps`), the ``bridge="auto"`` steps and their later check (:class:`~tito_audit.session.deferred.
-DeferredChecks`), and the state handed out and taken back (:class:`~tito_audit.session.restoring.Restorer`). The parts
-read the settings and change only the state they are handed; the session alone replaces its state. The session's
-attributes of the same names (``on_break``, ``bridge``, ``check_every``, ``clock``) read and write these settings
-(:class:`Setting`), so a caller that sets ``session.clock`` is seen by every part at its next call.
+:class:`~tito_audit.session.TitoSession` owns one settings object and three parts, each with one job on its one
+:class:`~tito_audit.session.state.SessionState`:
+
+- :class:`~tito_audit.session.steps.BufferSteps`: the buffer's step operations;
+- :class:`~tito_audit.session.deferred.DeferredChecks`: the ``bridge="auto"`` steps and their later check;
+- :class:`~tito_audit.session.restoring.Restorer`: the state handed out and taken back, with its origin.
+
+The parts read the settings and change only the state each call hands them; the session alone replaces its state,
+and a fork gets its own settings and parts. The session's attributes of the same names (``on_break``, ``bridge``,
+``check_every``, ``clock``) read and write these settings (:class:`Setting`), so a caller that sets ``session.clock``
+is seen by every part at its next call.
 """
 
 from __future__ import annotations
