@@ -509,7 +509,7 @@ def test_a_streamed_completion_is_decoded_once_and_byte_exact(model):
         fed_while_streaming = stream._parser.text
     finally:
         del codec.decode
-    whole = session._decode_in_context(ids[:-1])
+    whole = session.decode_completion(ids[:-1])
     assert whole == fed_while_streaming  # byte for byte, nothing held back at the end (no partial character)
     assert decoded[0] < 64 * len(ids), f"{decoded[0]} ids decoded for {len(ids)} fed"
 

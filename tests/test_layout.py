@@ -148,3 +148,18 @@ def test_the_gateway_app_serves_every_dialect_at_its_path():
 
     routes = {r.path: r.methods for r in create_app(Stub()).routes if isinstance(r, Route)}  # type: ignore[arg-type]
     assert all("POST" in (routes.get(c.path) or ()) for c in DIALECTS)
+
+
+SESSION_AUDIT_ENTRY = "tito_audit.session.audit_entry"
+"""The one module of session/ that imports the audit: it names what the session reads of it."""
+
+
+def test_the_session_reads_the_audit_through_one_module():
+    modules = _modules()
+    through_elsewhere = {
+        name: sorted(target for target in _imports(name, path, modules) if _stage(target) == _stage("tito_audit.audit"))
+        for name, path in modules.items()
+        if name.startswith("tito_audit.session") and name != SESSION_AUDIT_ENTRY
+    }
+    assert {name: targets for name, targets in through_elsewhere.items() if targets} == {}
+    assert SESSION_AUDIT_ENTRY in modules
