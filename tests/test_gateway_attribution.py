@@ -43,6 +43,26 @@ def test_each_harness_action_is_told_at_the_message_it_was_done_to():
     assert edit([SYSTEM, USER, {**CALL, "content": "Let me read it."}, RESULT]) == ("edited a message", "input[2]")
 
 
+def test_a_restart_from_the_summary_a_side_request_was_given_is_summarized():
+    """Codex's compaction before every turn: the loop held one call after the task; the request after the summary
+    request sends the task and a user message that wraps the summary the side request was given, as long as the
+    history held. Without the side answer it is a dropped turn; with it, and again for the next compaction (a user
+    summary where a user summary was), summarized."""
+    held = [comparable(m) for m in (SYSTEM, USER, CALL)]
+    answer = "The user asked what is in a.txt; it says hello. What is left: answer the user."
+    restart = {"role": "user", "content": f"Another model began this task and wrote this summary:\n{answer}"}
+    sent = [comparable(m) for m in (SYSTEM, USER, restart)]
+    name = "input[{}]".format
+    assert A.harness_edit(held, sent, name)[0] == A.DROPPED_TURN
+    assert A.harness_edit(held, sent, name, ["Title: a.txt", answer]) == (A.SUMMARIZED, "input[2]")
+    again = [*sent, comparable(CALL)]
+    later = "The user asked what is in a.txt; I read it twice. What is left: answer the user."
+    next_restart = comparable({"role": "user", "content": f"Another model began this task:\n{later}"})
+    assert A.harness_edit(again, [*sent[:2], next_restart], name)[0] == A.EDITED
+    assert A.harness_edit(again, [*sent[:2], next_restart], name, [answer, later])[0] == A.SUMMARIZED
+    assert A.harness_edit(held, sent, name, ["hello"])[0] == A.DROPPED_TURN  # too short to tell a summary by
+
+
 def test_a_break_is_made_by_the_maker_its_cause_label_names():
     assert A.made_by_break(["parse-lossy"]) == {"maker": "parser", "cause": "parse-lossy"}
     assert A.made_by_break(["bpe-seam"])["maker"] == "bpe"

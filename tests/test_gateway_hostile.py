@@ -300,7 +300,8 @@ def test_the_engine_gets_as_many_requests_at_once_as_the_server_has_sessions(mac
 def test_a_request_that_finds_no_free_connection_is_not_blamed_on_the_engine(machinery):
     """A pool of one connection held by a slow answer (each byte within the time-out): the second request was never
     sent, so it is 503 ``engine_busy``, not the engine's 504."""
-    from tito_audit.gateway.sampling_engines import EngineError, EngineRequest, HttpEngine
+    from tito_audit.gateway.errors import EngineError
+    from tito_audit.gateway.sampling_engines import EngineRequest, HttpEngine
 
     engine = HostileEngine(lambda body: Plan(answer_ids(machinery, "ok"), trickle=True, gap=0.01))
 
@@ -508,7 +509,7 @@ def test_a_streamed_completion_is_decoded_once_and_byte_exact(model):
         fed_while_streaming = stream._parser.text
     finally:
         del codec.decode
-    whole = session._decode_in_context(ids[:-1])
+    whole = session.decode_completion(ids[:-1])
     assert whole == fed_while_streaming  # byte for byte, nothing held back at the end (no partial character)
     assert decoded[0] < 64 * len(ids), f"{decoded[0]} ids decoded for {len(ids)} fed"
 

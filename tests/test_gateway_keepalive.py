@@ -38,7 +38,8 @@ async def _engine(dropped: int) -> tuple[asyncio.AbstractServer, list[int]]:
 
 @pytest.mark.parametrize(("dropped", "status"), [(1, None), (2, 502)])
 def test_a_request_the_engine_never_answered_is_sent_once_more(dropped, status):
-    from tito_audit.gateway.sampling_engines import EngineError, EngineRequest, HttpEngine
+    from tito_audit.gateway.errors import EngineError
+    from tito_audit.gateway.sampling_engines import EngineRequest, HttpEngine
 
     async def scenario() -> tuple[object, list[int]]:
         server, seen = await _engine(dropped)

@@ -148,7 +148,8 @@ def test_how_an_engine_process_ended_is_said_in_words():
 
 
 def test_an_engine_process_that_does_not_answer_is_stopped_within_its_timeout():
-    from tito_audit.gateway.llamacpp_process import EngineProcess, EngineProcessTimeout
+    from tito_audit.gateway.errors import EngineProcessTimeout
+    from tito_audit.gateway.llamacpp_process import EngineProcess
 
     process = EngineProcess(timeout=60)
     try:

@@ -270,3 +270,56 @@ def test_a_cell_stops_after_a_failed_rollout_and_its_row_counts_every_planned_on
     row = row_of(harness, DEFAULT, "m/one", "sglang", cell)
     assert (row["rollouts"], row["finished"]) == (4, 1) and trainable_share(row) == 0.0
     assert row["failure"] == "exit 1: boom; 2 more rollout(s) not run after one failed"
+
+
+@requires_shared
+@pytest.mark.shared
+def test_a_cells_completions_do_not_depend_on_the_cells_run_before_it_in_its_group(monkeypatch, tmp_path):
+    """A cell samples the same whether it runs alone or after another cell in the same group (and lane): its draws
+    depend on its own requests and the seed, never on what the stand-in engine was asked for an earlier cell (that
+    made pydantic-ai on Qwen2.5-7B-Instruct sample 171 ids alone and 207 after openai-agents)."""
+    import httpx
+
+    from tito_audit.harnesses import group
+
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+        },
+    }
+    request = {
+        "model": "Qwen/Qwen2.5-7B-Instruct",
+        "messages": [{"role": "user", "content": "What is in this folder?"}],
+        "tools": [tool],
+    }
+
+    def rollout(harness, configuration, context, runner):  # every harness asks the same: a call, then its answer
+        answer = httpx.post(f"{context.gateway}/v1/chat/completions", json=request, timeout=60, trust_env=False).json()
+        message = answer["choices"][0]["message"]  # what the model wrote (the gateway names each call anew)
+        calls = [call["function"] for call in message.get("tool_calls") or []]
+        said = json.dumps([message.get("reasoning_content"), message.get("content"), calls])
+        return {"exit": 0, "seconds": 0.0, "network": [], "stdout": said, "stderr": ""}
+
+    monkeypatch.setattr(group, "run_rollout", rollout)
+    monkeypatch.setattr(group, "task_folder", lambda *parts: tmp_path.joinpath(*parts))
+    monkeypatch.setattr(group, "home_folder", lambda *parts: tmp_path.joinpath("home", *parts))
+
+    def completions(cells: list[tuple[str, str]]) -> dict[str, list[str]]:
+        spec = group.GroupSpec(
+            "Qwen/Qwen2.5-7B-Instruct", "sglang", cells, 3, 0, [str(SHARED_TOKENIZERS)], str(tmp_path)
+        )
+        ran: dict[str, list[str]] = {}
+
+        def emit(harness, configuration, cell):
+            ran[harness.name] = [r["stdout"] for r in cell["rollouts"]]
+
+        group.run_group(spec, None, emit)  # type: ignore[arg-type]
+        return ran
+
+    alone = completions([("pydantic-ai", DEFAULT.name)])["pydantic-ai"]
+    after = completions([("openai-agents-chat", DEFAULT.name), ("pydantic-ai", DEFAULT.name)])
+    assert len(set(alone)) > 1  # the rollouts of one prompt differ (the engine counts what it was asked)
+    assert after["pydantic-ai"] == alone and after["openai-agents-chat"] == alone

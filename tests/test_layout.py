@@ -98,3 +98,68 @@ def test_every_package_says_what_enters_and_leaves_it():
 def test_no_module_is_too_long_to_read():
     long = {name: n for name, path in _modules().items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
     assert long == {}
+
+
+def test_every_dialect_module_implements_the_dialect_interface_and_is_served():
+    """Each module of ``gateway/dialects/`` is the interface, one dialect (one :class:`Dialect` subclass, named in
+    ``DIALECTS``) or a part of one (``<dialect>_*.py``); the web layer serves ``DIALECTS`` and names no dialect."""
+    import importlib
+    import inspect
+
+    from tito_audit.gateway.dialects import DIALECTS, Dialect
+
+    folder = PACKAGE / "gateway" / "dialects"
+    stems = sorted(p.stem for p in folder.glob("*.py") if p.stem not in ("__init__", "interface"))
+    dialects = [s for s in stems if not any(s.startswith(f"{other}_") for other in stems if other != s)]
+    parts = sorted(set(stems) - set(dialects))
+    assert parts, "the Responses API's output is a part of its dialect (responses_output.py)"
+    implemented = []
+    for stem in dialects:
+        module = importlib.import_module(f"tito_audit.gateway.dialects.{stem}")
+        classes = [
+            c
+            for _, c in inspect.getmembers(module, inspect.isclass)
+            if issubclass(c, Dialect) and c is not Dialect and c.__module__ == module.__name__
+        ]
+        assert len(classes) == 1, f"dialects/{stem}.py implements Dialect {len(classes)} times (once, please)"
+        assert not inspect.isabstract(classes[0]) and classes[0].path.startswith("/v1/"), stem
+        implemented.append(classes[0])
+    assert sorted(c.__name__ for c in implemented) == sorted(c.__name__ for c in DIALECTS)
+    assert len({c.path for c in DIALECTS}) == len(DIALECTS)
+    app = (PACKAGE / "gateway" / "app.py").read_text(encoding="utf-8")
+    assert all(f"dialects.{stem}" not in app for stem in stems) and all(c.path not in app for c in DIALECTS)
+
+
+def test_the_gateway_app_serves_every_dialect_at_its_path():
+    import pytest
+
+    pytest.importorskip("starlette", reason="the gateway extra is not installed (pip install -e '.[gateway]')")
+    from starlette.routing import Route
+
+    from tito_audit.gateway.app import create_app
+    from tito_audit.gateway.dialects import DIALECTS
+
+    class Config:
+        api_key = None
+        max_request_bytes = 1
+
+    class Stub:
+        config = Config()
+
+    routes = {r.path: r.methods for r in create_app(Stub()).routes if isinstance(r, Route)}  # type: ignore[arg-type]
+    assert all("POST" in (routes.get(c.path) or ()) for c in DIALECTS)
+
+
+SESSION_AUDIT_ENTRY = "tito_audit.session.audit_entry"
+"""The one module of session/ that imports the audit: it names what the session reads of it."""
+
+
+def test_the_session_reads_the_audit_through_one_module():
+    modules = _modules()
+    through_elsewhere = {
+        name: sorted(target for target in _imports(name, path, modules) if _stage(target) == _stage("tito_audit.audit"))
+        for name, path in modules.items()
+        if name.startswith("tito_audit.session") and name != SESSION_AUDIT_ENTRY
+    }
+    assert {name: targets for name, targets in through_elsewhere.items() if targets} == {}
+    assert SESSION_AUDIT_ENTRY in modules

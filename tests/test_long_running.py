@@ -88,7 +88,7 @@ def test_the_shared_caches_stay_within_their_bytes(tiny_model_dir, write_templat
     monkeypatch.setattr(segments, "MAX_CACHED_BYTES", 2 << 20, raising=False)
     monkeypatch.setattr(render_direct.DirectTemplate, "MAX_PREPARED_CHARS", 500_000)
     session = TitoSession.from_model(str(tiny_model_dir), template=write_template("good-bytes", templates.GOOD))
-    machinery_of = session._machinery
+    machinery_of = session._settings.machinery
     for turn in range(30):
         text = f"turn {turn}: " + " ".join(f"w{turn}x{i}" for i in range(7_500))
         prompt = session.spawn().start([{"role": "user", "content": text}])
@@ -102,7 +102,7 @@ def test_forget_drops_what_the_caches_keep_for_a_session(tiny_model_dir, write_t
     session = TitoSession.from_model(str(tiny_model_dir), template=write_template("good-forget", templates.GOOD))
     long_text = "forget me " * 3_000  # one piece of 30,000 characters
     prompt = session.start([{"role": "user", "content": long_text}])
-    codec, renderer = session.codec, session._machinery.renderer
+    codec, renderer = session.codec, session._settings.machinery.renderer
     cache = codec._segments._cache
     assert any(long_text in piece for piece in cache) and len(renderer._fast._prepared) >= 1
     kept = [id(m) for m in session.shared_messages()]

@@ -234,6 +234,20 @@ def test_forks_share_their_lists_and_stay_independent(models):
     assert again.buffer[: len(twin.buffer)] == twin.buffer and len(again.buffer) > len(twin.buffer)
 
 
+def test_a_fork_keeps_its_own_settings_and_record_of_checks(models):
+    """The session's settings and the parts that read them are its own: a fork's clock set, and a check run on the
+    fork, leave the session as it was (its clock, its last check, its steps still to check)."""
+    model, _ = models("GOOD")
+    session = TitoSession.from_loaded(model, tools=TOOLS, clock=CLOCK)
+    run(session, model, loop_with("no mark", steps=4), until=2)
+    assert session.unchecked_steps == [1, 2] and session.last_check is None
+    twin = session.fork()
+    twin.clock = CLOCK.replace(year=CLOCK.year + 1)
+    assert twin.check() is None and not twin.unchecked_steps
+    assert twin.last_check is not None and twin.last_check.steps == (1, 2)
+    assert session.clock == CLOCK and session.last_check is None and session.unchecked_steps == [1, 2]
+
+
 def test_pending_steps_survive_a_snapshot(marked):
     model = marked("REDACTS_AFTER_ALERT")
     messages = loop_with(ALERT)

@@ -155,4 +155,4 @@ def test_a_completion_parsed_then_appended_is_decoded_once_and_its_prompt_handed
     assert sum(1 for ids in decoded if ids[-len(completion) :] == completion) == 1
     handed = parser.given[0].prompt_ids
     assert list(handed) == session.buffer
-    assert isinstance(handed, AppendOnly) and handed._base is session._state.view_ids
+    assert isinstance(handed, AppendOnly) and handed._base is session.state.view_ids

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tito_audit.gateway.protocol import RequestError
+from tito_audit.gateway.errors import RequestError
 from tito_audit.model.tokens import TokenCodec
 
 MAX_TOP_LOGPROBS = 20

@@ -1,5 +1,6 @@
-"""The gateway's HTTP layer (Starlette): routes, the bearer token, the request size limit, errors as OpenAI-style
-JSON with one line of message (Anthropic's shape on ``/v1/messages``), and streamed turns as server-sent events
+"""The gateway's HTTP layer (Starlette): routes (one per API of :data:`~.dialects.DIALECTS`, at the path it declares,
+then the sessions' own), the bearer token, the request size limit, errors as JSON with one line of message (in the
+route's API's shape: :meth:`~.dialects.interface.Dialect.error_body`), and streamed turns as server-sent events
 (:mod:`.turn_stream`, each dialect's events in :mod:`.dialects`)."""
 
 from __future__ import annotations
@@ -18,22 +19,12 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tito_audit.gateway.dialects import chat as chat_dialect
-from tito_audit.gateway.dialects import messages as messages_dialect
-from tito_audit.gateway.dialects.responses import Responses
+from tito_audit.gateway.dialects import DIALECTS, Dialect
 from tito_audit.gateway.encoding import json_stream
+from tito_audit.gateway.errors import GatewayError, RequestError
 from tito_audit.gateway.gateway import Gateway
-from tito_audit.gateway.protocol import (
-    RequestError,
-    SessionName,
-    error_body,
-    read_request,
-    requested_session,
-    session_headers,
-)
-from tito_audit.gateway.sampling_engines import EngineError
+from tito_audit.gateway.protocol import SessionName, error_body, requested_session
 from tito_audit.gateway.session_lookup import header_name
-from tito_audit.gateway.turn_stream import open_response
 from tito_audit.session.inputs import MAX_DEPTH, too_deep
 
 log = logging.getLogger("tito_audit.gateway")
@@ -65,9 +56,7 @@ def create_app(gateway: Gateway) -> Starlette:
             return failure(401, "unauthorized", "a valid bearer token is required (Authorization: Bearer TOKEN)")
         try:
             return await handler(request)
-        except RequestError as exc:
-            return failure(exc.status, exc.code, str(exc), exc.session)
-        except EngineError as exc:
+        except GatewayError as exc:
             return failure(exc.status, exc.code, str(exc), exc.session)
         except ClientDisconnect:
             return failure(400, "client_disconnected", "the client went away before the request was read")
@@ -96,23 +85,13 @@ def create_app(gateway: Gateway) -> Starlette:
             raise RequestError(400, "nested_too_deeply", f"the request body is nested deeper than {MAX_DEPTH} levels")
         return decoded
 
-    async def chat(request: Request) -> Response:
-        body = await read_json(request)
-        if isinstance(body, dict) and body.get("stream"):  # relayed as the engine samples (dialects/chat.py)
-            asked = read_request(body)
-            return await open_response(
-                gateway, asked, header_id(request), lambda turn: chat_dialect.chunks(turn.events(), asked.include_usage)
-            )
-        answer = await gateway.chat(body, header_id(request))
-        return JSONResponse(answer.response(), headers=session_headers(answer.tito["session"]))
+    def served(dialect: Dialect) -> Route:
+        """The route of one API the gateway speaks: the body read, then the dialect's answer."""
 
-    responses_dialect = Responses(gateway)
+        async def handler(request: Request) -> Response:
+            return await dialect.handle(await read_json(request), header_id(request))
 
-    async def responses(request: Request) -> Response:
-        return await responses_dialect.handle(await read_json(request), header_id(request))
-
-    async def messages(request: Request) -> Response:
-        return await messages_dialect.handle(gateway, await read_json(request), header_id(request))
+        return route(dialect.path, handler, ["POST"], dialect.error_body)
 
     records = asyncio.Semaphore(1)
 
@@ -162,9 +141,7 @@ def create_app(gateway: Gateway) -> Starlette:
 
     return Starlette(
         routes=[
-            route("/v1/chat/completions", chat, ["POST"]),
-            route("/v1/responses", responses, ["POST"]),
-            route("/v1/messages", messages, ["POST"], messages_dialect.error_body),
+            *(served(dialect(gateway)) for dialect in DIALECTS),
             route("/sessions", list_sessions, ["GET"]),
             route("/sessions/{session_id}", get_session, ["GET"]),
             route("/sessions/{session_id}", delete_session, ["DELETE"]),

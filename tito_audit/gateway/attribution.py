@@ -52,7 +52,9 @@ EDITED = Action(
     "edited a message", "a message comes back with other content (a tool output truncated, a turn reworded)"
 )
 SUMMARIZED = Action(
-    "summarized", "the history comes back shorter, earlier turns replaced by a summary the harness wrote or asked for"
+    "summarized",
+    "earlier turns come back replaced by a summary the harness wrote (the history shorter) or asked for (the answer "
+    "to a side request in a message of its own)",
 )
 TOOLS_OR_SYSTEM = Action("changed tools or system prompt", "the tools or the system prompt differ from the session's")
 INJECTED = Action(
@@ -115,10 +117,13 @@ Name = Callable[[int], str]
 """What the client calls the request's message at an index (``input[5]``)."""
 
 
-def harness_edit(held: Sequence[dict], sent: Sequence[dict], name: Name) -> tuple[Action, str]:
+def harness_edit(
+    held: Sequence[dict], sent: Sequence[dict], name: Name, asked: Sequence[str] = ()
+) -> tuple[Action, str]:
     """What a harness did when the history it ``sent`` parts from the history the session ``held`` (both as the
     server's matcher keys them, the held one ending with the answer the client was given), and the message it did it
-    at in the client's numbering. The first message that differs decides."""
+    at in the client's numbering; ``asked`` are the answers the session's side requests were given (a compaction's
+    summary among them). The first message that differs decides."""
     index = next((i for i, (a, b) in enumerate(zip(held, sent, strict=False)) if a != b), min(len(held), len(sent)))
     if index == 0 and held and sent and sent[0].get("role") in ("system", "developer"):
         return TOOLS_OR_SYSTEM, name(0)
@@ -132,6 +137,8 @@ def harness_edit(held: Sequence[dict], sent: Sequence[dict], name: Name) -> tupl
     where = name(index)
     if was.get("role") == "assistant" and now.get("role") == "assistant":
         return _assistant_edit(was, now), where
+    if now.get("role") != "assistant" and _carries_side_answer(now, asked):
+        return SUMMARIZED, where
     if len(sent) < len(held) and was.get("role") != now.get("role") and _summary_like(held, sent, index):
         return SUMMARIZED, where
     if index + 1 < len(held) and _same(held[index + 1], now):
@@ -204,6 +211,18 @@ def _renamed_result(was: dict, now: dict) -> bool:
         and was.get("content") == now.get("content")
         and was.get("tool_call_id") != now.get("tool_call_id")
     )
+
+
+MIN_SUMMARY_CHARS = 20
+"""The shortest side answer whose text, found in a message sent back, tells a summary asked for (a shorter one, a
+title say, could be anywhere by chance)."""
+
+
+def _carries_side_answer(message: dict, asked: Sequence[str]) -> bool:
+    """Whether ``message`` holds the text of an answer a side request was given: the history carries a summary the
+    harness asked for (Codex's compaction restarts from its summary request's answer, in a user message)."""
+    text = text_of(message.get("content"))
+    return any(len(answer.strip()) >= MIN_SUMMARY_CHARS and answer.strip() in text for answer in asked)
 
 
 def _summary_like(held: Sequence[dict], sent: Sequence[dict], index: int) -> bool:

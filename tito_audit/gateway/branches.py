@@ -37,10 +37,12 @@ from tito_audit.gateway.attribution import (
     TOOLS_OR_SYSTEM,
     harness_edit,
     made_by_harness,
+    text_of,
 )
+from tito_audit.gateway.errors import RequestError
 from tito_audit.gateway.matchers import MATCHERS, Matcher, matcher
-from tito_audit.gateway.protocol import ChatRequest, RequestError
-from tito_audit.gateway.sessions import GatewaySession, Pending, SessionMaker
+from tito_audit.gateway.protocol import ChatRequest
+from tito_audit.gateway.session_entry import GatewaySession, Pending, SessionMaker
 from tito_audit.gateway.turn_steps import (
     Step,
     opening,
@@ -119,6 +121,14 @@ class Tree:
     def held_bytes(self, but: int | None = None) -> int:
         return sum(session.held_bytes for branch, (_, session) in self.tips.items() if branch != but)
 
+    def side_answers(self, key: Matcher) -> list[str]:
+        """The text of each answer sampled for a side request (a branch that offers no tools beside a loop that
+        does): a compaction's summary, a title."""
+        if not any(node.tools for node, _ in self.tips.values()):
+            return []
+        answers = [self.held(branch, key) for branch, (node, _) in self.tips.items() if not node.tools]
+        return [text_of(held[-1].get("content")) for held in answers if held and held[-1].get("role") == "assistant"]
+
     def held(self, branch: int, key: Matcher) -> list[dict]:
         """The history branch ``branch`` holds (as ``key`` keys it), its last answer included: what a client that
         goes on with it sends back."""
@@ -163,7 +173,7 @@ def _root_maker(tree: Tree, request: ChatRequest, sent: list[dict], key: Matcher
         return made_by_harness(SIDE_REQUEST, None)
     same = [number for number, (node, _) in tree.tips.items() if _tools_key(node.tools) == tools]
     if same:
-        action, where = harness_edit(tree.held(max(same), key), sent, request.name)
+        action, where = harness_edit(tree.held(max(same), key), sent, request.name, tree.side_answers(key))
         return made_by_harness(action, where)
     if not any(node.tools for node, _ in tree.tips.values()):
         return None
@@ -207,7 +217,7 @@ def _continue(
     _apply(trial, ops)
     made_by = None
     if not grows:
-        action, where = harness_edit(tree.held(node.branch, key), sent, request.name)
+        action, where = harness_edit(tree.held(node.branch, key), sent, request.name, tree.side_answers(key))
         made_by = made_by_harness(action, where)
     on_commit = _grow(node, sent[end:], ops, node.tools, node.branch if grows else None, made_by=made_by)
     other = tree.held_bytes(but=node.branch if grows else None)
@@ -223,7 +233,7 @@ def _retry(tree: Tree, node: Node, request: ChatRequest, sent: list[dict], key: 
         made_by = made_by_harness(RESENT, None)
     else:  # a prompt further up a branch
         trial = _replay(node, make)
-        action, where = harness_edit(tree.held(node.branch, key), sent, request.name)
+        action, where = harness_edit(tree.held(node.branch, key), sent, request.name, tree.side_answers(key))
         made_by = made_by_harness(action, where)
     on_commit = _grow(node.parent, node.delta, node.ops, node.tools, None, node.clock, made_by=made_by)
     return Step(trial, trial.buffer, sent, len(trial.breaks), True, on_commit, tree.held_bytes(), node.tools)

@@ -26,15 +26,14 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from tito_audit.gateway.errors import EngineError, one_line
 from tito_audit.gateway.sampling_engines import (
-    EngineError,
     EngineOutput,
     EngineRequest,
     HttpEngine,
     _Read,
     answer_limit,
     busy,
-    one_line,
     posted,
     sglang_body,
     vllm_body,

@@ -26,7 +26,8 @@ from typing import Any
 
 from tito_audit.conversations.generate import generate_conversation
 from tito_audit.conversations.schema_draw import SchemaDrawError, draw_arguments
-from tito_audit.gateway.sampling_engines import EngineError, EngineOutput, EngineRequest
+from tito_audit.gateway.errors import EngineError
+from tito_audit.gateway.sampling_engines import EngineOutput, EngineRequest
 from tito_audit.model.render import RenderError
 from tito_audit.session.machinery import Machinery
 

@@ -13,6 +13,7 @@ from tito_audit.errors import BadInputError
 from tito_audit.gateway.answer_logprobs import Wanted, openai_logprobs, wanted
 from tito_audit.gateway.branches import Rewrites, snapshot
 from tito_audit.gateway.config import GatewayConfig
+from tito_audit.gateway.errors import EngineError, GatewayError, RequestError
 from tito_audit.gateway.fake import FakeEngine
 from tito_audit.gateway.llamacpp import PREFIX as LLAMACPP
 from tito_audit.gateway.llamacpp import make_llamacpp
@@ -23,11 +24,12 @@ from tito_audit.gateway.memory_budget import (
 )
 from tito_audit.gateway.plain import TEXT_PARSER, TextParser
 from tito_audit.gateway.prompt_bounds import PromptBounds
-from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, SessionName, read_request
+from tito_audit.gateway.protocol import Answer, ChatRequest, SessionName, read_request
 from tito_audit.gateway.records import CpuTime, RecordSource, listing
-from tito_audit.gateway.sampling_engines import ENGINE_APIS, EngineError, EngineRequest, make_engine, within_max_tokens
+from tito_audit.gateway.sampling_engines import ENGINE_APIS, EngineRequest, make_engine, within_max_tokens
+from tito_audit.gateway.session_entry import GatewaySession
 from tito_audit.gateway.session_lookup import Finder, Found
-from tito_audit.gateway.sessions import GatewaySession, SessionStore
+from tito_audit.gateway.sessions import SessionStore
 from tito_audit.gateway.sqlite_journal import SqliteJournal, open_store, store_identity
 from tito_audit.gateway.standin.engine import check_engine_option, standin_engine
 from tito_audit.gateway.tool_results import check_tool_results
@@ -43,7 +45,7 @@ from tito_audit.session.policies import BRIDGES, POLICIES
 from tito_audit.session.proof import proof_for
 
 if TYPE_CHECKING:
-    from tito_audit.gateway.sampling_engines import Engine
+    from tito_audit.gateway.sampling_engines import SamplingEngine
 
 log = logging.getLogger("tito_audit.gateway")
 
@@ -52,7 +54,9 @@ class Gateway:
     """One model, one engine, one parser, many sessions. ``machinery`` (tests, a process that shares one) is used as
     built, render limits included; otherwise it is built from ``config``."""
 
-    def __init__(self, config: GatewayConfig, machinery: Machinery | None = None, engine: Engine | None = None) -> None:
+    def __init__(
+        self, config: GatewayConfig, machinery: Machinery | None = None, engine: SamplingEngine | None = None
+    ) -> None:
         if config.on_break not in POLICIES:
             raise BadInputError(f"--on-break must be one of {', '.join(POLICIES)}, not {config.on_break!r}")
         if config.bridge not in BRIDGES:
@@ -214,7 +218,7 @@ class Gateway:
         found = self.find(request, header)
         try:
             return await self._turn(request, found, want, cpu, started)
-        except (RequestError, EngineError) as exc:
+        except GatewayError as exc:
             exc.session = found.session_id  # the log line names it
             raise
 
@@ -223,12 +227,11 @@ class Gateway:
         sampling = self.sampling(request)
         max_tokens = sampling["max_tokens"]
         self.check_request(request)
-        store = self.store
-        async with store.turn(session_id) as entry:  # the lock, released and the reservation given back on any exit
-            step = await asyncio.to_thread(cpu.timed, self.prepare, entry, request, max_tokens)
+        async with self.store.turn(session_id) as turn:  # one transaction: on any exit without a commit, as it was
+            step = await asyncio.to_thread(cpu.timed, self.prepare, turn.entry, request, max_tokens)
             step.found = found
             step.ignored = request.ignored
-            store.reserve(entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * max_tokens)
+            turn.reserve(step, max_tokens)
             engine_request = self.engine_request(request, step, session_id, sampling, want.top)
             asked = time.perf_counter()
             output = await self.generate(engine_request)
@@ -237,10 +240,7 @@ class Gateway:
                 raise EngineError(
                     502, "engine_bad_response", "the engine answered no logprobs (the request asked for them)"
                 )
-            record, pending = await asyncio.to_thread(
-                cpu.timed, settle, store, entry, step, output, self.parser is not None
-            )
-            store.settle(entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * len(pending.ids))
+            record, pending = await asyncio.to_thread(cpu.timed, settle, turn, step, output, self.parser is not None)
         logprobs = None
         if want.answer:
             codec, values = self.machinery.codec, pending.logprobs or []

@@ -38,13 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from tito_audit.errors import BadInputError
-from tito_audit.gateway.llamacpp_process import (
-    EngineProcess,
-    EngineProcessEnded,
-    EngineProcessError,
-    EngineProcessTimeout,
-)
-from tito_audit.gateway.sampling_engines import EngineError, EngineOutput, EngineRequest
+from tito_audit.gateway.errors import EngineError, EngineProcessEnded, EngineProcessError, EngineProcessTimeout
+from tito_audit.gateway.llamacpp_process import EngineProcess
+from tito_audit.gateway.sampling_engines import EngineOutput, EngineRequest
 from tito_audit.model.tokens import TokenCodec
 
 PREFIX = "llamacpp:"

@@ -25,6 +25,8 @@ import time
 import weakref
 from typing import Any
 
+from tito_audit.gateway.errors import EngineProcessEnded, EngineProcessError, EngineProcessTimeout
+
 STDERR_LINES = 20
 """Lines of the process's standard error kept to name why it ended."""
 STOP_SECONDS = 5.0
@@ -39,18 +41,6 @@ SIGNALS = {
     signal.SIGKILL: "killed: the system's out-of-memory killer, or another process",
     signal.SIGTERM: "terminated by another process",
 }
-
-
-class EngineProcessEnded(Exception):
-    """The engine's process ended while asked; the message says how, in one line."""
-
-
-class EngineProcessTimeout(Exception):
-    """The engine's process did not answer in time (it was killed)."""
-
-
-class EngineProcessError(Exception):
-    """The engine's process answered a request with an error (it goes on); the message is its line."""
 
 
 SAYS_WHY = frozenset({signal.SIGABRT})

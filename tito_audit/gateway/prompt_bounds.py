@@ -21,7 +21,8 @@ from __future__ import annotations
 import math
 import threading
 
-from tito_audit.gateway.protocol import ChatRequest, RequestError
+from tito_audit.gateway.errors import RequestError
+from tito_audit.gateway.protocol import ChatRequest
 from tito_audit.model.context_window import Context
 from tito_audit.session import TitoSession
 from tito_audit.session.machinery import Machinery

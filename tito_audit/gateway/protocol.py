@@ -3,7 +3,7 @@ response and its streamed chunks, and the error body.
 
 Messages are taken in the form the template renders (as SGLang does before rendering): text content parts joined
 into one string, each call's ``arguments`` (a JSON string on the wire) parsed into an object. A bad request is a
-:class:`RequestError` with its status and one line naming the field at fault.
+:class:`~tito_audit.gateway.errors.RequestError` with its status and one line naming the field at fault.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from tito_audit.gateway.errors import RequestError
 from tito_audit.gateway.sampling_engines import PASSED_THROUGH, dumps
 from tito_audit.session.inputs import MAX_DEPTH, too_deep
 
@@ -26,17 +27,6 @@ TOOL_CHOICES = ("auto", "none", "required")
 
 SessionName = tuple[str, str]
 """A session id a request names, and what named it (``the X-Session-Id header``, ``user``)."""
-
-
-class RequestError(Exception):
-    """A request the gateway refuses: ``status`` (4xx), ``code`` for the error JSON, one line of message."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.session: str | None = None
-        """The session the refused request was for, once known (the log line names it)."""
 
 
 @dataclass

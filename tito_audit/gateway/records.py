@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 
 from tito_audit.gateway.branches import PER_POSITION, Tree, snapshot
 from tito_audit.gateway.samples import Sample, active_sample, branch_records, breaks_of, samples
-from tito_audit.gateway.sessions import Pending, SessionStore
+from tito_audit.gateway.session_entry import Pending
+from tito_audit.gateway.sessions import SessionStore
 from tito_audit.gateway.turn_steps import finished_view, turn_record, unchecked_view
 from tito_audit.session import TitoSession
 

@@ -10,12 +10,13 @@ Both HTTP engines are told the session's stop ids (``stop_token_ids``) and never
 that reports a stop on a token id it left out of the returned ids gets that id appended: the model sampled it, and
 the session needs it to know the turn was not cut by the length limit.
 
-Every failure is an :class:`EngineError` with the HTTP status the client gets (502 for an engine that is down or
-answers nonsense, 504 for one that does not answer in time) and one line naming the cause. An engine is never
-blamed for a request the gateway did not send: the HTTP engines' connection pool holds as many connections as the
-server has sessions (one request under way per session), and a wait for a connection that still runs out is 503
-``engine_busy``. What an engine answers past ``max_tokens`` is cut there (:func:`within_max_tokens`): a session never
-keeps more than it reserved; an answer larger in bytes than ``max_tokens`` ids can take is refused (502).
+Every failure is an :class:`~tito_audit.gateway.errors.EngineError` with the HTTP status the client gets (502 for an
+engine that is down or answers nonsense, 504 for one that does not answer in time) and one line naming the cause. An
+engine is never blamed for a request the gateway did not send: the HTTP engines' connection pool holds as many
+connections as the server has sessions (one request under way per session), and a wait for a connection that still
+runs out is 503 ``engine_busy``. What an engine answers past ``max_tokens`` is cut there
+(:func:`within_max_tokens`): a session never keeps more than it reserved; an answer larger in bytes than
+``max_tokens`` ids can take is refused (502).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tito_audit.gateway import engine_logprobs
+from tito_audit.gateway.errors import EngineError, one_line
 
 ENGINE_APIS = ("vllm", "sglang")
 
@@ -62,17 +64,6 @@ async def posted(client: Any, url: str, body: dict[str, Any]) -> Any:
         return await client.send(client.build_request("POST", url, json=body), stream=True)
 
 
-class EngineError(Exception):
-    """The engine failed: ``status`` is what the client gets, ``code`` names the cause in the error JSON."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.session: str | None = None
-        """The session whose turn the engine failed (the log line names it)."""
-
-
 @dataclass
 class EngineRequest:
     """One generation: the prompt ids and what the request asked for."""
@@ -105,7 +96,11 @@ class EngineOutput:
     """Per id, the alternatives ``(id, logprob)`` the engine gave (asked with ``top_logprobs``)."""
 
 
-class Engine(Protocol):
+class SamplingEngine(Protocol):
+    """What the gateway samples from, token ids in and token ids out: :class:`HttpEngine` (vLLM, SGLang, the stand-in
+    of :mod:`.standin`), the built-in fake (:mod:`.fake`) or llama.cpp (:mod:`.llamacpp`). The fake also has
+    ``stream(request)``, its pieces as they are sampled (:mod:`.engine_stream` streams the others its own way)."""
+
     name: str
 
     async def generate(self, request: EngineRequest) -> EngineOutput: ...
@@ -300,11 +295,6 @@ def with_matched_stop(read: _Read, stop_ids: list[int]) -> EngineOutput:
         ids.append(matched)
     values, top = engine_logprobs.aligned(ids, read.logprobs, appended)
     return EngineOutput(ids, "length" if read.finish_reason == "length" else "stop", None, values, top)
-
-
-def one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text[:200]
 
 
 def make_engine(engine: str, api: str, timeout: float, ready: Any = None, connections: int = 1024) -> Any:

@@ -34,8 +34,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tito_audit.gateway.attribution import DROPPED_TURN, carries_answer, made_by_harness
-from tito_audit.gateway.protocol import ChatRequest, RequestError, SessionName
-from tito_audit.gateway.sessions import GatewaySession, Pending, SessionStore
+from tito_audit.gateway.errors import RequestError
+from tito_audit.gateway.protocol import ChatRequest, SessionName
+from tito_audit.gateway.session_entry import GatewaySession, Pending
+from tito_audit.gateway.sessions import SessionStore
 
 MAX_SESSION_ID = 256
 HEADER_SOURCES = ((b"session-id", "the session-id header"), (b"thread-id", "the thread-id header"))

@@ -9,160 +9,34 @@ session is dropped to make room. A dropped session is remembered (why it went, f
 queued for :meth:`SessionStore.take_ended`, which gives its memory back. All of it runs on the server's event loop;
 the lock makes the table safe from threads too.
 
-A request holds its session's lock in one place only, :meth:`SessionStore.turn` (an ``async with``): whatever ends
-the request (an answer, an error, a client gone, a task cancelled), the lock is released, the reservation given back
-and a first turn that committed nothing leaves no empty session behind. A session dropped while a request holds it
-(DELETE) is marked :attr:`GatewaySession.ended`: that request's turn is not kept (:func:`ended_error`), so a turn
-begun before a DELETE never brings the deleted session back nor touches a newer session of the same id.
-
-A turn, plain or streamed, is committed in one place, :meth:`SessionStore.commit`: the step's session copy and its
-answer put in the session's place, then kept by the table's :class:`Journal` (:class:`MemoryJournal`, which keeps
-nothing beyond memory, or ``--store``'s :class:`~tito_audit.gateway.sqlite_journal.SqliteJournal`); a turn the journal
-does not keep (the session ended meanwhile: 404; the file not written: 507) puts the session back as it was, so a turn
-not kept is never answered as if it were.
+A request is one transaction on its session (:class:`~.turn_transaction.Turn`), opened in one place only,
+:meth:`SessionStore.turn` (an ``async with``): it holds the session's lock, reserves the request's bytes and commits
+the turn once, kept by the table's journal (:class:`~.turn_transaction.MemoryJournal`, which keeps nothing beyond
+memory, or ``--store``'s :class:`~tito_audit.gateway.sqlite_journal.SqliteJournal`) before it is put in the session's
+place. Whatever ends the request without a commit (an error, a client gone, a task cancelled, a commit the journal
+refused: the session ended meanwhile, 404; the file not written, 507), the session is as it was, so a turn not kept is
+never answered, nor shown in the session's record, as if it were: the lock is released, the reservation given back
+and a first turn leaves no empty session behind. A session dropped while a request holds it (DELETE) is marked
+:attr:`~.session_entry.GatewaySession.ended`: that request's turn is not kept (:func:`~.session_entry.ended_error`),
+so a turn begun before a DELETE never brings the deleted session back nor touches a newer session of the same id.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
 
-from tito_audit.gateway.attribution import HARNESS, RESENT, loss_cause
+from tito_audit.gateway.errors import RequestError
 from tito_audit.gateway.memory_budget import DEFAULT_SESSION_BYTES, DEFAULT_TOTAL_BYTES, mib
-from tito_audit.gateway.protocol import RequestError
-from tito_audit.session import TitoSession
+from tito_audit.gateway.session_entry import GatewaySession, Pending
+from tito_audit.gateway.turn_transaction import Journal, MemoryJournal, PreparedStep, Turn
 
-SessionMaker = Callable[[list[dict] | None], TitoSession]
-"""A new, empty session of the server's model and settings for the tools given."""
-
-RESENT_LOSS = loss_cause(HARNESS, RESENT.name)
-"""The cause of ids lost when a session that only appends (``--on-rewrite refuse``) samples an answer again."""
 REMEMBERED = 4096
 """Ended session ids whose end the store still explains in their 404; an older one is :data:`UNKNOWN`."""
 UNKNOWN = f"never opened, or ended long ago: the gateway says why for the last {REMEMBERED} sessions that ended"
-
-
-@dataclass
-class Pending:
-    """The last answer of a session: sampled, parsed, answered, and appended once the client sends what follows."""
-
-    ids: list[int]
-    message: dict[str, Any]
-    """The parser's message (appended to the session)."""
-    wire: dict[str, Any]
-    """The message as the client got it (call ids included): what the client sends back."""
-    finish: str
-    echo: dict[str, Any]
-    """The wire message taken back as a request message (what the client's echo must compare equal to)."""
-    logprobs: list[float | None] | None = None
-    """The engine's log-probability of each id (kept in the session with them)."""
-    top_logprobs: list[list[tuple[int, float]]] | None = None
-    """The alternatives the engine gave per id, when the request asked (answered, not kept)."""
-
-
-class GatewaySession:
-    """One session's state between requests."""
-
-    def __init__(self, session_id: str) -> None:
-        self.id = session_id
-        self.session: TitoSession | None = None
-        self.history: list[dict] = []
-        """The messages the client sent last time (as compared: see :func:`~tito_audit.gateway.protocol.comparable`)."""
-        self.sent: tuple[list[dict], list[dict]] | None = None
-        """(:attr:`history` as committed, the same messages as the client sent them): a request's messages equal to
-        these take their compared form from :attr:`history` (:func:`~tito_audit.gateway.turn_steps.compared`)."""
-        self.pending: Pending | None = None
-        self.tools: list[dict] | None = None
-        self.lock = asyncio.Lock()
-        self.used = time.monotonic()
-        self.requests = 0
-        self.size = 0
-        """The session's estimated bytes (:attr:`TitoSession.held_bytes` with the last answer's ids)."""
-        self.reserved = 0
-        """The size the request under way may bring the session to (0 when none is)."""
-        self.gone: str | None = None
-        """Why an earlier session of this id ended (``it was evicted: ...``), when one did and the store remembers."""
-        self.stored: str | None = None
-        """The generation of its rows in ``--store`` (None: not written yet, or no store)."""
-        self.tree: Any = None
-        """Under ``--on-rewrite branch``, every branch of the session (:class:`~tito_audit.gateway.branches.Tree`)."""
-        self.dialect: dict[str, Any] = {}
-        """What the dialects keep per session (the Responses API: the chain of response ids)."""
-        self.ended: str | None = None
-        """Why the session left the table (deleted, expired, evicted); None while it is the one under its id."""
-        self.number = 0
-        """The order the session was opened in (the table's count): ``GET /sessions`` pages by it, and a tie between
-        sessions a request's conversation continues as far goes to the lower."""
-        self.created = time.time()
-        self.last_used = self.created
-        """Wall-clock times (``GET /sessions``); :attr:`used` is the monotonic one that idle time is counted on."""
-        self.lookups: list[dict[str, Any]] = []
-        """How each committed request found the session (:class:`~tito_audit.gateway.session_lookup.Found`)."""
-        self.ignored: dict[str, int] = {}
-        """Each request field the gateway did not act on, with the first request that sent it."""
-        self.sampled = 0
-        """Ids the engine sampled for the session's committed answers, all of them."""
-        self.lost: dict[str, int] = {}
-        """Sampled ids no training sample keeps, by cause (an answer sampled again in place of another)."""
-
-    @property
-    def busy(self) -> bool:
-        return self.lock.locked()
-
-
-class PreparedStep(Protocol):
-    """What the table commits of a prepared step (:class:`~tito_audit.gateway.turn_steps.Step`)."""
-
-    @property
-    def trial(self) -> TitoSession:
-        """The session copy the step was tried on: the session from now on."""
-
-    @property
-    def history(self) -> list[dict]: ...
-
-    @property
-    def sent(self) -> list[dict] | None: ...
-
-    @property
-    def on_commit(self) -> Callable[[GatewaySession, Any, Pending], None] | None: ...
-
-    @property
-    def retry(self) -> bool: ...
-
-    @property
-    def found(self) -> Any:
-        """How the request found the session (:class:`~tito_audit.gateway.session_lookup.Found`), or None."""
-
-    @property
-    def ignored(self) -> list[str]: ...
-
-
-class Journal(Protocol):
-    """Where the session table keeps a committed turn beyond memory (see the module docstring)."""
-
-    def save(self, entry: GatewaySession, before: TitoSession | None, history_before: list[dict]) -> None:
-        """Keep the turn just committed to ``entry`` (``before``: its session before the turn, None for a new one), or
-        raise its :class:`RequestError` (404: the session ended meanwhile; 507: not written)."""
-
-    def delete(self, entry: GatewaySession) -> None:
-        """Forget the session ``entry`` (it ended)."""
-
-
-class MemoryJournal:
-    """No journal: a committed turn is kept in memory, unless its session ended while the turn ran (404)."""
-
-    def save(self, entry: GatewaySession, before: TitoSession | None, history_before: list[dict]) -> None:
-        if entry.ended is not None:
-            raise ended_error(entry)
-
-    def delete(self, entry: GatewaySession) -> None:
-        return None
 
 
 class SessionStore:
@@ -247,10 +121,10 @@ class SessionStore:
             return entries[:limit]
 
     @contextlib.asynccontextmanager
-    async def turn(self, session_id: str) -> AsyncIterator[GatewaySession]:
-        """The entry of ``session_id`` (created empty when there is none) with its lock held for one request: the one
-        place a session's lock is taken. On the way out, whatever happened, the reservation is given back, a first
-        turn that committed nothing drops its empty entry, and the lock is released."""
+    async def turn(self, session_id: str) -> AsyncIterator[Turn]:
+        """One request's transaction (:class:`Turn`) on the entry of ``session_id`` (created empty when there is none),
+        its lock held: the one place a session's lock is taken. On the way out, whatever happened, the reservation is
+        given back, a first turn that committed nothing drops its empty entry, and the lock is released."""
         while True:
             entry = self.open(session_id)
             async with entry.lock:
@@ -258,7 +132,7 @@ class SessionStore:
                     continue
                 opening = entry.session is None
                 try:
-                    yield entry
+                    yield Turn(self, entry)
                 finally:
                     self.settle(entry, None)
                     if opening and entry.session is None:
@@ -295,34 +169,6 @@ class SessionStore:
         """Why the session of ``session_id`` ended, as far as the store remembers."""
         with self._lock:
             return self._gone.get(session_id) or UNKNOWN
-
-    def commit(self, entry: GatewaySession, step: PreparedStep, pending: Pending) -> None:
-        """Commit a turn (see the module docstring): ``step``'s session copy and ``pending`` put in ``entry``'s place
-        (no await: nothing interrupts it), the branch tree told (``step.on_commit``), then the journal keeps it; a turn
-        the journal does not keep puts ``entry`` back as it was and raises its :class:`RequestError`."""
-        before = (entry.session, entry.history, entry.pending, entry.requests, entry.sent)
-        counts = (list(entry.lookups), dict(entry.ignored), entry.sampled, dict(entry.lost))
-        replaced = entry.pending if step.retry and step.on_commit is None else None
-        entry.session, entry.history, entry.pending = step.trial, step.history, pending
-        entry.sent = (step.history, step.sent) if step.sent is not None else None
-        entry.requests += 1
-        entry.sampled += len(pending.ids)
-        if step.found is not None:
-            entry.lookups.append({"request": entry.requests, **step.found.record()})
-        for name in step.ignored:
-            entry.ignored.setdefault(name, entry.requests)
-        if replaced is not None:  # an append-only session keeps one answer per prompt: the one it replaces is lost
-            entry.lost[RESENT_LOSS] = entry.lost.get(RESENT_LOSS, 0) + len(replaced.ids)
-        if step.on_commit is not None:
-            step.on_commit(entry, step, pending)
-        try:
-            self.journal.save(entry, before[0], before[1])
-        except BaseException:
-            entry.session, entry.history, entry.pending, entry.requests, entry.sent = before
-            entry.lookups, entry.ignored, entry.sampled, entry.lost = counts
-            raise
-        if self.committed is not None:
-            self.committed(entry, step, pending)
 
     def reserve(self, entry: GatewaySession, size: int) -> None:
         """Let the request under way bring ``entry`` to ``size`` bytes, or refuse it (413, 507) naming the limit."""
@@ -393,12 +239,3 @@ class SessionStore:
         raise RequestError(
             503, "too_many_sessions", f"all {self.max_sessions} sessions are answering requests; retry later"
         )
-
-
-def ended_error(entry: GatewaySession) -> RequestError:
-    """The 404 of a turn whose session ended while the turn ran (a DELETE): the turn is not kept."""
-    return RequestError(
-        404,
-        "unknown_session",
-        f"session {entry.id!r} ended while this turn ran ({entry.ended}): the turn is not kept",
-    )

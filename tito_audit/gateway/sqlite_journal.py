@@ -1,11 +1,11 @@
 """``--store PATH``: the session table's journal in a SQLite file, so that a restarted server continues every session.
 
 Memory stays the default (sessions are lost when the server stops). With a store, each turn the session table commits
-(:meth:`~tito_audit.gateway.sessions.SessionStore.commit`, for plain and streamed turns alike) is written in one
+(:meth:`~tito_audit.gateway.sessions.Turn.commit`, for plain and streamed turns alike) is written in one
 transaction (SQLite's WAL mode with ``synchronous=FULL``: the commit is on disk, fsync'd, before the HTTP answer is
 sent), as the change it made to the session (:mod:`tito_audit.session.snapshot`: what follows the kept part of the
 buffer, mask, log-probabilities, turns and breaks) and to the gateway's record of it (the messages the client sent,
-the last answer). A write that fails undoes the turn in memory too (507 ``store_failed``): what the client was
+the last answer). A write that fails keeps the turn out of memory too (507 ``store_failed``): what the client was
 answered is always on disk. A server started on the file reads every session back, whole, before it serves: the same
 buffer, the same turns, and the next request goes on from the last answer (a turn written but never answered, the
 server killed in between, is on disk: the client's retry of that request samples it again).
@@ -40,8 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from tito_audit.errors import BadInputError
-from tito_audit.gateway.protocol import RequestError
-from tito_audit.gateway.sessions import GatewaySession, Pending, SessionMaker, SessionStore, ended_error
+from tito_audit.gateway.errors import RequestError, one_line
+from tito_audit.gateway.session_entry import GatewaySession, Pending, SessionMaker, ended_error
+from tito_audit.gateway.sessions import SessionStore
+from tito_audit.gateway.turn_transaction import Kept
 from tito_audit.session import TitoSession
 from tito_audit.session.machinery import Machinery
 from tito_audit.session.snapshot import change, fold, restore
@@ -86,7 +88,7 @@ class SqliteJournal:
             self._check_identity(identity)
         except sqlite3.Error as exc:
             self._connection.close()
-            raise unreadable(self.path, f"its table meta cannot be read ({_one_line(exc)})") from None
+            raise unreadable(self.path, f"its table meta cannot be read ({one_line(exc)})") from None
         except BaseException:
             self._connection.close()
             raise
@@ -128,7 +130,7 @@ class SqliteJournal:
                     "SELECT id, generation, tools, used FROM sessions ORDER BY used"
                 ).fetchall()
             except sqlite3.Error as exc:
-                raise unreadable(self.path, f"its table sessions cannot be read ({_one_line(exc)})") from None
+                raise unreadable(self.path, f"its table sessions cannot be read ({one_line(exc)})") from None
             out = []
             for number, (session_id, generation, tools_text, used) in enumerate(heads, 1):
                 where = f"session {number} of {len(heads)} (table sessions, by last use)"
@@ -138,7 +140,7 @@ class SqliteJournal:
                         (session_id, generation),
                     ).fetchall()
                 except sqlite3.Error as exc:
-                    raise unreadable(self.path, f"the turns of {where} cannot be read ({_one_line(exc)})") from None
+                    raise unreadable(self.path, f"the turns of {where} cannot be read ({one_line(exc)})") from None
                 if not rows:  # a session and its turns are written in one transaction, and deleted in one
                     raise unreadable(self.path, f"{where} has no turns")
                 try:
@@ -150,20 +152,20 @@ class SqliteJournal:
                     raise unreadable(self.path, f"{where} is not what this tool writes ({_kind(exc)})") from None
         return [s for s in out if s is not None]
 
-    def save(self, entry: GatewaySession, before: TitoSession | None, history_before: list[dict]) -> None:
-        """Write the turn ``entry`` just committed (``before``: its session before the turn, None for a new
-        session) in one transaction; raises :class:`RequestError` (507) when it cannot be written."""
-        assert entry.session is not None
+    def save(self, entry: GatewaySession, kept: Kept) -> None:
+        """Write the turn ``kept`` (``entry``: the session before it; a new session's has no session yet) in one
+        transaction; raises :class:`RequestError` (507) when it cannot be written."""
+        before = entry.session
         data = {
-            "session": change(before, entry.session),
-            "history": _list_change(history_before if before is not None else [], entry.history),
-            "pending": _pending_data(entry.pending),
-            "requests": entry.requests,
+            "session": change(before, kept.session),
+            "history": _list_change(entry.history if before is not None else [], kept.history),
+            "pending": _pending_data(kept.pending),
+            "requests": kept.requests,
             "counts": {
-                "found": entry.lookups[-1] if entry.lookups else None,
-                "ignored": entry.ignored,
-                "sampled": entry.sampled,
-                "lost": entry.lost,
+                "found": kept.lookups[-1] if kept.lookups else None,
+                "ignored": kept.ignored,
+                "sampled": kept.sampled,
+                "lost": kept.lost,
             },
         }
         text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
@@ -194,7 +196,7 @@ class SqliteJournal:
             raise RequestError(
                 507,
                 "store_failed",
-                f"the turn could not be written to --store {self.path} ({_one_line(exc)}); the session is as it was",
+                f"the turn could not be written to --store {self.path} ({one_line(exc)}); the session is as it was",
             ) from None
         entry.stored = generation
 
@@ -216,7 +218,7 @@ class SqliteJournal:
                     )
             except sqlite3.Error as exc:
                 log.warning(
-                    "gateway: session %s could not be deleted from --store %s: %s", entry.id, self.path, _one_line(exc)
+                    "gateway: session %s could not be deleted from --store %s: %s", entry.id, self.path, one_line(exc)
                 )
 
 
@@ -231,7 +233,7 @@ def _open(path: Path) -> sqlite3.Connection:
     except OSError as exc:
         raise BadInputError(f"--store {path}: {(exc.strerror or str(exc)).lower()}") from None
     except sqlite3.Error as exc:
-        raise BadInputError(f"--store {path}: {_one_line(exc)}") from None
+        raise BadInputError(f"--store {path}: {one_line(exc)}") from None
     try:
         connection.execute("PRAGMA locking_mode = EXCLUSIVE")
         mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -251,10 +253,10 @@ def _open(path: Path) -> sqlite3.Connection:
             raise BadInputError(
                 f"--store {path} is in use by another server process (one store per process: give each its own file)"
             ) from None
-        raise BadInputError(f"--store {path}: {_one_line(exc)}") from None
+        raise BadInputError(f"--store {path}: {one_line(exc)}") from None
     except sqlite3.DatabaseError as exc:
         connection.close()
-        raise BadInputError(f"--store {path}: not a session store ({_one_line(exc)})") from None
+        raise BadInputError(f"--store {path}: not a session store ({one_line(exc)})") from None
     return connection
 
 
@@ -308,10 +310,6 @@ def _pending_of(data: dict[str, Any] | None) -> Pending | None:
     if data is None:
         return None
     return Pending(data["ids"], data["message"], data["wire"], data["finish"], data["echo"], data.get("logprobs"))
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:200] or type(exc).__name__
 
 
 def _kind(exc: BaseException) -> str:

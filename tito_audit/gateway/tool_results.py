@@ -12,7 +12,8 @@ an id names nothing to check.
 
 from __future__ import annotations
 
-from tito_audit.gateway.protocol import ChatRequest, RequestError
+from tito_audit.gateway.errors import RequestError
+from tito_audit.gateway.protocol import ChatRequest
 
 
 def check_tool_results(request: ChatRequest) -> None:

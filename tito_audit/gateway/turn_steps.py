@@ -4,16 +4,16 @@
    *copy* of the session (:meth:`~tito_audit.session.TitoSession.fork`) append the last answer's ids and the new
    messages; the copy's buffer is the prompt.
 2. The engine samples (the only awaited step).
-3. :func:`settle` (in a worker thread): check the ids against the vocabulary, parse them, and only then put the copy
-   in the session's place.
+3. :func:`settle` (in a worker thread): check the ids against the vocabulary, parse them, and only then commit the
+   request's transaction (:class:`~tito_audit.gateway.sessions.Turn`): the copy in the session's place.
 
 History is append-only: the messages must be the history the session has seen, then the assistant turn it
 answered (as the client got it), then new messages. Anything else is refused (409) naming the first message that
 differs, or under ``--on-rewrite branch`` continued as a new branch (:mod:`.branches`); what counts as the same
 message is the server's matcher (:mod:`.matchers`). The same messages sent again (a retry) sample the turn again
 from the same prompt. A streamed turn (:mod:`.turn_stream`) takes the same steps, step 3 split in :func:`checked`,
-:func:`pending_of` and the commit so that the commit comes after its last event. Both commit through the session
-table (:meth:`~tito_audit.gateway.sessions.SessionStore.commit`), which keeps the turn or puts the session back.
+:func:`pending_of` and the commit so that the commit comes after its last event. Both commit through the request's
+transaction (:meth:`~tito_audit.gateway.sessions.Turn.commit`), which keeps the turn or changes nothing.
 """
 
 from __future__ import annotations
@@ -25,17 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tito_audit.errors import BadInputError
+from tito_audit.gateway.errors import EngineError, RequestError, one_line
 from tito_audit.gateway.matchers import Matcher
-from tito_audit.gateway.protocol import (
-    ChatRequest,
-    RequestError,
-    comparable,
-    finish_reason,
-    take_message,
-    wire_message,
-)
-from tito_audit.gateway.sampling_engines import EngineError, EngineOutput
-from tito_audit.gateway.sessions import GatewaySession, Pending, SessionMaker, SessionStore
+from tito_audit.gateway.protocol import ChatRequest, comparable, finish_reason, take_message, wire_message
+from tito_audit.gateway.sampling_engines import EngineOutput
+from tito_audit.gateway.session_entry import GatewaySession, Pending, SessionMaker
+from tito_audit.gateway.turn_transaction import Turn
 from tito_audit.model.token_ids import token_ids
 from tito_audit.session import RenderRefused, SessionBreak, SessionTurn, TitoBreak, TitoSession
 from tito_audit.session.buffer_logprobs import sampled_logprobs
@@ -132,10 +127,10 @@ def prepare(
         raise refusal(exc, request) from None
     except TitoBreak as exc:
         raise RequestError(
-            422, "tito_break", "the template cannot follow the buffer (on_break=raise): " + _one_line(exc)
+            422, "tito_break", "the template cannot follow the buffer (on_break=raise): " + one_line(exc, 400)
         ) from None
     except (BadInputError, ValueError) as exc:
-        raise RequestError(400, "invalid_request", _one_line(exc)) from None
+        raise RequestError(400, "invalid_request", one_line(exc, 400)) from None
 
 
 HISTORY_EDITED = 400
@@ -181,7 +176,7 @@ def refusal(exc: RenderRefused, request: ChatRequest | None = None) -> RequestEr
     ``--max-render-chars`` or its values ``--max-render-bytes``, 422 when it ran past ``--max-render-seconds`` or the
     template raised (naming, when the request holds one, the system message inside the conversation that templates
     commonly refuse)."""
-    reason = _one_line(exc.reason)
+    reason = one_line(exc.reason, 400)
     if exc.limit == "max_bytes":
         return RequestError(413, "render_too_large", f"the template's render of these messages is refused: {reason}")
     inside = (
@@ -204,15 +199,13 @@ def refusal(exc: RenderRefused, request: ChatRequest | None = None) -> RequestEr
     return RequestError(422, "template_refused", f"the template refused to render these messages: {reason}")
 
 
-def settle(
-    table: SessionStore, entry: GatewaySession, step: Step, output: EngineOutput, parse_with_session: bool
-) -> tuple[dict, Pending]:
-    """Check and parse the engine's ids, then commit ``step`` to ``entry`` through ``table`` (which raises, the
-    session as it was, when the turn is not kept); returns (tito record, pending)."""
+def settle(turn: Turn, step: Step, output: EngineOutput, parse_with_session: bool) -> tuple[dict, Pending]:
+    """Check and parse the engine's ids, then commit ``step`` in ``turn`` (which raises, the session as it was, when
+    the turn is not kept); returns (tito record, pending)."""
     ids, message = checked(step, output, parse_with_session)
     pending = with_logprobs(pending_of(ids, message, wire_message(message), output.finish_reason), output)
-    record = record_of(entry, step, pending)
-    table.commit(entry, step, pending)
+    record = record_of(turn.entry, step, pending)
+    turn.commit(step, pending)
     return record, pending
 
 
@@ -242,7 +235,7 @@ def checked(step: Step, output: EngineOutput, parse_with_session: bool) -> tuple
             message = trial.parse(ids)
         except (BadInputError, RecursionError) as exc:  # what the model wrote parses to data nested too deeply
             raise EngineError(
-                502, "engine_bad_response", f"the completion cannot be parsed: {_one_line(exc)}"
+                502, "engine_bad_response", f"the completion cannot be parsed: {one_line(exc, 400)}"
             ) from None
     elif output.message is not None:
         message = output.message
@@ -358,7 +351,3 @@ def turn_record(turn: SessionTurn) -> dict[str, Any]:
         "message": turn.message,
         "bridged": turn.bridged,
     }
-
-
-def _one_line(exc: BaseException | str) -> str:
-    return " ".join(str(exc).split())[:400]

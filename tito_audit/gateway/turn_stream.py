@@ -29,12 +29,12 @@ from starlette.types import Receive, Scope, Send
 
 from tito_audit.gateway import engine_stream
 from tito_audit.gateway.completion_stream import CompletionStream, Delta
-from tito_audit.gateway.memory_budget import TOKEN_BYTES
-from tito_audit.gateway.protocol import Answer, ChatRequest, RequestError, SessionName, session_headers, wire_message
+from tito_audit.gateway.errors import EngineError, GatewayError, RequestError
+from tito_audit.gateway.protocol import Answer, ChatRequest, SessionName, session_headers, wire_message
 from tito_audit.gateway.records import CpuTime
-from tito_audit.gateway.sampling_engines import EngineError
 from tito_audit.gateway.session_lookup import Found
 from tito_audit.gateway.turn_steps import checked, pending_of, record_of, with_logprobs
+from tito_audit.gateway.turn_transaction import Turn
 
 if TYPE_CHECKING:
     from tito_audit.gateway.gateway import Gateway
@@ -74,6 +74,8 @@ class TurnStream:
         self.request = request
         self.session_id = session_id
         self.entry: Any = None
+        self.transaction: Turn | None = None
+        """The turn's transaction on its session (:meth:`~tito_audit.gateway.sessions.SessionStore.turn`)."""
         self.step: Any = None
         self.completion: CompletionStream | None = None
         self.pieces: Any = None
@@ -93,7 +95,7 @@ class TurnStream:
         turn = cls(gateway, request, found.session_id)
         try:
             return await turn._opened(found)
-        except (RequestError, EngineError) as exc:
+        except GatewayError as exc:
             exc.session = turn.session_id
             raise
 
@@ -103,12 +105,12 @@ class TurnStream:
         sampling = gateway.sampling(request)
         gateway.check_request(request)
         try:
-            turn.entry = entry = await turn._exit.enter_async_context(gateway.store.turn(turn.session_id))
-            step = await asyncio.to_thread(turn.cpu.timed, gateway.prepare, entry, request, sampling["max_tokens"])
+            transaction = await turn._exit.enter_async_context(gateway.store.turn(turn.session_id))
+            turn.transaction, turn.entry = transaction, transaction.entry
+            step = await asyncio.to_thread(turn.cpu.timed, gateway.prepare, turn.entry, request, sampling["max_tokens"])
             step.found, step.ignored = found, request.ignored
             turn.step = step
-            held = step.trial.held_bytes + step.other_bytes
-            gateway.store.reserve(entry, held + TOKEN_BYTES * sampling["max_tokens"])
+            transaction.reserve(step, sampling["max_tokens"])
             turn.completion = CompletionStream(step.trial, gateway.parser, step.tools)
             engine_request = gateway.engine_request(request, step, turn.session_id, sampling)
             deadline = engine_stream.Deadline.after(gateway.config.engine_deadline)
@@ -145,7 +147,7 @@ class TurnStream:
             ids, message = await asyncio.to_thread(self.cpu.timed, checked, step, output, parse)
             rest, got = await asyncio.to_thread(self.cpu.timed, completion.finish, wire_message(message))
             pending = with_logprobs(pending_of(ids, message, got, output.finish_reason), output)
-        except (EngineError, RequestError) as exc:
+        except GatewayError as exc:
             log.warning(
                 "gateway: session %s: the stream ends with %d %s: %s", self.session_id, exc.status, exc.code, exc
             )
@@ -169,8 +171,9 @@ class TurnStream:
             tito=record,
         )
         yield Finished(answer)
-        try:  # the answer's last piece went out: the table commits the turn now, or the stream ends with why not
-            gateway.store.commit(self.entry, step, pending)
+        assert self.transaction is not None
+        try:  # the answer's last piece went out: the turn is committed now, or the stream ends with why not
+            self.transaction.commit(step, pending)
         except RequestError as exc:
             log.warning(
                 "gateway: session %s: the streamed turn was not kept: %d %s: %s",
@@ -182,7 +185,6 @@ class TurnStream:
             yield Failed(exc.status, exc.code, str(exc))
             return
         self.committed = True
-        gateway.store.settle(self.entry, step.trial.held_bytes + step.other_bytes + TOKEN_BYTES * len(pending.ids))
 
     async def close(self) -> None:
         """Release the session (idempotent): an uncommitted turn leaves it as it was; the engine's stream is closed,

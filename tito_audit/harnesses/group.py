@@ -1,5 +1,6 @@
-"""One group of the harness matrix: every harness asked of it, against one gateway (one model, one engine parser) in
-front of the stand-in engine, each rollout in a task folder and a home of its own; what comes out is, per harness and
+"""One group of the harness matrix (one model, one engine parser): every harness asked of it, each cell against a
+gateway and a stand-in engine of its own (so that a cell samples the same whatever ran before it), each rollout in a
+task folder and a home of its own; what comes out is, per harness and
 configuration, how each rollout ended and the gateway's own record of every session it opened (``GET /sessions``,
 then ``GET /sessions/{id}``), summed into a row by :mod:`.rows`.
 
@@ -15,12 +16,11 @@ parser's engine serves (``--engine-api vllm`` for vLLM's parsers, ``sglang`` for
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -247,29 +247,27 @@ def kept_share(cell: dict) -> float:
 def run_group(spec: GroupSpec, runner: Runner, emit: Emit) -> None:
     """Run the group's cells (and, after a default that keeps less than every id, its harness's fixes), telling
     ``emit`` of each as it ends."""
-    gateways: dict[str, str] = {}
-    with ExitStack() as stack:
 
-        def run(harness: Harness, configuration: Configuration) -> dict:
-            options = dict(configuration.gateway_options)
-            key = json.dumps(options, sort_keys=True)
-            if key not in gateways:
-                gateways[key] = stack.enter_context(gateway_for(spec, options))
-            cell = run_cell(spec, harness, configuration, gateways[key], runner)
-            emit(harness, configuration, cell)
-            return cell
+    def run(harness: Harness, configuration: Configuration) -> dict:
+        # A gateway and a stand-in engine of the cell's own (a few hundredths of a second: the model's machinery is
+        # kept per process): the engine counts what it was asked to tell the rollouts of one prompt apart, and the
+        # gateway finds sessions by their conversations, so that what ran before would change this cell's draws.
+        with gateway_for(spec, dict(configuration.gateway_options)) as url:
+            cell = run_cell(spec, harness, configuration, url, runner)
+        emit(harness, configuration, cell)
+        return cell
 
-        def chain(harness: Harness, fixes: list[Configuration]) -> None:
-            for fix in fixes:  # in the harness's order, until one keeps every id
-                if kept_share(run(harness, fix)) >= 1:
-                    return
+    def chain(harness: Harness, fixes: list[Configuration]) -> None:
+        for fix in fixes:  # in the harness's order, until one keeps every id
+            if kept_share(run(harness, fix)) >= 1:
+                return
 
-        for harness_name, configuration_name in spec.cells:
-            harness = harness_named(harness_name)
-            configuration = configuration_named(harness, configuration_name)
-            cell = run(harness, configuration)
-            if configuration.name == DEFAULT.name and harness.name in spec.fixes and kept_share(cell) < 1:
-                chain(harness, [c for c in harness.configurations if c.role == FIX_ROLE])
-        for harness_name, names in spec.chains:
-            harness = harness_named(harness_name)
-            chain(harness, [configuration_named(harness, name) for name in names])
+    for harness_name, configuration_name in spec.cells:
+        harness = harness_named(harness_name)
+        configuration = configuration_named(harness, configuration_name)
+        cell = run(harness, configuration)
+        if configuration.name == DEFAULT.name and harness.name in spec.fixes and kept_share(cell) < 1:
+            chain(harness, [c for c in harness.configurations if c.role == FIX_ROLE])
+    for harness_name, names in spec.chains:
+        harness = harness_named(harness_name)
+        chain(harness, [configuration_named(harness, name) for name in names])

@@ -52,7 +52,6 @@ def _model(configuration: Configuration) -> dict:
 def command(context: RolloutContext, configuration: Configuration) -> Command:
     binary = str(context.installed / "npm" / "node_modules" / ".bin" / "opencode")
     config = {
-        "$schema": "https://opencode.ai/config.json",
         "autoupdate": False,
         "share": "disabled",
         "model": f"tito/{context.model}",

@@ -10,14 +10,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tito_audit.audit.checks.rollout import seam_break, text_break
-from tito_audit.audit.checks.rollout_context import CheckSetup, RolloutContext
-from tito_audit.audit.core.causes import history_dependent_suffix, template_error, token_boundary
-from tito_audit.audit.core.diff import common_prefix_length, text_window, token_window
-from tito_audit.audit.core.join import Join
-from tito_audit.audit.results import Failure, TokenWindow
 from tito_audit.conversations.conversation import Conversation, Message, step_kind
 from tito_audit.model.render import RenderError, RenderTimeout, RenderTooLarge, RenderTooLong
+from tito_audit.session.audit_entry import (
+    HISTORY_DEPENDENT_SUFFIX,
+    TEMPLATE_ERROR,
+    CheckSetup,
+    Failure,
+    Join,
+    RolloutContext,
+    TokenWindow,
+    common_prefix_length,
+    seam_break,
+    text_break,
+    text_window,
+    token_boundary,
+    token_window,
+)
 
 TEXT = "text"
 SEAM = "seam"
@@ -212,7 +221,7 @@ def suffix_break(
         step=step,
         turn=turn,
         aspect=SUFFIX,
-        causes=[history_dependent_suffix.NAME],
+        causes=[HISTORY_DEPENDENT_SUFFIX],
         roles=roles,
         char_index=char,
         token_index=start + index,
@@ -231,7 +240,7 @@ def decode_one_by_one(ids: list[int], decode_one: Callable[[int], str]) -> str:
 
 def refused(step: int, turn: int, roles: list[str], reason: str) -> SessionBreak:
     return SessionBreak(
-        step=step, turn=turn, aspect=REFUSED, causes=[template_error.NAME], roles=roles, detail=reason, handled="raised"
+        step=step, turn=turn, aspect=REFUSED, causes=[TEMPLATE_ERROR], roles=roles, detail=reason, handled="raised"
     )
 
 

@@ -25,14 +25,15 @@ from __future__ import annotations
 import dataclasses
 import warnings
 
-from tito_audit.audit.core.join import join
 from tito_audit.conversations.conversation import TOOL, Message
+from tito_audit.session.audit_entry import join
 from tito_audit.session.breaks import SessionBreak, TitoBreak, TitoBreakWarning, diagnose, suffix_break
 from tito_audit.session.buffer_logprobs import Logprobs
 from tito_audit.session.local_bridge import local_bridge, stand_in_prompt
 from tito_audit.session.proof import BridgeProof, made_proof, proof_for, proof_if_free, shape_of
+from tito_audit.session.settings import SessionSettings
 from tito_audit.session.shared_list import as_list
-from tito_audit.session.state import PendingStep
+from tito_audit.session.state import PendingStep, SessionState
 from tito_audit.session.steps import BufferSteps
 from tito_audit.session.turn_records import PendingTurn
 
@@ -49,64 +50,116 @@ class FullCheck:
     """The first of them that breaks (None: none does)."""
 
 
-class DeferredChecks(BufferSteps):
-    """The ``bridge="auto"`` steps of a session (see the module docstring)."""
+class DeferredChecks:
+    """The ``bridge="auto"`` steps of a session and the later check of the whole conversation (see the module
+    docstring), on the :class:`~tito_audit.session.state.SessionState` each call is handed, with the session's
+    :class:`~tito_audit.session.steps.BufferSteps`; the session's settings are read, never written. Keeps what the
+    session reports of its checks (:attr:`last_check`) and the local render's stand-in prompt."""
 
-    _stand_in_prompt: str | None
-    bridge: str
-    check_every: int
-    last_check: FullCheck | None
+    def __init__(
+        self,
+        settings: SessionSettings,
+        steps: BufferSteps,
+        last_check: FullCheck | None = None,
+        stand_in: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.steps = steps
+        self.last_check = last_check
+        """The last render of the whole conversation that covered steps bridged without it, and what it found."""
+        self.stand_in_prompt = stand_in
+        """The local render's generation prompt after its stand-in user message (``""``: the template refuses it)."""
+
+    def copy_for(self, settings: SessionSettings, steps: BufferSteps) -> DeferredChecks:
+        """The same checks for a fork (its own settings and steps): what this session reported so far goes with it."""
+        return DeferredChecks(settings, steps, self.last_check, self.stand_in_prompt)
+
+    # -- a step of extend() ---------------------------------------------------------------------------------------
+    def step(
+        self,
+        state: SessionState,
+        completion: list[int] | None,
+        assistant: Message,
+        appended: list[Message],
+        logprobs: Logprobs | None,
+    ) -> SessionBreak | None:
+        """Append one step by the session's bridge: the stand-in suffix (``history-free``), the local bridge where the
+        proof covers the step (``auto``), else the template's render of the whole conversation; returns the break
+        recorded (``raise`` raises it, the state as it was)."""
+        machinery = self.settings.machinery
+        self.prepare_proof(completion, appended)
+        # one step at a time per model (the renderer and the tokenization cache are shared by the sessions of a
+        # process), and every render of the step, diagnosis included, sees the session's clock
+        with machinery.lock, machinery.rendering(self.settings.clock):
+            if self.settings.bridge == "history-free":
+                self.steps.history_free(state, completion, assistant, appended, logprobs)
+                return None
+            if self.local_step(state, completion, assistant, appended, logprobs):
+                return None
+            return self.advance(state, completion, assistant, appended, logprobs)
+
+    def check_now(self, state: SessionState, at: str) -> SessionBreak | None:
+        """:meth:`~tito_audit.session.TitoSession.check` (``at`` names where it runs: ``check`` or ``finish``)."""
+        if not state.pending:
+            return None
+        machinery = self.settings.machinery
+        with machinery.lock, machinery.rendering(self.settings.clock):
+            return self.check_pending(state, at)
 
     # -- the fast step --------------------------------------------------------------------------------------------
     @property
     def bridge_proof(self) -> BridgeProof:
         """The proof of which steps this session may bridge without rendering the history (made on first use, once
         per model, template setting and whether tools are declared; see :mod:`tito_audit.session.proof`)."""
-        return proof_for(self._machinery, bool(self._tools))
+        return proof_for(self.settings.machinery, bool(self.settings.tools))
 
-    def _prepare_proof(self, completion: list[int] | None, appended: list[Message]) -> None:
+    def prepare_proof(self, completion: list[int] | None, appended: list[Message]) -> None:
         """Before the model's lock is taken: make the proof when this step could be bridged locally and no other
         thread is making it (this session waits for it, the model's other sessions do not). While another thread
         makes it, the step is rendered whole."""
-        if self.bridge == "auto" and completion and all(m.get("role") == TOOL for m in appended):
-            proof_if_free(self._machinery, bool(self._tools))
+        if self.settings.bridge == "auto" and completion and all(m.get("role") == TOOL for m in appended):
+            proof_if_free(self.settings.machinery, bool(self.settings.tools))
 
-    def _local_step(
-        self, completion: list[int] | None, assistant: Message, appended: list[Message], logprobs: Logprobs | None
+    def local_step(
+        self,
+        state: SessionState,
+        completion: list[int] | None,
+        assistant: Message,
+        appended: list[Message],
+        logprobs: Logprobs | None,
     ) -> bool:
         """Append the step with the local bridge when the proof covers it (see the module docstring); False when the
         step must be rendered in full. Called under the machinery's lock and the session's clock."""
-        state = self._state
-        if self.bridge != "auto" or not completion:
+        if self.settings.bridge != "auto" or not completion:
             return False
-        if self.check_every and len(state.pending) >= self.check_every:
+        if self.settings.check_every and len(state.pending) >= self.settings.check_every:
             return False
         if any(m.get("role") != TOOL for m in appended):
             return False
-        proof = made_proof(self._machinery, bool(self._tools))
+        proof = made_proof(self.settings.machinery, bool(self.settings.tools))
         if proof is None or not proof.covers(shape_of(assistant, appended), completion[-1]):
             return False
-        machinery = self._machinery
-        if self._stand_in_prompt is None:  # the same for every step of the session: its tools, clock and settings
-            self._stand_in_prompt = stand_in_prompt(machinery.renderer, self._tools) or ""
-        if not self._stand_in_prompt:
+        machinery = self.settings.machinery
+        if self.stand_in_prompt is None:  # the same for every step of the session: its tools, clock and settings
+            self.stand_in_prompt = stand_in_prompt(machinery.renderer, self.settings.tools) or ""
+        if not self.stand_in_prompt:
             return False
-        piece = self._decode_in_context(completion)
+        piece = self.steps.decode_in_context(state, completion)
         made = local_bridge(
             machinery.renderer,
             machinery.codec,
-            self._tools,
+            self.settings.tools,
             assistant,
             appended,
             piece,
             completion[-1],
-            self._stand_in_prompt,
+            self.stand_in_prompt,
         )
         if made is None:
             return False
         bridge, text = made
         pending = PendingTurn(
-            len(state.messages), completion, len(state.buffer), self._machinery.stop_ids, assistant, logprobs
+            len(state.messages), completion, len(state.buffer), self.settings.machinery.stop_ids, assistant, logprobs
         )
         start, text_start = len(state.buffer), len(state.view_text)
         end = start + len(completion)
@@ -141,37 +194,43 @@ class DeferredChecks(BufferSteps):
         return True
 
     # -- a step rendered whole ------------------------------------------------------------------------------------
-    def _advance(
-        self, completion: list[int] | None, assistant: Message, appended: list[Message], logprobs: Logprobs | None
+    def advance(
+        self,
+        state: SessionState,
+        completion: list[int] | None,
+        assistant: Message,
+        appended: list[Message],
+        logprobs: Logprobs | None,
     ) -> SessionBreak | None:
-        """One step of :meth:`extend`: append, render, join, and on a break apply the policy."""
-        state = self._state
+        """A step rendered whole: append, render, join, and on a break apply the policy."""
         step = state.steps + 1
         messages = [*state.messages, assistant, *appended]
         roles = [str(m.get("role")) for m in appended]
         buffer, mask, view_ids, view_text = state.buffer, state.mask, state.view_ids, state.view_text
         pending = PendingTurn(
-            len(state.messages), completion, len(buffer), self._machinery.stop_ids, assistant, logprobs
+            len(state.messages), completion, len(buffer), self.settings.machinery.stop_ids, assistant, logprobs
         )
         if completion is not None:
-            piece = self._decode_in_context(completion)
+            piece = self.steps.decode_in_context(state, completion)
             buffer, mask = buffer + completion, mask + [1] * len(completion)
             view_ids, view_text = view_ids + completion, view_text + piece
-        prompt = self._render(messages, step=step, roles=roles)
-        joined = self._join(view_text, completion, prompt)
+        prompt = self.steps.render(messages, step=step, roles=roles)
+        joined = self.steps.join(state, view_text, completion, prompt)
         if joined.followed:
             bridge = joined.bridge or []
             state.steps = step
-            self._commit(messages, buffer + bridge, mask + [0] * len(bridge), list(prompt.ids), prompt.text, pending)
+            self.steps.commit(
+                state, messages, buffer + bridge, mask + [0] * len(bridge), list(prompt.ids), prompt.text, pending
+            )
             state.turns.append(pending.done((len(buffer), len(buffer) + len(bridge))))
-            self._covered(f"step {step}")
+            self.covered(state, f"step {step}")
             return None
         # steps bridged from the local render since the last full render are walked first: the first that breaks is
         # the break the per-turn check would have found
-        details = self._first_pending_break(f"step {step}") or diagnose(
-            self._machinery.setup,
+        details = self.first_pending_break(state, f"step {step}") or diagnose(
+            self.settings.machinery.setup,
             messages,
-            self._tools,
+            self.settings.tools,
             step=step,
             roles=roles,
             joined=joined,
@@ -179,67 +238,47 @@ class DeferredChecks(BufferSteps):
             buffer_text=view_text,
             last_prompt_text=state.view_text if completion is not None else None,
         )
-        if self.on_break == "raise":
+        if self.settings.on_break == "raise":
             details.handled = f"raised at step {step}" if details.found_at else "raised"
             raise TitoBreak(details)
         state.steps = step
-        kept = self.on_break == "warn" and self._keep_buffer(details, messages, appended, buffer, mask, prompt, pending)
+        kept = self.settings.on_break == "warn" and self.steps.keep_buffer(
+            state, details, messages, appended, buffer, mask, prompt, pending
+        )
         if not kept:
-            self._rerender(details, messages, buffer, mask, prompt, pending)
-        self._mark_late(details)
+            self.steps.rerender(state, details, messages, buffer, mask, prompt, pending)
+        self.mark_late(state, details)
         state.breaks.append(details)
         return details
 
-    def check(self) -> SessionBreak | None:
-        """Render the whole conversation once now and check the steps bridged without it since the last such render
-        (``bridge="auto"``; what :meth:`finish` does first): returns the break found (the first step that breaks, as
-        the per-turn check would have reported it), after applying the policy; None when none breaks or nothing is
-        pending. Under ``raise`` the break is raised and the session left as it was."""
-        self._require_open()
-        return self._check_now("check")
-
-    @property
-    def unchecked_steps(self) -> list[int]:
-        """The steps bridged from the short local render that no render of the whole conversation has covered yet."""
-        return [pending.step for pending in self._state.pending]
-
-    def _check_now(self, at: str) -> SessionBreak | None:
-        if not self._state.pending:
-            return None
-        machinery = self._machinery
-        with machinery.lock, machinery.rendering(self.clock):
-            return self._check_pending(at)
-
     # -- the full check of pending steps --------------------------------------------------------------------------
-    def _covered(self, at: str) -> None:
+    def covered(self, state: SessionState, at: str) -> None:
         """A render of the whole conversation followed the buffer: the pending steps are covered."""
-        state = self._state
         if state.pending:
             self.last_check = FullCheck(at, tuple(p.step for p in state.pending), None)
             state.pending = []
 
-    def _first_pending_break(self, at: str) -> SessionBreak | None:
+    def first_pending_break(self, state: SessionState, at: str) -> SessionBreak | None:
         """Walk the pending steps again in order, each against the template's render of the conversation at that step
         (as the per-turn check would have); the first that breaks, found ``at``, or None."""
-        for pending in self._state.pending:
-            details = self._replayed(pending)
+        for pending in state.pending:
+            details = self.replayed(state, pending)
             if details is not None:
                 details.found_at = at
                 details.notes.append(
                     f"step {pending.step} was bridged without rendering the history (bridge='auto'); the render of "
                     f"the whole conversation at {at} found it"
                 )
-                self.last_check = FullCheck(at, tuple(p.step for p in self._state.pending), details)
+                self.last_check = FullCheck(at, tuple(p.step for p in state.pending), details)
                 return details
         return None
 
-    def _replayed(self, pending: PendingStep) -> SessionBreak | None:
+    def replayed(self, state: SessionState, pending: PendingStep) -> SessionBreak | None:
         """The per-turn check of one pending step, against the conversation as it was then."""
-        state = self._state
-        machinery = self._machinery
+        machinery = self.settings.machinery
         messages = state.messages[: pending.messages]
         roles = [str(m.get("role")) for m in messages[pending.assistant + 1 :]]
-        prompt = self._render(messages, step=pending.step, roles=roles)
+        prompt = self.steps.render(messages, step=pending.step, roles=roles)
         text = state.view_text[: pending.text_end]
         joined = join(machinery.codec, text, prompt)
         bridge = state.buffer[pending.completion_end : pending.bridge_end]
@@ -261,7 +300,7 @@ class DeferredChecks(BufferSteps):
         return diagnose(
             machinery.setup,
             messages,
-            self._tools,
+            self.settings.tools,
             step=pending.step,
             roles=roles,
             joined=joined,
@@ -270,44 +309,42 @@ class DeferredChecks(BufferSteps):
             last_prompt_text=before,
         )
 
-    def _check_pending(self, at: str) -> SessionBreak | None:
+    def check_pending(self, state: SessionState, at: str) -> SessionBreak | None:
         """Cover the pending steps with one render of the whole conversation as it is (the per-turn check of the last
         of them); when it breaks, find the first that does and apply the policy (see the module docstring). Returns
         the break found (None: none). Called under the machinery's lock and the session's clock."""
-        state = self._state
         if not state.pending:
             return None
         last = state.pending[-1]
-        if self._replayed(last) is None:
-            self._covered(at)
+        if self.replayed(state, last) is None:
+            self.covered(state, at)
             return None
-        details = self._first_pending_break(at)
+        details = self.first_pending_break(state, at)
         assert details is not None  # the last pending step breaks, at least
-        if self.on_break == "raise":
+        if self.settings.on_break == "raise":
             details.handled = f"raised at {at}"
             raise TitoBreak(details)
-        if self.on_break == "warn":
+        if self.settings.on_break == "warn":
             details.handled = (
                 f"warned at {at}; buffer kept as sampled (steps {details.step} to {last.step} were bridged from the "
                 "short local render)"
             )
         else:
-            self._restart_from(self._render(state.messages, step=last.step, roles=[]))
+            self.steps.restart_from(state, self.steps.render(state.messages, step=last.step, roles=[]))
             details.handled = f"re-rendered from the template at {at}"
-        self._record_late(details)
+        self.record_late(state, details)
         return details
 
-    def _record_late(self, details: SessionBreak) -> None:
+    def record_late(self, state: SessionState, details: SessionBreak) -> None:
         """Record a break found after its step (at ``finish`` or ``check``): in the breaks and on that step's turn."""
-        self._mark_late(details)
-        self._state.breaks.append(details)
-        if self.on_break == "warn":
+        self.mark_late(state, details)
+        state.breaks.append(details)
+        if self.settings.on_break == "warn":
             warnings.warn(TitoBreakWarning(details.describe()), stacklevel=4)
 
-    def _mark_late(self, details: SessionBreak) -> None:
+    def mark_late(self, state: SessionState, details: SessionBreak) -> None:
         """The turn of a break found later gets it too (the n-th ``extend`` is step n and turn n - 1); the pending
         steps are settled."""
-        state = self._state
         index = details.step - 1
         if details.found_at and 0 <= index < len(state.turns) and state.turns[index].bridged == "local":
             state.turns[index] = dataclasses.replace(state.turns[index], broke=details)

@@ -51,3 +51,10 @@ def message_copy(value: Any, what: str) -> Message:
     message = dict(value)
     check_depth(message, what)
     return clone_data(message)
+
+
+def checked_messages(messages: Sequence[Any], name: str) -> list[Message]:
+    """Copies of ``messages`` (a trainer's), each checked: bad input names ``name[index]``."""
+    copied = [message_copy(m, f"{name}[{i}]") for i, m in enumerate(messages)]
+    check_text(copied, None, name + "[{index}]")
+    return copied

@@ -9,20 +9,24 @@ new for every call, as an engine's are: the tool results a trainer appends answe
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
-from tito_audit.audit.realization.reasoning_block import variant_reasoning
-from tito_audit.conversations.conversation import Message
+from tito_audit.conversations.conversation import Message, clone_data
 from tito_audit.conversations.reasoning_forms import OPEN
 from tito_audit.model.render import DEFAULT_CLOCK
 from tito_audit.model.threads import cached_property
 from tito_audit.parse.choice import choose_parser
 from tito_audit.parse.handover import Sampled, hand_over
 from tito_audit.parse.parser import TEMPLATE, CompletionParser
+from tito_audit.session.audit_entry import variant_reasoning
+from tito_audit.session.inputs import check_depth
 from tito_audit.session.machinery import Machinery
 from tito_audit.session.shared_list import INTS, AppendOnly
+from tito_audit.session.state import SessionState
 
 ParserArgument = str | CompletionParser | None
 
@@ -56,6 +60,12 @@ class SessionParser:
         self._tools = tools
         self._seed = uuid.uuid4().hex
         self.calls = 0
+
+    @classmethod
+    def of(cls, value: ParserArgument, machinery: Machinery, tools: list[dict] | None) -> SessionParser | None:
+        """The session's parser for what ``parser=`` names (:func:`resolve_parser`); None: the caller parses."""
+        resolved = resolve_parser(value, machinery)
+        return cls(resolved, machinery, tools) if resolved is not None else None
 
     @property
     def runs_apart(self) -> bool:
@@ -91,6 +101,38 @@ class SessionParser:
         message: Any = self.parser.parse(hand_over(self.parser, sampled))
         self.calls += len(message.get("tool_calls") or [])
         return message
+
+    def parse_in(
+        self, state: SessionState, completion: list[int], decode: Callable[[list[int]], str], clock: datetime
+    ) -> Message:
+        """:meth:`~tito_audit.session.TitoSession.parse`: the message of ``completion`` after ``state``'s buffer
+        (``decode``: its text there), kept in ``state.parsed`` (the same ids at the same point parse once; at a later
+        step they parse anew)."""
+        key = (len(state.buffer), state.steps, tuple(completion))
+        if state.parsed is not None and state.parsed[0] == key:
+            return clone_data(state.parsed[1])
+        machinery = self._machinery
+        stop = machinery.codec.decode([completion[-1]]) if completion and completion[-1] in machinery.stop_ids else None
+        with machinery.lock, machinery.rendering(clock):
+            prompt, text = (state.view_text, state.view_ids), decode(completion)
+        # a parser in another process (vLLM's) is called without the model's lock: its other sessions go on meanwhile
+        with contextlib.nullcontext() if self.runs_apart else machinery.lock, machinery.rendering(clock):
+            message = self.parse(text, stop, prompt, completion, state.steps + 1)
+        check_depth(message, "the parsed completion")
+        state.parsed = (key, message)
+        return clone_data(message)
+
+
+def parsed_for(
+    completion: list[int] | None, parser: SessionParser | None, parse: Callable[[list[int]], Message]
+) -> Message:
+    """The message ``parse`` makes of ``completion`` where the caller left the assistant message out; bad input when
+    there is nothing to parse or no parser."""
+    if completion is None:
+        raise ValueError("an unsampled turn (completion_ids=None) needs its assistant_message")
+    if parser is None:
+        raise ValueError("assistant_message is required: this session has no parser (create it with parser=)")
+    return parse(completion)
 
 
 def split_extend_arguments(second: Any, third: Any) -> tuple[Message | None, Any]:

@@ -1,21 +1,20 @@
-"""A session's state handed out and taken back (:class:`Restoring`: ``snapshot()``, ``restore()``), with what it was
+"""A session's state handed out and taken back (:class:`Restorer`: ``snapshot()``, ``restore()``), with what it was
 made with, so that a state is continued only by a session that makes the same.
 
 A state's ids are one tokenizer's, its texts one template's rendering of its messages with one setting of the
 template's keyword arguments, its steps checked against one list of tools under one break policy and bridge. A
 snapshot restored into a session of another model would read its ids as that model's tokens (and ``finish()`` then
 reports a break that is not one); into a session with other tools, its bridges were proved for tools it does not
-declare. :attr:`Restoring.origin` writes down what a session makes (hashes, with the model's id to name it), every
+declare. :attr:`Restorer.origin` writes down what a session makes (hashes, with the model's id to name it), every
 snapshot carries it, and :func:`check_restorable` refuses a state whose origin differs, in one line naming what.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
 from tito_audit.errors import BadInputError
+from tito_audit.session.settings import SessionSettings
 from tito_audit.session.state import SessionState
 
 WHAT = {
@@ -26,11 +25,6 @@ WHAT = {
     "bridge": "another bridge",
 }
 """What each part of an origin is, in the refusal's words (in the order they are checked)."""
-
-
-def tools_digest(tools: list[dict] | None) -> str:
-    """The tools a session declares, hashed (part of its origin)."""
-    return hashlib.sha256(json.dumps(tools, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:32]
 
 
 def check_restorable(stored: dict[str, Any] | None, own: dict[str, str]) -> None:
@@ -51,40 +45,32 @@ def check_restorable(stored: dict[str, Any] | None, own: dict[str, str]) -> None
         raise BadInputError(f"restore(): the snapshot was taken in a session with {what} ({detail})")
 
 
-class Restoring:
-    """``snapshot()`` and ``restore()`` of :class:`~tito_audit.session.TitoSession` (which sets what they read)."""
+class Restorer:
+    """What ``snapshot()`` and ``restore()`` of :class:`~tito_audit.session.TitoSession` do with its state: hand out a
+    copy with the session's origin, and check a state handed back (the session keeps what this returns)."""
 
-    _state: SessionState
-    _machinery: Any
-    _tools_digest: str
-    on_break: str
-    bridge: str
+    def __init__(self, settings: SessionSettings) -> None:
+        self.settings = settings
 
     @property
     def origin(self) -> dict[str, str]:
-        """What this session makes: its model's tokenizer and template, its tools, its policies."""
+        """What the session makes: its model's tokenizer and template, its tools, its policies."""
+        settings = self.settings
         return {
-            **self._machinery.fingerprint,
-            "tools": self._tools_digest,
-            "on_break": self.on_break,
-            "bridge": self.bridge,
+            **settings.machinery.fingerprint,
+            "tools": settings.tools_digest,
+            "on_break": settings.on_break,
+            "bridge": settings.bridge,
         }
 
-    def snapshot(self) -> SessionState:
-        """An independent copy of the session's state now, with its origin (:meth:`restore` takes it back;
-        :meth:`SessionState.copy`)."""
-        copied = self._state.copy()
+    def snapshot(self, state: SessionState) -> SessionState:
+        """An independent copy of ``state`` with the session's origin (:meth:`SessionState.copy`)."""
+        copied = state.copy()
         copied.origin = self.origin
         return copied
 
-    def restore(self, state: SessionState) -> None:
-        """Continue from a copy of ``state`` (a :meth:`snapshot`, or one stored: :mod:`tito_audit.session.snapshot`);
-        refused in one line when it was taken in a session of another tokenizer, template, tools or policies."""
+    def restored(self, state: SessionState) -> SessionState:
+        """A copy of ``state`` for the session to continue from; refused in one line when it was taken in a session of
+        another tokenizer, template, tools or policies."""
         check_restorable(state.origin, self.origin)
-        self._state = state.copy()
-
-    @property
-    def state(self) -> SessionState:
-        """The session's state itself, for code that reads it at every step (:mod:`tito_audit.session.snapshot`): read
-        it, never change it (:meth:`snapshot` for a copy)."""
-        return self._state
+        return state.copy()

@@ -6,7 +6,9 @@ them and the messages to append (tool results, a user turn). The session appends
 renders the next prompt ``R`` with the model's own template, and appends the bridge (``R`` after the buffer)
 only when the buffer's text is a prefix of ``R`` and its canonical tokens are a prefix of ``ids(R)``: the same
 decision the audit makes (:func:`tito_audit.audit.core.join.join`). When the template cannot be followed, the policy
-chosen at creation decides (see :data:`POLICIES`).
+chosen at creation decides (see :data:`POLICIES`). With ``bridge="auto"`` (the default, of
+:data:`~tito_audit.session.policies.BRIDGES`) the steps bridged from a short local render are checked later
+(:mod:`tito_audit.session.deferred`).
 
 Example (a generic loop; ``engine`` and ``run_tools`` are yours; the session parses with the model's SGLang
 parsers, ``parser="sglang"``, or takes the message your own parser made: ``extend(ids, message, tool_messages)``)::
@@ -21,18 +23,11 @@ parsers, ``parser="sglang"``, or takes the message your own parser made: ``exten
             break
         prompt_ids = session.extend(completion_ids, run_tools(assistant))
     train_on(session.buffer, session.loss_mask)
-
-``bridge`` (:data:`~tito_audit.session.policies.BRIDGES`): ``"auto"`` (the default) bridges a tool step the
-template's proof covers from a short local render, whatever the history, and checks it with the whole conversation
-later, at :meth:`TitoSession.finish` at the latest (:mod:`tito_audit.session.deferred`); ``"template"`` renders the
-whole conversation at every step; ``"history-free"`` appends the stand-in suffix (verl, SkyRL) and never checks.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -45,19 +40,31 @@ from tito_audit.model.tokens import TokenCodec
 from tito_audit.session.breaks import SessionBreak, TitoBreakWarning
 from tito_audit.session.buffer_logprobs import Logprobs, sampled_logprobs
 from tito_audit.session.deferred import DeferredChecks, FullCheck
-from tito_audit.session.inputs import as_assistant_message, check_depth, check_text, message_copy
+from tito_audit.session.inputs import as_assistant_message, check_text, checked_messages, message_copy
 from tito_audit.session.machinery import Machinery, ModelSourceSettings, build_machinery, machinery_for
-from tito_audit.session.parsing import ParserArgument, SessionParser, resolve_parser, split_extend_arguments
-from tito_audit.session.policies import BRIDGES, POLICIES, Bridge, OnBreak, SessionOptions
-from tito_audit.session.restoring import Restoring, tools_digest
+from tito_audit.session.parsing import ParserArgument, SessionParser, parsed_for, split_extend_arguments
+from tito_audit.session.policies import Bridge, OnBreak, SessionOptions
+from tito_audit.session.proof import BridgeProof
+from tito_audit.session.restoring import Restorer
+from tito_audit.session.settings import SessionSettings, Setting
 from tito_audit.session.shared_list import INTS, AppendOnly, as_list
-from tito_audit.session.state import NEW, SessionState
+from tito_audit.session.state import SessionState
+from tito_audit.session.steps import BufferSteps
 from tito_audit.session.turn_records import SessionTurn
 
 
-class TitoSession(DeferredChecks, Restoring):
+class TitoSession:
     """An append-only token buffer for one rollout, checked against the model's template: at every step, or, for the
-    steps bridged from a short local render, at the next render of the whole conversation (``finish`` at the latest)."""
+    steps bridged from a short local render, at the next render of the whole conversation (``finish`` at the latest).
+    It owns its state, its settings and the parts that work on them (:mod:`~tito_audit.session.settings`)."""
+
+    on_break = Setting[OnBreak]()
+    bridge = Setting[Bridge]()
+    check_every = Setting[int]()
+    """``bridge="auto"``: render the whole conversation after this many steps bridged without it (0: only where a
+    step needs it and at :meth:`finish`); see :mod:`tito_audit.session.deferred`."""
+    clock = Setting[datetime]()
+    """The date the template sees through ``strftime_now``, frozen for the whole session."""
 
     def __init__(
         self,
@@ -70,30 +77,16 @@ class TitoSession(DeferredChecks, Restoring):
         bridge: Bridge = "auto",
         check_every: int = 0,
     ) -> None:
-        if on_break not in POLICIES:
-            raise ValueError(f"on_break must be one of {', '.join(POLICIES)}, not {on_break!r}")
-        if bridge not in BRIDGES:
-            raise ValueError(f"bridge must be one of {', '.join(BRIDGES)}, not {bridge!r}")
-        if isinstance(check_every, bool) or not isinstance(check_every, int) or check_every < 0:
-            raise ValueError(f"check_every must be a whole number of steps, 0 or more, not {check_every!r}")
-        self._machinery = machinery
-        check_text([], tools)
-        self._tools = clone_data(tools) if tools is not None else None
-        self._tools_digest = tools_digest(self._tools)
-        self.bridge: Bridge = bridge
-        self.check_every = check_every
-        """``bridge="auto"``: render the whole conversation after this many steps bridged without it (0: only where a
-        step needs it and at :meth:`finish`); see :mod:`tito_audit.session.deferred`."""
-        resolved = resolve_parser(parser, machinery)
-        self._parser = SessionParser(resolved, machinery, self._tools) if resolved is not None else None
-        self.on_break: OnBreak = on_break
-        self.clock = clock or datetime.now().replace(microsecond=0)
-        """The date the template sees through ``strftime_now``, frozen for the whole session."""
+        self._own(SessionSettings.made(machinery, tools, on_break, bridge, check_every, clock))
+        self._parser = SessionParser.of(parser, machinery, self._settings.tools)
         self._state = SessionState()  # everything a step changes: replaced only by restore()
-        self.last_check: FullCheck | None = None
-        """The last render of the whole conversation that covered steps bridged without it, and what it found."""
-        self._stand_in_prompt: str | None = None
-        """The local render's generation prompt after its stand-in user message (``""``: the template refuses it)."""
+
+    def _own(self, settings: SessionSettings, checks: DeferredChecks | None = None) -> None:
+        """Take ``settings`` and the parts that read them (a fork's: the checks' record carried from ``checks``)."""
+        self._settings = settings
+        self._steps = BufferSteps(settings)
+        self._checks = checks.copy_for(settings, self._steps) if checks else DeferredChecks(settings, self._steps)
+        self._restorer = Restorer(settings)
 
     # -- creation -----------------------------------------------------------------------------------------------
     @classmethod
@@ -166,8 +159,8 @@ class TitoSession(DeferredChecks, Restoring):
         """A new, empty session on the same model and template settings (nothing is loaded again, and the template's
         proof is shared)."""
         return TitoSession(
-            self._machinery,
-            tools=tools if tools is not None else self._tools,
+            self._settings.machinery,
+            tools=tools if tools is not None else self._settings.tools,
             on_break=on_break or self.on_break,
             clock=self.clock,
             parser=self._parser.parser if self._parser is not None else None,
@@ -179,23 +172,61 @@ class TitoSession(DeferredChecks, Restoring):
         """An independent copy of this session as it is now (same machinery, nothing loaded): a server tries a step
         on the copy and keeps it only when the engine answered, so a failed call leaves the session unchanged."""
         twin = copy.copy(self)
+        twin._own(copy.copy(self._settings), self._checks)  # its settings and the parts that read them: its own
         twin._state, twin._parser = self.snapshot(), copy.copy(self._parser)  # the parser keeps per-session state
         return twin
+
+    @property
+    def last_check(self) -> FullCheck | None:
+        """The last render of the whole conversation that covered steps bridged without it, and what it found."""
+        return self._checks.last_check
+
+    @property
+    def bridge_proof(self) -> BridgeProof:
+        """The proof of which steps this session may bridge without rendering the history (made on first use, once
+        per model, template setting and whether tools are declared; see :mod:`tito_audit.session.proof`)."""
+        return self._checks.bridge_proof
+
+    @property
+    def unchecked_steps(self) -> list[int]:
+        """The steps bridged from the short local render that no render of the whole conversation has covered yet."""
+        return [pending.step for pending in self._state.pending]
+
+    @property
+    def origin(self) -> dict[str, str]:
+        """What this session makes: its model's tokenizer and template, its tools, its policies."""
+        return self._restorer.origin
+
+    def snapshot(self) -> SessionState:
+        """An independent copy of the session's state now, with its origin (:meth:`restore` takes it back;
+        :meth:`SessionState.copy`)."""
+        return self._restorer.snapshot(self._state)
+
+    def restore(self, state: SessionState) -> None:
+        """Continue from a copy of ``state`` (a :meth:`snapshot`, or one stored: :mod:`tito_audit.session.snapshot`);
+        refused in one line when it was taken in a session of another tokenizer, template, tools or policies."""
+        self._state = self._restorer.restored(state)
+
+    @property
+    def state(self) -> SessionState:
+        """The session's state itself, for code that reads it at every step (:mod:`tito_audit.session.snapshot`): read
+        it, never change it (:meth:`snapshot` for a copy)."""
+        return self._state
 
     # -- what a trainer reads -----------------------------------------------------------------------------------
     @property
     def tokenizer(self) -> Any:
-        return self._machinery.loaded.tokenizer
+        return self._settings.machinery.loaded.tokenizer
 
     @property
     def chat_template(self) -> str | None:
         """The Jinja template the session renders with (None for backends without one, as mistral-common)."""
-        return self._machinery.loaded.template_source
+        return self._settings.machinery.loaded.template_source
 
     @property
     def codec(self) -> TokenCodec:
         """The audit's token view of the tokenizer (canonical encode, decode, control tokens)."""
-        return self._machinery.codec
+        return self._settings.machinery.codec
 
     @property
     def buffer(self) -> list[int]:
@@ -227,7 +258,7 @@ class TitoSession(DeferredChecks, Restoring):
     @property
     def lock(self) -> Any:
         """The model's lock (reentrant, shared by its sessions): decoding and parsing take it."""
-        return self._machinery.lock
+        return self._settings.machinery.lock
 
     @property
     def reasoning_open(self) -> bool:
@@ -245,8 +276,8 @@ class TitoSession(DeferredChecks, Restoring):
 
     def decode_completion(self, completion_ids: list[int]) -> str:
         """The text of ``completion_ids`` as it reads after the buffer (what :meth:`parse` parses: decoded once)."""
-        with self._machinery.lock:  # the codec's caches are shared by the model's sessions
-            return self._decode_in_context(completion_ids)
+        with self._settings.machinery.lock:  # the codec's caches are shared by the model's sessions
+            return self._steps.decode_in_context(self._state, completion_ids)
 
     @property
     def turns(self) -> list[SessionTurn]:
@@ -260,12 +291,12 @@ class TitoSession(DeferredChecks, Restoring):
     @property
     def stop_ids(self) -> frozenset[int]:
         """The ids at which the engine ends a turn (configs, tokenizer, template terminators)."""
-        return self._machinery.stop_ids
+        return self._settings.machinery.stop_ids
 
     @property
     def stop_tokens(self) -> list:
         """The stop tokens with where each came from (:class:`~tito_audit.audit.results.StopToken`)."""
-        return list(self._machinery.stop_tokens)
+        return list(self._settings.machinery.stop_tokens)
 
     @property
     def held_bytes(self) -> int:
@@ -273,28 +304,25 @@ class TitoSession(DeferredChecks, Restoring):
         the template's view of it keep each id, the turns the completions again, the log-probabilities a slot) plus
         24 per log-probability kept and twice its text (the messages and the rendered view). A server bounds its
         sessions with it (``tito-audit serve --max-session-bytes``)."""
-        state = self._state
-        floats = len(state.logprobs) - state.logprobs.count(None)
-        return 72 * len(state.buffer) + 24 * floats + 2 * sys.getsizeof(state.view_text)
+        return self._state.held_bytes()
 
     def forget(self) -> None:
         """Drop what the model's shared caches keep for this session: its messages' template preparation and the
         tokenization of its long texts. A server calls it when a session ends, so that the memory comes back then
         rather than when the caches fill; the session stays usable (its next render prepares them again)."""
-        machinery = self._machinery
+        machinery = self._settings.machinery
         with machinery.lock:
-            machinery.renderer.forget(self._state.messages, self._tools)
+            machinery.renderer.forget(self._state.messages, self._settings.tools)
             machinery.codec.forget(self._state.view_text)
 
     def template_ids(self, messages: Sequence[Message], add_generation_prompt: bool) -> list[int]:
         """The template's own ids of ``messages`` (what a trainer that re-renders gets), with the session's clock,
         tools and template settings."""
-        history = [message_copy(m, f"messages[{i}]") for i, m in enumerate(messages)]
-        check_text(history, None, "messages[{index}]")
+        history = checked_messages(messages, "messages")
         key = (len(history), add_generation_prompt)
-        machinery = self._machinery
+        machinery = self._settings.machinery
         with machinery.lock, machinery.rendering(self.clock):
-            return list(machinery.renderer.prefixes(history, self._tools, [key])[key].ids)
+            return list(machinery.renderer.prefixes(history, self._settings.tools, [key])[key].ids)
 
     # -- the loop -----------------------------------------------------------------------------------------------
     def start(self, messages: Sequence[Message]) -> list[int]:
@@ -302,37 +330,24 @@ class TitoSession(DeferredChecks, Restoring):
 
         ``messages`` may hold earlier assistant turns (few-shot, a resumed conversation): they are template text.
         """
-        if self._state.phase != NEW:
-            raise RuntimeError("start() was already called on this session; open a new one with spawn()")
-        history = [message_copy(m, f"messages[{i}]") for i, m in enumerate(messages)]
+        self._steps.require_new(self._state)
+        history = checked_messages(messages, "messages")
         if not history:
             raise ValueError("start() needs at least one message")
-        check_text(history, None, "messages[{index}]")
-        self._open_with(history, self._render(history, step=0, roles=[str(m.get("role")) for m in history]))
+        prompt = self._steps.render(history, step=0, roles=[str(m.get("role")) for m in history])
+        self._steps.open_with(self._state, history, prompt)
         return as_list(self._state.buffer)
 
     def parse(self, completion_ids: Sequence[int]) -> Message:
         """The assistant message the session's parser makes of ``completion_ids`` (the completion decoded as it
         reads in the buffer, its stop token trimmed); the same message :meth:`extend` and :meth:`finish` append.
         Needs ``parser=`` at creation."""
-        state = self._state
-        self._require_open()
-        completion = self._completion(completion_ids) or []
+        state, steps = self._state, self._steps
+        steps.require_open(state)
+        completion = steps.completion(completion_ids) or []
         if self._parser is None:
             raise RuntimeError("this session has no parser: create it with parser='sglang' (or another) to parse")
-        key = (len(state.buffer), state.steps, tuple(completion))  # the same ids at a later step parse anew
-        if state.parsed is not None and state.parsed[0] == key:
-            return clone_data(state.parsed[1])
-        stop = self.codec.decode([completion[-1]]) if completion and completion[-1] in self.stop_ids else None
-        parser, lock = self._parser, self._machinery.lock
-        with lock, self._machinery.rendering(self.clock):
-            prompt, text = (state.view_text, state.view_ids), self._decode_in_context(completion)
-        # a parser in another process (vLLM's) is called without the model's lock: its other sessions go on meanwhile
-        with contextlib.nullcontext() if parser.runs_apart else lock, self._machinery.rendering(self.clock):
-            message = parser.parse(text, stop, prompt, completion, state.steps + 1)
-        check_depth(message, "the parsed completion")
-        state.parsed = (key, message)
-        return clone_data(message)
+        return self._parser.parse_in(state, completion, lambda ids: steps.decode_in_context(state, ids), self.clock)
 
     def extend(
         self,
@@ -355,29 +370,29 @@ class TitoSession(DeferredChecks, Restoring):
         read-only sequence shared with the session, in constant time, instead of a new list (a server that hands the
         prompt to its engine and keeps the session: copying it would cost as much as the conversation).
         """
-        self._require_open()
+        self._steps.require_open(self._state)
         given, tool_messages = split_extend_arguments(assistant_message, tool_messages)
-        completion = self._completion(completion_ids)
+        completion = self._steps.completion(completion_ids)
         sampled = sampled_logprobs(logprobs, completion)
-        assistant = as_assistant_message(given if given is not None else self._parsed_for(completion))
+        given = given if given is not None else parsed_for(completion, self._parser, self.parse)
+        assistant = as_assistant_message(given)
         appended = [message_copy(m, f"tool_messages[{i}]") for i, m in enumerate(tool_messages or ())]
         if not appended:
             raise ValueError("extend() appends at least one message after the assistant turn; use finish() to end")
         check_text([assistant], None, "assistant_message")
         check_text(appended, None, "tool_messages[{index}]")
-        machinery = self._machinery
-        # one step at a time per model (the renderer and the tokenization cache are shared by the sessions of a
-        # process), and every render of the step, diagnosis included, sees the session's clock
-        broke = None
-        self._prepare_proof(completion, appended)
-        with machinery.lock, machinery.rendering(self.clock):
-            if self.bridge == "history-free":
-                self._history_free(completion, assistant, appended, sampled)
-            elif not self._local_step(completion, assistant, appended, sampled):
-                broke = self._advance(completion, assistant, appended, sampled)
+        broke = self._checks.step(self._state, completion, assistant, appended, sampled)
         if broke is not None and self.on_break == "warn":
             warnings.warn(TitoBreakWarning(broke.describe()), stacklevel=2)
         return as_list(self._state.buffer) if copy else AppendOnly.of(self._state.buffer, INTS)
+
+    def check(self) -> SessionBreak | None:
+        """Render the whole conversation once now and check the steps bridged without it since the last such render
+        (``bridge="auto"``; what :meth:`finish` does first): returns the break found (the first step that breaks, as
+        the per-turn check would have reported it), after applying the policy; None when none breaks or nothing is
+        pending. Under ``raise`` the break is raised and the session left as it was."""
+        self._steps.require_open(self._state)
+        return self._checks.check_now(self._state, "check")
 
     def finish(
         self,
@@ -393,20 +408,13 @@ class TitoSession(DeferredChecks, Restoring):
         covered are checked first, with one render of the whole conversation (:meth:`check`): a break found there is
         handled by the policy (``raise`` raises it and leaves the session open, as it was); ``check=False`` leaves
         them unchecked (after a :meth:`check` of your own)."""
-        self._require_open()
-        completion = self._completion(completion_ids)
+        self._steps.require_open(self._state)
+        completion = self._steps.completion(completion_ids)
         sampled = sampled_logprobs(logprobs, completion)
-        given = assistant_message if assistant_message is not None else self._parsed_for(completion)
+        given = assistant_message if assistant_message is not None else parsed_for(completion, self._parser, self.parse)
         assistant = as_assistant_message(given)
         check_text([assistant], None, "assistant_message")
         if check:
-            self._check_now("finish")
-        self._append_last(completion, assistant, sampled)
+            self._checks.check_now(self._state, "finish")
+        self._steps.append_last(self._state, completion, assistant, sampled)
         return as_list(self._state.buffer)
-
-    def _parsed_for(self, completion: list[int] | None) -> Message:
-        if completion is None:
-            raise ValueError("an unsampled turn (completion_ids=None) needs its assistant_message")
-        if self._parser is None:
-            raise ValueError("assistant_message is required: this session has no parser (create it with parser=)")
-        return self.parse(completion)

@@ -15,6 +15,7 @@ with one entry per token are shared with the copy, which appends to a tail of it
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, NamedTuple
 
@@ -82,6 +83,12 @@ class SessionState:
     decoded: tuple[tuple[DecodeKey, str], ...] = ()
     """The last two completions decoded as they read after the buffer (a cache: a server's stream reads one without
     its stop token, its parse with it, and the next step appends it)."""
+
+    def held_bytes(self) -> int:
+        """:attr:`~tito_audit.session.TitoSession.held_bytes`: 72 bytes per token of the buffer, 24 per
+        log-probability kept, twice the text."""
+        floats = len(self.logprobs) - self.logprobs.count(None)
+        return 72 * len(self.buffer) + 24 * floats + 2 * sys.getsizeof(self.view_text)
 
     def copy(self) -> SessionState:
         """An independent copy (see the module docstring); the caches go with it (their keys say where they hold)."""

@@ -1,6 +1,8 @@
-"""Chat completions streamed as the engine samples: the OpenAI chunk format (``chat.completion.chunk``).
+"""OpenAI's chat completions (``POST /v1/chat/completions``): answered whole (the gateway's own turn,
+:meth:`~tito_audit.gateway.gateway.Gateway.chat`), or streamed as the engine samples in the OpenAI chunk format
+(``chat.completion.chunk``).
 
-The first chunk carries the role and, in ``tito.stream``, whether the answer streams as it is sampled
+Streamed, the first chunk carries the role and, in ``tito.stream``, whether the answer streams as it is sampled
 (``incremental``) or once the engine has finished (``buffered``, with why: a parser that reads whole completions).
 Then reasoning (``reasoning_content``), content and tool calls (the first piece of a call with its ``id``, ``type``
 and ``name``, then pieces of its ``arguments``) as they come; the last chunk has the finish reason and the whole
@@ -15,11 +17,34 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from starlette.responses import JSONResponse
 
 from tito_audit.gateway.completion_stream import Delta
-from tito_audit.gateway.protocol import error_body
-from tito_audit.gateway.turn_stream import Event, Failed, Finished, Started, sse
+from tito_audit.gateway.dialects.interface import Dialect
+from tito_audit.gateway.protocol import error_body, read_request, session_headers
+from tito_audit.gateway.turn_stream import Event, Failed, Finished, Started, open_response, sse
+
+if TYPE_CHECKING:
+    from starlette.responses import Response
+
+    from tito_audit.gateway.protocol import SessionName
+
+
+class ChatCompletions(Dialect):
+    """``POST /v1/chat/completions`` (see the module docstring)."""
+
+    path = "/v1/chat/completions"
+
+    async def handle(self, body: Any, header: SessionName | None) -> Response:
+        if isinstance(body, dict) and body.get("stream"):  # relayed as the engine samples
+            asked = read_request(body)
+            return await open_response(
+                self.gateway, asked, header, lambda turn: chunks(turn.events(), asked.include_usage)
+            )
+        answer = await self.gateway.chat(body, header)
+        return JSONResponse(answer.response(), headers=session_headers(answer.tito["session"]))
 
 
 async def chunks(events: AsyncIterator[Event], include_usage: bool) -> AsyncIterator[str]:

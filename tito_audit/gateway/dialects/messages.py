@@ -23,14 +23,15 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
 from tito_audit.gateway.completion_stream import Delta
+from tito_audit.gateway.dialects.interface import Dialect
+from tito_audit.gateway.errors import RequestError
 from tito_audit.gateway.protocol import (
     Answer,
-    RequestError,
     SessionName,
     joined_text,
     not_acted_on,
@@ -39,9 +40,6 @@ from tito_audit.gateway.protocol import (
     take_message,
 )
 from tito_audit.gateway.turn_stream import Event, Failed, Finished, Started, open_response, sse
-
-if TYPE_CHECKING:
-    from tito_audit.gateway.gateway import Gateway
 
 MESSAGES_FIELDS = frozenset(
     {"model", "messages", "system", "tools", "tool_choice", "max_tokens", "temperature", "top_p", "top_k"}
@@ -66,20 +64,30 @@ def error_body(status: int, code: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message, "code": code}}
 
 
-async def handle(gateway: Gateway, body: Any, header_id: SessionName | None) -> Response:
-    if not isinstance(body, dict):
-        raise RequestError(400, "invalid_request", "the request body must be a JSON object")
-    metadata = body.get("metadata")
-    user = metadata.get("user_id") if isinstance(metadata, dict) and isinstance(metadata.get("user_id"), str) else None
-    names: list[str] = []
-    named = user_session(user) if user else None
-    request = read_request(chat_body(body, user, names), names, named, not_acted_on(body, MESSAGES_FIELDS))
-    request.dialect = "messages"
-    message_id = f"msg_{uuid.uuid4().hex}"
-    if body.get("stream"):
-        return await open_response(gateway, request, header_id, lambda turn: events(turn.events(), message_id))
-    answer = await gateway.turn(request, header_id)
-    return JSONResponse(message(answer, message_id), headers=session_headers(answer.tito["session"]))
+class Messages(Dialect):
+    """``POST /v1/messages`` (see the module docstring), its refusals in Anthropic's shape."""
+
+    path = "/v1/messages"
+
+    async def handle(self, body: Any, header: SessionName | None) -> Response:
+        if not isinstance(body, dict):
+            raise RequestError(400, "invalid_request", "the request body must be a JSON object")
+        metadata = body.get("metadata")
+        user = (
+            metadata.get("user_id") if isinstance(metadata, dict) and isinstance(metadata.get("user_id"), str) else None
+        )
+        names: list[str] = []
+        named = user_session(user) if user else None
+        request = read_request(chat_body(body, user, names), names, named, not_acted_on(body, MESSAGES_FIELDS))
+        request.dialect = "messages"
+        message_id = f"msg_{uuid.uuid4().hex}"
+        if body.get("stream"):
+            return await open_response(self.gateway, request, header, lambda turn: events(turn.events(), message_id))
+        answer = await self.gateway.turn(request, header)
+        return JSONResponse(message(answer, message_id), headers=session_headers(answer.tito["session"]))
+
+    def error_body(self, status: int, code: str, message: str) -> dict[str, Any]:
+        return error_body(status, code, message)
 
 
 def user_session(user_id: str) -> tuple[str, str]:

@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.responses import JSONResponse, Response
 
+from tito_audit.gateway.dialects.interface import Dialect
 from tito_audit.gateway.dialects.responses_output import Shape, events
+from tito_audit.gateway.errors import RequestError
 from tito_audit.gateway.protocol import (
     Answer,
     ChatRequest,
-    RequestError,
     SessionName,
     joined_text,
     not_acted_on,
@@ -56,11 +57,13 @@ RESPONSES_FIELDS = frozenset(
 ``store``, ``client_metadata``, ...) is accepted and listed in the session's record as not acted on."""
 
 
-class Responses:
+class Responses(Dialect):
     """``POST /v1/responses`` for one gateway: the response ids it answered, by session."""
 
+    path = "/v1/responses"
+
     def __init__(self, gateway: Gateway) -> None:
-        self.gateway = gateway
+        super().__init__(gateway)
         self.owners: OrderedDict[str, str] = OrderedDict()
 
     async def handle(self, body: Any, header: SessionName | None) -> Response:

@@ -24,6 +24,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tito_audit.gateway.errors import StandinRefused
 from tito_audit.gateway.fake import drawn_logprobs
 from tito_audit.gateway.standin.model import StandinModel, StandinTurn
 from tito_audit.model.render import RenderError
@@ -31,12 +32,6 @@ from tito_audit.model.render import RenderError
 PIECE_IDS = 4
 """Ids per event of a streamed answer."""
 MAX_BODY = 64 << 20
-
-
-class RequestRefused(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class _Server(ThreadingHTTPServer):
@@ -65,18 +60,18 @@ class StandinServer:
     # -- answers ------------------------------------------------------------------------------------------------------
     def turn(self, prompt: Any, max_tokens: Any, stop_ids: Any, seed: Any) -> StandinTurn:
         if not isinstance(prompt, list) or not prompt or not all(type(i) is int for i in prompt):
-            raise RequestRefused(400, "the prompt must be a non-empty list of token ids")
+            raise StandinRefused(400, "the prompt must be a non-empty list of token ids")
         if max_tokens is not None and (type(max_tokens) is not int or max_tokens < 1):
-            raise RequestRefused(400, "max_tokens must be a positive integer")
+            raise StandinRefused(400, "max_tokens must be a positive integer")
         if stop_ids is not None and (not isinstance(stop_ids, list) or not all(type(i) is int for i in stop_ids)):
-            raise RequestRefused(400, "stop_token_ids must be a list of token ids")
+            raise StandinRefused(400, "stop_token_ids must be a list of token ids")
         limit = self.model.machinery.codec.id_limit
         if any(i < 0 or i >= limit for i in prompt):
-            raise RequestRefused(400, f"a prompt id is outside the vocabulary (0..{limit - 1})")
+            raise StandinRefused(400, f"a prompt id is outside the vocabulary (0..{limit - 1})")
         try:
             turn = self.model.complete(prompt, max_tokens, stop_ids or [], seed)
         except RenderError as exc:
-            raise RequestRefused(500, f"the stand-in model cannot write a turn here: {exc}") from None
+            raise StandinRefused(500, f"the stand-in model cannot write a turn here: {exc}") from None
         self.served += 1
         return turn
 
@@ -113,7 +108,7 @@ class StandinServer:
     def sglang(self, body: dict[str, Any]) -> tuple[StandinTurn, dict[str, Any]]:
         sampling = body.get("sampling_params") or {}
         if not isinstance(sampling, dict):
-            raise RequestRefused(400, "sampling_params must be an object")
+            raise StandinRefused(400, "sampling_params must be an object")
         turn = self.turn(
             body.get("input_ids"),
             sampling.get("max_new_tokens", 128),
@@ -141,7 +136,7 @@ class StandinServer:
 
     def _check_model(self, name: Any) -> None:
         if name is not None and name != self.name:
-            raise RequestRefused(404, f"The model `{name}` does not exist.")
+            raise StandinRefused(404, f"The model `{name}` does not exist.")
 
 
 def _handler(served: StandinServer) -> type[BaseHTTPRequestHandler]:
@@ -169,20 +164,20 @@ def _handler(served: StandinServer) -> type[BaseHTTPRequestHandler]:
                     answer = served.sglang(body)[1]
                     self._stream_sglang(answer) if body.get("stream") else self._json(200, answer)
                 else:
-                    raise RequestRefused(404, f"no route {self.path}")
-            except RequestRefused as exc:
+                    raise StandinRefused(404, f"no route {self.path}")
+            except StandinRefused as exc:
                 self._refuse(exc.status, str(exc))
 
         def _body(self) -> dict[str, Any]:
             length = int(self.headers.get("Content-Length") or 0)
             if length <= 0 or length > MAX_BODY:
-                raise RequestRefused(400, f"a request body of 1 to {MAX_BODY} bytes is needed")
+                raise StandinRefused(400, f"a request body of 1 to {MAX_BODY} bytes is needed")
             try:
                 body = json.loads(self.rfile.read(length))
             except (ValueError, RecursionError):
-                raise RequestRefused(400, "the request body is not JSON") from None
+                raise StandinRefused(400, "the request body is not JSON") from None
             if not isinstance(body, dict):
-                raise RequestRefused(400, "the request body must be a JSON object")
+                raise StandinRefused(400, "the request body must be a JSON object")
             return body
 
         def _refuse(self, status: int, message: str) -> None:
