@@ -5,8 +5,8 @@ The session decides a buffer exactly as the audit does, so it reuses the audit's
 
 - **the join and its diagnosis** (``audit/core/``): :func:`join` decides a buffer against the next prompt
   (:class:`Join`); the diff helpers locate where two sequences part and cut the window a report shows
-  (:class:`TokenWindow`); :func:`token_boundary` finds where a text's token boundary falls; the cause labels a
-  session reports itself (:data:`HISTORY_DEPENDENT_SUFFIX`, :data:`TEMPLATE_ERROR`);
+  (:class:`TokenWindow`); :func:`token_boundary` finds where a text's token boundary falls; the causes a session
+  reports itself (``history_dependent_suffix.NAME``, ``template_error.NAME``: read as every cause is, by module);
 - **the per-step checks that label a break** (``audit/checks/``): a step's :class:`RolloutContext` over a
   :class:`CheckSetup`, the rollout check's :func:`text_break` and :func:`seam_break` (their :class:`Failure`), and
   the history-free bridge (:func:`stand_in_bridge`);
@@ -26,9 +26,7 @@ from tito_audit.audit.checks.bridge import stand_in_bridge
 from tito_audit.audit.checks.rollout import seam_break, text_break
 from tito_audit.audit.checks.rollout_context import CheckSetup, RolloutContext
 from tito_audit.audit.checks.trace import trace_of
-from tito_audit.audit.core.causes import token_boundary
-from tito_audit.audit.core.causes.history_dependent_suffix import NAME as HISTORY_DEPENDENT_SUFFIX
-from tito_audit.audit.core.causes.template_error import NAME as TEMPLATE_ERROR
+from tito_audit.audit.core.causes import history_dependent_suffix, template_error, token_boundary
 from tito_audit.audit.core.diff import (
     common_prefix_length,
     first_difference,
@@ -43,8 +41,6 @@ from tito_audit.audit.results import Failure, StopToken, TokenWindow
 from tito_audit.audit.variant import VariantAudit
 
 __all__ = [
-    "HISTORY_DEPENDENT_SUFFIX",
-    "TEMPLATE_ERROR",
     "AuditOptions",
     "CheckSetup",
     "Failure",
@@ -57,10 +53,12 @@ __all__ = [
     "common_prefix_length",
     "conversation_source",
     "first_difference",
+    "history_dependent_suffix",
     "join",
     "mismatched_positions",
     "seam_break",
     "stand_in_bridge",
+    "template_error",
     "text_break",
     "text_window",
     "token_boundary",

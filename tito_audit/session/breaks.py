@@ -13,15 +13,15 @@ from dataclasses import dataclass, field
 from tito_audit.conversations.conversation import Conversation, Message, step_kind
 from tito_audit.model.render import RenderError, RenderTimeout, RenderTooLarge, RenderTooLong
 from tito_audit.session.audit_entry import (
-    HISTORY_DEPENDENT_SUFFIX,
-    TEMPLATE_ERROR,
     CheckSetup,
     Failure,
     Join,
     RolloutContext,
     TokenWindow,
     common_prefix_length,
+    history_dependent_suffix,
     seam_break,
+    template_error,
     text_break,
     text_window,
     token_boundary,
@@ -221,7 +221,7 @@ def suffix_break(
         step=step,
         turn=turn,
         aspect=SUFFIX,
-        causes=[HISTORY_DEPENDENT_SUFFIX],
+        causes=[history_dependent_suffix.NAME],
         roles=roles,
         char_index=char,
         token_index=start + index,
@@ -240,7 +240,7 @@ def decode_one_by_one(ids: list[int], decode_one: Callable[[int], str]) -> str:
 
 def refused(step: int, turn: int, roles: list[str], reason: str) -> SessionBreak:
     return SessionBreak(
-        step=step, turn=turn, aspect=REFUSED, causes=[TEMPLATE_ERROR], roles=roles, detail=reason, handled="raised"
+        step=step, turn=turn, aspect=REFUSED, causes=[template_error.NAME], roles=roles, detail=reason, handled="raised"
     )
 
 
