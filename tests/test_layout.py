@@ -4,6 +4,8 @@ circle), and no module grows past what one person reads in one sitting."""
 from __future__ import annotations
 
 import ast
+import re
+import warnings
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tito_audit"
@@ -95,9 +97,28 @@ def test_every_package_says_what_enters_and_leaves_it():
         assert docstring, f"{init.parent.name}/__init__.py has no docstring"
 
 
-def test_no_module_is_too_long_to_read():
-    long = {name: n for name, path in _modules().items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
-    assert long == {}
+OVER_THE_CAP = re.compile(r"^Longer than the line cap: \S.{20,}", re.M)
+"""How a module says why it keeps more than :data:`MAX_LINES` lines (a paragraph of its docstring): one cohesive
+concept split only to pass a count reads worse than one long file (httpx keeps its client in one)."""
+
+
+def test_a_module_past_the_line_cap_says_why():
+    """The cap is a warning, not a wall: a module past :data:`MAX_LINES` lines passes when its docstring has a
+    paragraph ``Longer than the line cap: <reason>``, and is listed as a warning; one without a reason fails."""
+    long = {name: path for name, path in _modules().items() if len(path.read_text().splitlines()) > MAX_LINES}
+    unexplained = []
+    for name, path in sorted(long.items()):
+        docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        if OVER_THE_CAP.search(docstring):
+            warnings.warn(f"{name} is past {MAX_LINES} lines (its docstring says why)", stacklevel=1)
+        else:
+            unexplained.append(name)
+    assert unexplained == [], f"past {MAX_LINES} lines with no 'Longer than the line cap: <reason>' paragraph"
+
+
+def test_the_reason_to_pass_the_cap_is_read_from_the_docstring():
+    assert OVER_THE_CAP.search("A client.\n\nLonger than the line cap: one cohesive client, as httpx keeps its own.")
+    assert not OVER_THE_CAP.search("A client.\n\nLonger than the line cap:")
 
 
 def test_every_dialect_module_implements_the_dialect_interface_and_is_served():
