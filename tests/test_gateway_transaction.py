@@ -1,5 +1,5 @@
-"""A request is one transaction on its session (``sessions.Turn``): a failure anywhere in a turn (the engine, the
-store's write, plain or streamed) leaves the session as it was, its lock free and its bytes given back, and the next
+"""A request is one transaction on its session (``turn_transaction.Turn``): a failure anywhere in a turn (the engine,
+the store's write, plain or streamed) leaves the session as it was, its lock free and its bytes given back, and the next
 turn is answered; a server started again on the store holds exactly the turns it answered."""
 
 from __future__ import annotations
@@ -161,6 +161,7 @@ def test_a_first_turn_the_journal_refuses_leaves_no_session_and_no_lock():
             self.saved: list[int] = []
 
         def save(self, entry, kept) -> None:
+            assert entry.session is None and entry.requests == 0  # the journal sees the session as it was
             if not self.saved:
                 self.saved.append(0)
                 raise RequestError(507, "store_failed", "not written")

@@ -169,6 +169,9 @@ def test_the_gateway_app_serves_every_dialect_at_its_path():
 
     routes = {r.path: r.methods for r in create_app(Stub()).routes if isinstance(r, Route)}  # type: ignore[arg-type]
     assert all("POST" in (routes.get(c.path) or ()) for c in DIALECTS)
+    # the paths clients call, written out (not read from DIALECTS): OpenAI's chat and Responses, Anthropic's messages
+    for path in ("/v1/chat/completions", "/v1/responses", "/v1/messages"):
+        assert "POST" in (routes.get(path) or ()), path
 
 
 SESSION_AUDIT_ENTRY = "tito_audit.session.audit_entry"

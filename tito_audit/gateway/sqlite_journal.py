@@ -1,7 +1,7 @@
 """``--store PATH``: the session table's journal in a SQLite file, so that a restarted server continues every session.
 
 Memory stays the default (sessions are lost when the server stops). With a store, each turn the session table commits
-(:meth:`~tito_audit.gateway.sessions.Turn.commit`, for plain and streamed turns alike) is written in one
+(:meth:`~tito_audit.gateway.turn_transaction.Turn.commit`, for plain and streamed turns alike) is written in one
 transaction (SQLite's WAL mode with ``synchronous=FULL``: the commit is on disk, fsync'd, before the HTTP answer is
 sent), as the change it made to the session (:mod:`tito_audit.session.snapshot`: what follows the kept part of the
 buffer, mask, log-probabilities, turns and breaks) and to the gateway's record of it (the messages the client sent,

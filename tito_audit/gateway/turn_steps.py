@@ -5,7 +5,7 @@
    messages; the copy's buffer is the prompt.
 2. The engine samples (the only awaited step).
 3. :func:`settle` (in a worker thread): check the ids against the vocabulary, parse them, and only then commit the
-   request's transaction (:class:`~tito_audit.gateway.sessions.Turn`): the copy in the session's place.
+   request's transaction (:class:`~tito_audit.gateway.turn_transaction.Turn`): the copy in the session's place.
 
 History is append-only: the messages must be the history the session has seen, then the assistant turn it
 answered (as the client got it), then new messages. Anything else is refused (409) naming the first message that
@@ -13,7 +13,7 @@ differs, or under ``--on-rewrite branch`` continued as a new branch (:mod:`.bran
 message is the server's matcher (:mod:`.matchers`). The same messages sent again (a retry) sample the turn again
 from the same prompt. A streamed turn (:mod:`.turn_stream`) takes the same steps, step 3 split in :func:`checked`,
 :func:`pending_of` and the commit so that the commit comes after its last event. Both commit through the request's
-transaction (:meth:`~tito_audit.gateway.sessions.Turn.commit`), which keeps the turn or changes nothing.
+transaction (:meth:`~tito_audit.gateway.turn_transaction.Turn.commit`), which keeps the turn or changes nothing.
 """
 
 from __future__ import annotations

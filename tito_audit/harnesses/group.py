@@ -163,7 +163,6 @@ def gateway_for(spec: GroupSpec, options: dict[str, Any]) -> Iterator[str]:
 
 def run_cell(spec: GroupSpec, harness: Harness, configuration: Configuration, url: str, runner: Runner) -> dict:
     started = time.monotonic()
-    before = set(session_ids(url))
     rollouts: list[dict] = []
     for number in range(spec.rollouts):
         if rollouts and (rollouts[-1]["exit"] != 0 or rollouts[-1]["network"]):
@@ -175,7 +174,7 @@ def run_cell(spec: GroupSpec, harness: Harness, configuration: Configuration, ur
             url, spec.model, task_folder("work", slug), home_folder(slug), Path(spec.installed), TASK, number
         )
         rollouts.append(run_rollout(harness, configuration, context, runner))
-    records = [summary(_get(f"{url}/sessions/{sid}")) for sid in session_ids(url) if sid not in before]
+    records = [summary(_get(f"{url}/sessions/{sid}")) for sid in session_ids(url)]  # the cell's gateway is its own
     return {
         "harness": harness.name,
         "configuration": configuration.name,
