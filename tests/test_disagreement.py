@@ -17,8 +17,8 @@ from tests.conftest import requires_shared
 from tests.helpers import load
 from tests.test_parse_step import ToyParser
 from tito_audit.audit.audit_options import AuditOptions
+from tito_audit.audit.disagreement import DRAWN, compare_engines
 from tito_audit.audit.parse_step import call_layouts
-from tito_audit.audit.parse_step.disagreement import DRAWN, compare_engines
 from tito_audit.matrix.disagreement_page import ModelComparison, disagreement_page
 from tito_audit.parse.fields import CALL_LOST
 from tito_audit.parse.parser import ParserChoice
@@ -40,8 +40,8 @@ def good(tiny_model_dir, tmp_path_factory):
 @pytest.fixture(scope="module")
 def base_turn(good):
     """The layouts' base turn of the skeleton template, found by the comparison itself."""
+    from tito_audit.audit import disagreement
     from tito_audit.audit.audit_options import conversation_source
-    from tito_audit.audit.parse_step import disagreement
     from tito_audit.audit.variant import VariantAudit
     from tito_audit.model.load_folder import codec_for
     from tito_audit.model.render import frozen_clock

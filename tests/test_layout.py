@@ -8,6 +8,10 @@ import re
 import warnings
 from pathlib import Path
 
+import pytest
+
+from tests import import_graph
+
 PACKAGE = Path(__file__).resolve().parent.parent / "tito_audit"
 STAGES = (
     ("errors", "outputs", "inputs"),
@@ -29,30 +33,12 @@ MAX_LINES = 420
 
 
 def _modules() -> dict[str, Path]:
-    found = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        found[name] = path
-    return found
+    return import_graph.modules(PACKAGE)
 
 
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """The package's modules ``name`` imports, at module level or inside functions."""
-    out = set()
-    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
-            for alias in node.names:
-                candidate = f"{base}.{alias.name}"
-                out.add(candidate if candidate in modules else base)
-        elif isinstance(node, ast.Import):
-            out.update(alias.name for alias in node.names)
-    return {m for m in out if m in modules and m != name}
+    return import_graph.imports(name, path, modules)
 
 
 def _stage(name: str) -> int:
@@ -87,6 +73,45 @@ def test_no_module_imports_itself_back():
                 seen.add(current)
                 frontier.extend(graph[current])
     assert circles == []
+
+
+STAGE_PACKAGES = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py") if p.parent.name != "data")
+
+
+@pytest.mark.parametrize("package", STAGE_PACKAGES)
+def test_no_part_of_a_package_imports_another_back(package):
+    """Within a package, its parts (each subpackage, each top-level module) import one another in one direction: no
+    circle among them, nor among its modules (``python -m tests.import_graph tito_audit.audit`` lists them). In
+    audit/ the report's types sit at the bottom, the steps above them, the orchestrators on top."""
+    within = f"tito_audit.{package}"
+    edges = import_graph.graph(within, _modules())
+    assert import_graph.circles(edges) == []
+    assert import_graph.circles(import_graph.quotient(edges, import_graph.part_of(within))) == []
+
+
+def test_the_graph_finds_a_circle_among_parts():
+    edges = {"p.a.x": {"p.b"}, "p.b": {"p.a.y"}, "p.a.y": set(), "p.c": {"p.b"}}
+    assert import_graph.circles(edges) == []
+    assert import_graph.circles(import_graph.quotient(edges, import_graph.part_of("p"))) == [["a", "b"]]
+
+
+AUDIT_REPORT_TYPES = ("results", "engine_result", "written_result", "result_conditions")
+"""The report's types (plain dataclasses, the JSON report's schema): the bottom of audit/ beside ``core/``."""
+
+
+def test_the_reports_types_import_no_step_of_the_audit():
+    """The report's types are what every step produces, so they import none of them (``core/`` reads them too)."""
+    within = "tito_audit.audit"
+    edges = import_graph.graph(within, _modules())
+    types = {f"{within}.{name}" for name in AUDIT_REPORT_TYPES}
+    assert types <= set(edges)
+    assert {name: sorted(edges[name] - types) for name in types if edges[name] - types} == {}
+    core = {name: targets for name, targets in edges.items() if name.startswith(f"{within}.core")}
+    assert {
+        name: sorted(t for t in targets if not t.startswith(f"{within}.core") and t not in types)
+        for name, targets in core.items()
+        if any(not t.startswith(f"{within}.core") and t not in types for t in targets)
+    } == {}
 
 
 def test_every_package_says_what_enters_and_leaves_it():
@@ -152,8 +177,6 @@ def test_every_dialect_module_implements_the_dialect_interface_and_is_served():
 
 
 def test_the_gateway_app_serves_every_dialect_at_its_path():
-    import pytest
-
     pytest.importorskip("starlette", reason="the gateway extra is not installed (pip install -e '.[gateway]')")
     from starlette.routing import Route
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tito_audit.audit.conditions.result_conditions import Conditions
+from tito_audit.audit.result_conditions import Conditions
 
 
 @dataclass

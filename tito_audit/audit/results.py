@@ -11,10 +11,13 @@ import copy
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
-from tito_audit.audit.conditions.result_conditions import CallTurns, Conditions, FormSteps, RefusedSetting, ShapeSteps
 from tito_audit.audit.engine_result import EngineVerdict
+from tito_audit.audit.result_conditions import CallTurns, Conditions, FormSteps, RefusedSetting, ShapeSteps
 from tito_audit.audit.written_result import RewrittenValue, WrittenLayout, WrittenValue
 from tito_audit.conversations.conversation import Conversation
+
+SCHEMA_VERSION = 2
+"""The JSON report's version: 2 gives one parser verdict per engine (``parsers``, each variant's ``parses``)."""
 
 READY = "ready"
 READY_TOOL_ONLY = "ready-tool-only"

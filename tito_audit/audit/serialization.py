@@ -17,7 +17,7 @@ import types
 import typing
 from typing import Any, TypeVar
 
-from tito_audit.audit.results import AuditReport
+from tito_audit.audit.results import SCHEMA_VERSION, AuditReport
 
 T = TypeVar("T")
 
@@ -50,7 +50,6 @@ def _from_version_1(data: dict[str, Any]) -> AuditReport:
     (its verdict, reason, causes and fields summed again from the variants), each variant's ``parse`` the one entry
     of its ``parses``, ``settings.parser`` the one name of ``settings.parsers``."""
     from tito_audit.audit.parse_step.engine_verdicts import engine_verdicts
-    from tito_audit.audit.service import SCHEMA_VERSION
     from tito_audit.parse.parser import TEMPLATE, ParserChoice
 
     data = dict(data)

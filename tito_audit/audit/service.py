@@ -23,7 +23,7 @@ from tito_audit.audit.conditions.verdict_conditions import report_conditions
 from tito_audit.audit.parse_step.engine_verdicts import engine_verdicts
 from tito_audit.audit.pending_plan import ParseSteps, PendingPlan
 from tito_audit.audit.recommend import recommend
-from tito_audit.audit.results import AuditReport, ModelInfo, Settings, worst_verdict
+from tito_audit.audit.results import SCHEMA_VERSION, AuditReport, ModelInfo, Settings, worst_verdict
 from tito_audit.audit.settings_together import refused_settings, settings_read_together, without_refused
 from tito_audit.audit.variant import VariantAudit
 from tito_audit.conversations.tools import BUILT_IN
@@ -49,8 +49,6 @@ __all__ = [
 ]
 
 LIBRARIES = ("transformers", "tokenizers", "jinja2", "huggingface_hub", "mistral_common")
-SCHEMA_VERSION = 2
-"""The JSON report's version: 2 gives one parser verdict per engine (``parsers``, each variant's ``parses``)."""
 
 
 def library_versions() -> dict[str, str]:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from tito_audit.audit.conditions.result_conditions import RefusedSetting
+from tito_audit.audit.result_conditions import RefusedSetting
 from tito_audit.conversations.conversation import ASSISTANT, SYSTEM, TOOL, USER, Message
 from tito_audit.conversations.tools import tool_schemas
 from tito_audit.model.load_folder import LoadedModel

@@ -3,7 +3,7 @@ verdict, the forms, shapes and settings that cause its failures (of the failing 
 hold once it is undone, each count saying what it counts), what was drawn, the refused settings, and the rare form of
 a family's habit with the parser.
 
->>> from tito_audit.audit.conditions.result_conditions import Condition, Conditions
+>>> from tito_audit.audit.result_conditions import Condition, Conditions
 >>> found = Conditions("broken", "ready", "tool", 40, 0, [Condition("shape", "when two runs", 12, 10, 10, 10)])
 >>> conditions_line(found)
 'plain loop ready; breaks when two runs (10 of 10 failing tool steps hold without it)'
@@ -11,8 +11,8 @@ a family's habit with the parser.
 
 from __future__ import annotations
 
-from tito_audit.audit.conditions.result_conditions import Condition, Conditions
 from tito_audit.audit.conditions.step_conditions import RARE_FORM, SETTING
+from tito_audit.audit.result_conditions import Condition, Conditions
 from tito_audit.audit.results import READY, UNSUPPORTED, AuditReport, ParseResult, VariantResult
 from tito_audit.parse.engines import engine_words
 

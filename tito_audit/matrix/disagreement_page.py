@@ -14,7 +14,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tito_audit.audit.parse_step.disagreement import DRAWN, EngineCase, EngineComparison, ParsedSide
+from tito_audit.audit.disagreement import DRAWN, EngineCase, EngineComparison, ParsedSide
 from tito_audit.formatters.site.html import document, esc
 from tito_audit.parse.engines import engine_label
 from tito_audit.parse.parser import TEMPLATE

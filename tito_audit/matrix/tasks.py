@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from tito_audit.audit.audit_options import AuditOptions
-from tito_audit.audit.parse_step.disagreement import EngineComparison
+from tito_audit.audit.disagreement import EngineComparison
 from tito_audit.audit.results import UNSUPPORTED, AuditReport, plain, worst_verdict
 from tito_audit.audit.serialization import DecodeError, from_dict
 from tito_audit.errors import AuditError, ResolutionError
@@ -274,8 +274,8 @@ def compare(
     loaded: LoadedModel, settings: AuditOptions, emit: Callable[[str, int, int], None]
 ) -> EngineComparison | None:
     """The engines' parsers side by side on the model's completions, when its documented parsers of two or more
-    engines are installed (:mod:`tito_audit.audit.parse_step.disagreement`)."""
-    from tito_audit.audit.parse_step.disagreement import compare_engines
+    engines are installed (:mod:`tito_audit.audit.disagreement`)."""
+    from tito_audit.audit.disagreement import compare_engines
     from tito_audit.model.load_folder import codec_for
     from tito_audit.parse.choice import choose_parsers
 

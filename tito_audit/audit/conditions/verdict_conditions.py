@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
-from tito_audit.audit.conditions.result_conditions import Condition, Conditions, StepTally
 from tito_audit.audit.conditions.step_conditions import SETTING, is_plain, kind_of, tag, words
+from tito_audit.audit.result_conditions import Condition, Conditions, StepTally
 from tito_audit.audit.results import (
     BROKEN,
     READY_TOOL_ONLY,

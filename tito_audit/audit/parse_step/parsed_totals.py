@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 
 from tito_audit.audit.aggregate import add_tallies
 from tito_audit.audit.checks.outcome import count_into
-from tito_audit.audit.conditions.result_conditions import CallTurns
 from tito_audit.audit.conditions.verdict_conditions import conditions_of, tally_steps
 from tito_audit.audit.parse_step.parsed_rollout import NAME, ParsedOutcome
 from tito_audit.audit.parse_step.value_rewrites import RewriteTotals
+from tito_audit.audit.result_conditions import CallTurns
 from tito_audit.audit.results import CheckResult, Failure, ParseResult, WrittenLayout
 from tito_audit.audit.verdict import WALKED, verdict_for
 from tito_audit.parse.parser import CompletionParser, engine_of

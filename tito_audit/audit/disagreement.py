@@ -2,12 +2,12 @@
 each engine's parser, each through its own engine's hand-over, and, where the parsed messages differ, what each does to
 the next prompt.
 
-The completions are the audit's own drawn turns (the generated conversations of every variant, as the simulated
-rollout samples them, in the layout the family's model writes) and the layouts of :mod:`.call_layouts`, built from
+The completions are the audit's own drawn turns (the generated conversations of every variant, as the simulated rollout
+samples them, in the layout the family's model writes) and the layouts of :mod:`.parse_step.call_layouts`, built from
 the template's rendering of one drawn turn with content and a call. Two parsed messages are compared on what the next
 render reads (content, reasoning, each call's name and argument values; call ids differ by design and a null content
-renders as an empty one). Where they differ, each message goes into the history in place of the turn, the tool
-results answer its calls, and the next prompt is joined with the buffer as the rollout does
+renders as an empty one). Where they differ, each message goes into the history in place of the turn, the tool results
+answer its calls, and the next prompt is joined with the buffer as the rollout does
 (:func:`tito_audit.audit.core.join.join`): does the buffer, holding what the model wrote, stay a prefix?
 """
 
