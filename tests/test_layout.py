@@ -95,23 +95,35 @@ def test_the_graph_finds_a_circle_among_parts():
     assert import_graph.circles(import_graph.quotient(edges, import_graph.part_of("p"))) == [["a", "b"]]
 
 
-AUDIT_REPORT_TYPES = ("results", "engine_result", "written_result", "result_conditions")
-"""The report's types (plain dataclasses, the JSON report's schema): the bottom of audit/ beside ``core/``."""
+AUDIT_TYPES = ("results", "engine_result", "written_result", "result_conditions", "audit_options")
+"""The bottom of audit/ beside ``core/``: the report's types (plain dataclasses, the JSON report's schema) and the
+settings."""
+AUDIT_ORCHESTRATORS = ("service", "variant", "disagreement", "public", "vllm_reference")
+"""The top of audit/: what runs the steps in order (and the public entry a loop at run time reads)."""
 
 
-def test_the_reports_types_import_no_step_of_the_audit():
-    """The report's types are what every step produces, so they import none of them (``core/`` reads them too)."""
+def test_the_audits_types_import_no_step_and_no_step_imports_an_orchestrator():
+    """The report's types are what every step produces, so they import none of them (``core/`` reads only them and
+    itself); a step is run by an orchestrator and never runs one (a second orchestrator filed inside a step package
+    imports the first)."""
     within = "tito_audit.audit"
     edges = import_graph.graph(within, _modules())
-    types = {f"{within}.{name}" for name in AUDIT_REPORT_TYPES}
-    assert types <= set(edges)
+    part = import_graph.part_of(within)
+    types = {f"{within}.{name}" for name in AUDIT_TYPES}
+    assert types <= set(edges) and {f"{within}.{name}" for name in AUDIT_ORCHESTRATORS} <= set(edges)
     assert {name: sorted(edges[name] - types) for name in types if edges[name] - types} == {}
-    core = {name: targets for name, targets in edges.items() if name.startswith(f"{within}.core")}
-    assert {
-        name: sorted(t for t in targets if not t.startswith(f"{within}.core") and t not in types)
-        for name, targets in core.items()
-        if any(not t.startswith(f"{within}.core") and t not in types for t in targets)
-    } == {}
+    core_reads = {
+        name: sorted(t for t in targets if part(t) != "core" and t not in types)
+        for name, targets in edges.items()
+        if part(name) == "core"
+    }
+    assert {name: targets for name, targets in core_reads.items() if targets} == {}
+    runs_an_orchestrator = {
+        name: sorted(t for t in targets if part(t) in AUDIT_ORCHESTRATORS)
+        for name, targets in edges.items()
+        if part(name) not in AUDIT_ORCHESTRATORS and name != within
+    }
+    assert {name: targets for name, targets in runs_an_orchestrator.items() if targets} == {}
 
 
 def test_every_package_says_what_enters_and_leaves_it():
@@ -210,3 +222,31 @@ def test_the_session_reads_the_audit_through_one_module():
     }
     assert {name: targets for name, targets in through_elsewhere.items() if targets} == {}
     assert SESSION_AUDIT_ENTRY in modules
+
+
+AUDIT_PUBLIC_ENTRY = "tito_audit.audit.public"
+"""The audit's public entry for a loop at run time: the one module of the audit the session imports."""
+
+
+def test_the_session_reads_the_audit_only_through_its_public_entry():
+    """``session/audit_entry.py`` imports the audit through :data:`AUDIT_PUBLIC_ENTRY` alone (no step, no check, no
+    orchestrator by its own path), and the entry offers exactly what the session reads: each of its names is used by a
+    module of ``session/``."""
+    modules = _modules()
+    entry = _imports(SESSION_AUDIT_ENTRY, modules[SESSION_AUDIT_ENTRY], modules)
+    assert {target for target in entry if _stage(target) == _stage("tito_audit.audit")} == {AUDIT_PUBLIC_ENTRY}
+    public = ast.parse(modules[AUDIT_PUBLIC_ENTRY].read_text(encoding="utf-8"))
+    (exported,) = [
+        ast.literal_eval(node.value)
+        for node in public.body
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets)
+    ]
+    read = {
+        alias.name
+        for name, path in modules.items()
+        if name.startswith("tito_audit.session.") and name != SESSION_AUDIT_ENTRY
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and node.module == SESSION_AUDIT_ENTRY
+        for alias in node.names
+    }
+    assert sorted(exported) == sorted(read), "the public entry offers what session/ reads, no more, no less"

@@ -1,44 +1,40 @@
 """Everything the session reads of the audit, named in one place: the rest of ``session/`` imports the audit only
-through this module (``tests/test_layout.py`` checks it).
+through this module, and this module only through the audit's public entry for a loop at run time
+(:mod:`tito_audit.audit.public`, which says what each name is for); ``tests/test_layout.py`` checks both.
 
-The session decides a buffer exactly as the audit does, so it reuses the audit's parts rather than copies of them:
-
-- **the join and its diagnosis** (``audit/core/``): :func:`join` decides a buffer against the next prompt
-  (:class:`Join`); the diff helpers locate where two sequences part and cut the window a report shows
-  (:class:`TokenWindow`); :func:`token_boundary` finds where a text's token boundary falls; the causes a session
-  reports itself (``history_dependent_suffix.NAME``, ``template_error.NAME``: read as every cause is, by module);
-- **the per-step checks that label a break** (``audit/checks/``): a step's :class:`RolloutContext` over a
-  :class:`CheckSetup`, the rollout check's :func:`text_break` and :func:`seam_break` (their :class:`Failure`), and
-  the history-free bridge (:func:`stand_in_bridge`);
-- **the proof of which steps are bridged locally** (``audit/variant.py``, ``audit/audit_options.py``,
-  ``audit/checks/trace.py``): the audit's conversations for one variant (:class:`AuditOptions`,
-  :func:`conversation_source`), realized by :class:`VariantAudit` and walked by :func:`trace_of`;
-- **the machinery's stop tokens and reasoning block** (``audit/realization/``): :func:`collect_stop_tokens`
-  (:class:`StopToken`), :func:`variant_reasoning`.
-
-The audit's own public entry for these will replace the paths below; the session's other modules do not change then.
+The session decides a buffer exactly as the audit does, so it reuses the audit's parts rather than copies of them: the
+join and its diagnosis, the per-step checks that label a break, the proof's conversations, the stop tokens and the
+reasoning block.
 """
 
 from __future__ import annotations
 
-from tito_audit.audit.audit_options import AuditOptions, conversation_source
-from tito_audit.audit.checks.bridge import stand_in_bridge
-from tito_audit.audit.checks.rollout import seam_break, text_break
-from tito_audit.audit.checks.rollout_context import CheckSetup, RolloutContext
-from tito_audit.audit.checks.trace import trace_of
-from tito_audit.audit.core.causes import history_dependent_suffix, template_error, token_boundary
-from tito_audit.audit.core.diff import (
+from tito_audit.audit.public import (
+    AuditOptions,
+    CheckSetup,
+    Failure,
+    Join,
+    RolloutContext,
+    StopToken,
+    TokenWindow,
+    VariantAudit,
+    collect_stop_tokens,
     common_prefix_length,
+    conversation_source,
     first_difference,
+    history_dependent_suffix,
+    join,
     mismatched_positions,
+    seam_break,
+    stand_in_bridge,
+    template_error,
+    text_break,
     text_window,
+    token_boundary,
     token_window,
+    trace_of,
+    variant_reasoning,
 )
-from tito_audit.audit.core.join import Join, join
-from tito_audit.audit.realization.reasoning_block import variant_reasoning
-from tito_audit.audit.realization.stops import collect_stop_tokens
-from tito_audit.audit.results import Failure, StopToken, TokenWindow
-from tito_audit.audit.variant import VariantAudit
 
 __all__ = [
     "AuditOptions",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tito_audit.audit.findings import bos_duplication, gen_prompt_mismatch, nondeterminism, written_literals
+from tito_audit.audit.findings import doubled_bos, gen_prompt_turns, nondeterminism, written_literals
 from tito_audit.audit.findings.finding_context import FindingContext, FindingRule
 from tito_audit.audit.results import Finding
 
@@ -19,8 +19,8 @@ __all__ = ["REGISTRY", "FindingContext", "FindingRule", "run_findings"]
 
 REGISTRY: tuple[FindingRule, ...] = (
     FindingRule(nondeterminism.NAME, nondeterminism.find),
-    FindingRule(bos_duplication.NAME, bos_duplication.find),
-    FindingRule(gen_prompt_mismatch.NAME, gen_prompt_mismatch.find),
+    FindingRule(doubled_bos.NAME, doubled_bos.find),
+    FindingRule(gen_prompt_turns.NAME, gen_prompt_turns.find),
     FindingRule(written_literals.NAME, written_literals.find),
 )
 

@@ -4,7 +4,7 @@ in history (``render(M[:j+1])`` does not start with ``render(M[:j], gp=True)``).
 Detected where the turns are realized (:mod:`tito_audit.audit.realization.realize`: a turn whose prompt and rendering
 part inside the generation prompt), given to a rollout divergence that lies in that region
 (:func:`tito_audit.audit.checks.rollout.text_break`) and counted as a finding
-(:mod:`tito_audit.audit.findings.gen_prompt_mismatch`). Confirmed by rendering both again: the prompt of the assistant
+(:mod:`tito_audit.audit.findings.gen_prompt_turns`). Confirmed by rendering both again: the prompt of the assistant
 turn before the divergence is not a prefix of that turn's rendering.
 """
 

@@ -1,5 +1,6 @@
-"""``gen-prompt-mismatch`` (as a count): assistant turns whose generation prompt is not a prefix of the turn
-as the template renders it, in any form a model could produce (see :mod:`tito_audit.audit.realization.realize`).
+"""How many turns the generation prompt parts from (cause ``gen-prompt-mismatch``, defined in
+:mod:`tito_audit.audit.core.causes.gen_prompt_mismatch`): assistant turns whose generation prompt is not a prefix of
+the turn as the template renders it, in any form a model could produce (:mod:`tito_audit.audit.realization.realize`).
 
 The step failures carry the label where the buffer breaks; this finding says how many turns are affected,
 e.g. "98 of 290 assistant turns".

@@ -1,6 +1,5 @@
-"""``bos-duplication``: the template writes the BOS token and ``tokenizer(text)`` adds another.
-
-Trainers that tokenize the rendered text with default arguments then start every sample with two BOS ids,
+"""The BOS token doubled (cause ``bos-duplication``, defined in :mod:`tito_audit.audit.core.causes.bos_duplication`):
+the first audited conversation's render, tokenized as a trainer that calls ``tokenizer(text)`` with its defaults does,
 e.g. ``[128000, 128000, 128006, ...]``; the fix is ``add_special_tokens=False``.
 """
 
@@ -19,17 +18,16 @@ NAME = bos_duplication.NAME
 
 
 def find(context: FindingContext) -> list[Finding]:
-    bos = context.codec.bos_id
-    if bos is None or not context.accepted or context.model.backend != JINJA:
+    if not context.accepted or context.model.backend != JINJA:
         return []
-    ids = context.codec.encode_with_default_specials(context.accepted[0][1])
-    if ids[:2] != [bos, bos]:
+    doubled, evidence = bos_duplication.doubled_bos(context.codec, context.accepted[0][1])
+    if not doubled:
         return []
     return [
         Finding(
             NAME,
             "the template writes the BOS token and tokenizer(text) with default arguments adds another; "
             "tokenize rendered text with add_special_tokens=False",
-            evidence=f"first ids {ids[:3]}",
+            evidence=evidence,
         )
     ]
