@@ -18,7 +18,8 @@ from tito_audit.audit.checks.trace import Completion
 from tito_audit.conversations.conversation import ASSISTANT, TOOL, Message
 from tito_audit.conversations.reasoning_forms import OPEN
 from tito_audit.errors import BadInputError
-from tito_audit.model.render import RenderedPrefix, one_line
+from tito_audit.model.render import RenderedPrefix
+from tito_audit.model.template_errors import one_line
 from tito_audit.parse.handover import Sampled, hand_over
 from tito_audit.parse.output_layouts import OutputLayout
 from tito_audit.parse.parser import CompletionParser, ParseInput
