@@ -47,6 +47,7 @@ from tito_audit.errors import BadInputError
 from tito_audit.model.standin import has_vocabulary
 from tito_audit.model.threads import first_import
 from tito_audit.parse.handover import Sampled, parse_input
+from tito_audit.parse.interface import Engine, distribution_version
 from tito_audit.parse.parser import ParseInput, ParserNeedsTokenizer, ParserRefused, ParserUnavailable
 from tito_audit.parse.vllm_messages import (
     ErrorKind,
@@ -66,6 +67,7 @@ from tito_audit.parse.vllm_process import (
     available,
     engine_folder,
     model_files,
+    prestart,
     shutdown,
     tokenizer_mode,
     worker,
@@ -76,6 +78,7 @@ __all__ = [
     "ENGINE",
     "INSTALL",
     "VERSION",
+    "VLLMEngine",
     "VLLMParser",
     "available",
     "check_names",
@@ -332,3 +335,30 @@ def standin_files(tokenizer: Any) -> dict[str, str]:
 def json_safe(values: Any) -> Any:
     """Template keyword arguments (or messages) as JSON carries them (a value JSON cannot carry goes as its text)."""
     return json.loads(json.dumps(values, default=str))
+
+
+class VLLMEngine(Engine):
+    """vLLM's parsers, run in vLLM's worker process (:mod:`tito_audit.parse.vllm_process`)."""
+
+    name = ENGINE
+    label = "vLLM"
+    module = "vllm"
+    install = INSTALL
+
+    def build(self, tool: str | None, reasoning: str | None, tokenizer: Any, model_dir: Path | None) -> VLLMParser:
+        return VLLMParser(tool, reasoning, model_dir, tokenizer)
+
+    def check(self, tool: str | None, reasoning: str | None) -> None:
+        check_names(tool, reasoning)
+
+    def available(self) -> bool:
+        return available()
+
+    def installed(self) -> bool:
+        return available()
+
+    def version(self) -> str | None:
+        return distribution_version("vllm", engine_folder())
+
+    def start_ahead(self) -> None:
+        prestart()
