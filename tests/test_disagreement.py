@@ -150,11 +150,11 @@ def test_the_matrix_publishes_the_page_and_links_it(tmp_path, tiny_model_dir, mo
     with that model, its front page links the page, and its row carries each engine's verdict."""
     import shutil
 
-    from tests.test_engines import _toy_engine, use_engines
+    from tests.test_engines import ToyEngine, use_engines
     from tito_audit.matrix.run import MatrixOptions, run_matrix
     from tito_audit.matrix.tables import write_matrix
 
-    use_engines(monkeypatch, (_toy_engine("alpha"), _toy_engine("beta", calls_as_text=True)))
+    use_engines(monkeypatch, (ToyEngine("alpha"), ToyEngine("beta", calls_as_text=True)))
     folder = tmp_path / "mirror" / "acme--chat"
     shutil.copytree(tiny_model_dir, folder)
     (folder / "chat_template.jinja").write_text(templates.GOOD, encoding="utf-8")

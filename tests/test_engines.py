@@ -31,31 +31,40 @@ from tito_audit.gate.policy import Policy, evaluate, parse_requirement
 from tito_audit.matrix.row import row_from_report
 from tito_audit.model.registry import RegistryParsers
 from tito_audit.parse import engines
-from tito_audit.parse.engines import Engine
 from tito_audit.parse.fields import CONTENT_WHITESPACE
+from tito_audit.parse.interface import Engine
 from tito_audit.parse.parser import ParserUnavailable
 
 
-def _toy_engine(name: str, *, installed: bool = True, **defects: bool) -> Engine:
-    def build(tool, reasoning, tokenizer, model_dir):
-        if not installed:
-            raise ParserUnavailable(f"--parser: {name} is not installed")
-        parser = ToyParser(f"{name} {tool}", **defects)
-        parser.engine, parser.tool = name, tool
+class ToyEngine(Engine):
+    """An engine of the registry whose parsers are the parse-step tests' :class:`ToyParser`."""
+
+    def __init__(self, name: str, *, installed: bool = True, **defects: bool) -> None:
+        self.name, self.label = name, name.capitalize()
+        self.module, self.install = f"{name}_parsers", f"pip install {name}-parsers"
+        self._installed, self._defects = installed, defects
+
+    def recorded(self, model_id):
+        return RegistryParsers("toy", None, f"{self.name}'s documentation")
+
+    def build(self, tool, reasoning, tokenizer, model_dir):
+        if not self._installed:
+            raise ParserUnavailable(f"--parser: {self.name} is not installed")
+        parser = ToyParser(f"{self.name} {tool}", **self._defects)
+        parser.engine, parser.tool = self.name, tool
         return parser
 
-    return Engine(
-        name=name,
-        label=name.capitalize(),
-        module=f"{name}_parsers",
-        install=f"pip install {name}-parsers",
-        recorded=lambda model_id: RegistryParsers("toy", None, f"{name}'s documentation"),
-        build=build,
-        check=lambda tool, reasoning: None,
-        available=lambda: installed,
-        installed=lambda: installed,
-        version=lambda: "1.0" if installed else None,
-    )
+    def check(self, tool, reasoning):
+        return None
+
+    def available(self):
+        return self._installed
+
+    def installed(self):
+        return self._installed
+
+    def version(self):
+        return "1.0" if self._installed else None
 
 
 def use_engines(monkeypatch, registry: tuple) -> None:
@@ -72,7 +81,7 @@ def use_engines(monkeypatch, registry: tuple) -> None:
 
 @pytest.fixture
 def two_engines(monkeypatch):
-    registry = (_toy_engine("alpha"), _toy_engine("beta", strip=True), _toy_engine("gamma", installed=False))
+    registry = (ToyEngine("alpha"), ToyEngine("beta", strip=True), ToyEngine("gamma", installed=False))
     use_engines(monkeypatch, registry)
     return registry
 

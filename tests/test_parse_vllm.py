@@ -29,6 +29,8 @@ from tito_audit.parse.choice import (
 from tito_audit.parse.engines import engine_named
 from tito_audit.parse.handover import Sampled, hand_over
 from tito_audit.parse.parser import ParseInput, ParserNeedsTokenizer, ParserRefused, ParserUnavailable
+from tito_audit.parse.vllm_messages import ErrorKind, Op
+from tito_audit.parse.vllm_process import WorkerError
 
 if not vllm.available() and os.environ.get("CI") == "true":
     raise RuntimeError(f"vLLM is not installed on CI, so its tests cannot run; install it with: {vllm.INSTALL}")
@@ -236,6 +238,24 @@ def test_a_worker_that_died_is_started_again_and_torch_never_enters_this_process
     message = parsed(hermes, CALL)  # a new worker; the parser opens its model in it again
     assert message["tool_calls"] and vllm.worker()[1] == generation + 1
     assert "torch" not in sys.modules and "vllm" not in sys.modules
+
+
+def test_the_worker_answers_every_operation_and_refuses_an_unknown_one_by_kind():
+    """Both sides speak :mod:`tito_audit.parse.vllm_messages`: each operation the client may send is one the worker
+    dispatches (a request about a model it has not opened is refused as such, not as an unknown operation), and an
+    operation it does not know comes back as an internal error, not a dead worker."""
+    running, _ = vllm.worker()
+    for op in Op:
+        if op in (Op.HELLO, Op.NAMES):
+            assert "error" not in running.ask({"op": op})
+        elif op is not Op.OPEN:
+            with pytest.raises(WorkerError, match="not opened") as refused:
+                running.ask({"op": op, "model": "never-opened", "tool": None, "reasoning": None})
+            assert refused.value.kind is ErrorKind.INTERNAL
+    with pytest.raises(WorkerError, match="unknown request 'ping'") as unknown:
+        running.ask({"op": "ping"})
+    assert unknown.value.kind is ErrorKind.INTERNAL
+    assert running.alive
 
 
 def test_torch_changes_what_transformers_reports(tmp_path):

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from tito_audit.formatters.terminal import verdict_text
 from tito_audit.parse import engines
-from tito_audit.parse.engines import Engine
+from tito_audit.parse.interface import Engine
 
 
 class Row(TypedDict):

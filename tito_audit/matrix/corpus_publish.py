@@ -54,7 +54,13 @@ per engine) only when some audited row carries one."""
 ENGINE_VERDICTS = tuple(f"{engine.name}_verdict" for engine in engines.ENGINES)
 
 
-class _CorpusColumns(TypedDict):
+class CorpusRow(TypedDict):
+    """A corpus row: one template, its columns those of :data:`COLUMNS` (a test holds the two equal) but the
+    ``<engine>_verdict`` columns (:data:`ENGINE_VERDICTS`, one per engine of
+    :data:`~tito_audit.parse.engines.ENGINES`), which are present only on a row audited with that engine's parsers
+    (and come last in ``index.json``, in the order they were added); code reads and writes them by their computed
+    names through :func:`~tito_audit.matrix.row.cell`."""
+
     name: str
     origin: str
     repo: str
@@ -75,16 +81,6 @@ class _CorpusColumns(TypedDict):
     mask: str
     page: str
     duration_seconds: float | None
-
-
-class CorpusRow(_CorpusColumns, total=False):
-    """A corpus row: one template, its columns those of :data:`COLUMNS` (a test holds the two equal). The
-    ``<engine>_verdict`` columns are present only on a row audited with that engine's parsers (and come last in
-    ``index.json``, in the order they were added); code that picks one by a computed name reads it through
-    :func:`~tito_audit.matrix.row.cell`."""
-
-    sglang_verdict: str
-    vllm_verdict: str
 
 
 INTEGER_COLUMNS = ("downloads", "model_ids")

@@ -37,7 +37,7 @@ from tito_audit.matrix.row import (
     verdict_of,
 )
 from tito_audit.parse import engines
-from tito_audit.parse.engines import Engine
+from tito_audit.parse.interface import Engine
 
 OTHER_FAMILY = "other"
 DATA_FILES = ("matrix.md", "matrix.csv", "matrix.json", "matrix.parquet")

@@ -16,7 +16,7 @@ from tito_audit.formatters.site.glossary import NOT_AUDITED
 from tito_audit.model.registry import family_of
 from tito_audit.parse import engines
 from tito_audit.parse.choice import needs_tokenizer_prefix, not_installed_prefix, refused_prefix
-from tito_audit.parse.engines import Engine
+from tito_audit.parse.interface import Engine
 
 AUDITED = "audited"
 NOT_REACHABLE = "not audited: not reachable"
@@ -92,11 +92,13 @@ CONDITIONS_SHOWN = 3
 
 
 class MatrixRow(TypedDict):
-    """A curated matrix row: one model id, its columns in :data:`COLUMNS` order (a test holds the two equal). Every
+    """A curated matrix row: one model id, its columns in :data:`COLUMNS` order (a test holds the two equal, the
+    engines' columns aside). Every
     column is text except ``seed``, ``count`` (None on a row that was not audited) and ``duration_seconds``. The
-    engine and step-kind columns are named from :data:`~tito_audit.parse.engines.ENGINES` and
-    :data:`~tito_audit.conversations.conversation.STEP_KINDS`; code that picks one by a computed name reads and writes
-    it through :func:`cell` and :func:`set_cells`."""
+    engines' four text columns each (:func:`engine_columns`, named from :data:`~tito_audit.parse.engines.ENGINES`)
+    are not typed one by one, so that another engine is no edit here: they are read and written by their computed
+    names through :func:`cell` and :func:`set_cells`, as the step-kind columns named from
+    :data:`~tito_audit.conversations.conversation.STEP_KINDS` are."""
 
     model_id: str
     family: str
@@ -107,14 +109,6 @@ class MatrixRow(TypedDict):
     stop_tokens: str
     verdict: str
     conditions: str
-    sglang_verdict: str
-    sglang_conditions: str
-    sglang_parser: str
-    sglang_way_out: str
-    vllm_verdict: str
-    vllm_conditions: str
-    vllm_parser: str
-    vllm_way_out: str
     written_values: str
     variant_verdicts: str
     rollout_tool: str

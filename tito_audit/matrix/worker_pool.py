@@ -140,7 +140,7 @@ def _serve_tasks(
 
 
 @dataclass
-class _Worker:
+class WorkerProcess:
     process: Any
     connection: Connection
     task: Task | None = None
@@ -174,8 +174,8 @@ class WorkerPool:
         self.function = function
         self.environment = dict(environment or {})
         self._context = multiprocessing.get_context("spawn")
-        self._workers: list[_Worker] = []
-        self._reading: _Worker | None = None
+        self._workers: list[WorkerProcess] = []
+        self._reading: WorkerProcess | None = None
         """The worker whose pipe is being read: interrupted there, its pipe may hold half a message."""
         self.lost = 0
         """Workers that died while running a task."""
@@ -205,7 +205,7 @@ class WorkerPool:
         self._end(at_once=False)
 
     # -- inside ---------------------------------------------------------------------------------------------------
-    def _start(self) -> _Worker:
+    def _start(self) -> WorkerProcess:
         parent_end, child_end = self._context.Pipe(duplex=True)
         process = self._context.Process(
             target=_serve,
@@ -215,7 +215,7 @@ class WorkerPool:
         )
         process.start()
         child_end.close()
-        worker = _Worker(process, parent_end)
+        worker = WorkerProcess(process, parent_end)
         self._workers.append(worker)
         return worker
 
@@ -226,13 +226,13 @@ class WorkerPool:
         while queue and len(self._workers) < self.size:
             self._give(self._start(), queue.popleft())
 
-    def _give(self, worker: _Worker, task: Task) -> None:
+    def _give(self, worker: WorkerProcess, task: Task) -> None:
         worker.task = task
         worker.connection.send(task)
 
     def _hear(
         self,
-        worker: _Worker,
+        worker: WorkerProcess,
         queue: deque[Task],
         attempts: Counter[str],
         on_done: Callable[[str, Any], None],
@@ -258,7 +258,7 @@ class WorkerPool:
         self._lost(worker, queue, attempts, on_failed)
 
     def _lost(
-        self, worker: _Worker, queue: deque[Task], attempts: Counter[str], on_failed: Callable[[str, str], None]
+        self, worker: WorkerProcess, queue: deque[Task], attempts: Counter[str], on_failed: Callable[[str, str], None]
     ) -> None:
         worker.process.join(timeout=5)
         self._workers.remove(worker)

@@ -77,10 +77,6 @@ def registry_stop_tokens(model_id: str) -> RegistryStops | None:
     return None
 
 
-ENGINES = ("sglang", "vllm")
-"""The serving engines whose documented parser pairs the registry records (``<engine>_parsers`` in families.json)."""
-
-
 @dataclass(frozen=True)
 class RegistryParsers:
     """A model's parsers for one engine (``--tool-call-parser``, ``--reasoning-parser``), with where they were read."""
@@ -99,10 +95,12 @@ def registry_parsers(model_id: str, engine: str = "sglang") -> RegistryParsers |
     >>> registry_parsers("Qwen/Qwen3-4B", engine="vllm").tool
     'hermes'
     """
-    if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r} (known: {', '.join(ENGINES)})")
+    recorded = _data().get(f"{engine}_parsers")
+    if recorded is None:  # every engine records its pairs under ``<engine>_parsers``, none of them or some
+        known = sorted(key.removesuffix("_parsers") for key in _data() if key.endswith("_parsers"))
+        raise ValueError(f"unknown engine {engine!r} (known: {', '.join(known)})")
     wanted = model_id.lower()
-    for entry in _data().get(f"{engine}_parsers", []):
+    for entry in recorded:
         if any(model.lower() == wanted for model in entry["models"]):
             return RegistryParsers(entry.get("tool"), entry.get("reasoning"), entry["source"], engine)
     return None

@@ -24,7 +24,8 @@ from typing import Any
 
 from tito_audit.errors import BadInputError
 from tito_audit.parse import engines
-from tito_audit.parse.engines import Engine, engine_named, engine_names, installed
+from tito_audit.parse.engines import engine_named, engine_names, installed
+from tito_audit.parse.interface import Engine
 from tito_audit.parse.parser import (
     TEMPLATE,
     CompletionParser,

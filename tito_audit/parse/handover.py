@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from tito_audit.parse.parser import CompletionParser, ParseInput
 
@@ -61,11 +61,21 @@ class Sampled:
         return self.stop is not None and self.text.endswith(self.stop)
 
 
+@runtime_checkable
+class HandsOver(CompletionParser, Protocol):
+    """A parser whose engine hands it a completion by rules of its own, not SGLang's (vLLM's:
+    :class:`tito_audit.parse.vllm.VLLMParser`, which asks vLLM's detokenizer)."""
+
+    def hand_over(self, sampled: Sampled) -> ParseInput:
+        """The :class:`ParseInput` this parser's engine makes of ``sampled``."""
+        ...
+
+
 def hand_over(parser: CompletionParser, sampled: Sampled) -> ParseInput:
-    """What ``parser``'s engine hands it for ``sampled``: the parser's own hand-over when it has one, else SGLang's."""
-    own = getattr(parser, "hand_over", None)
-    if callable(own):
-        return own(sampled)
+    """What ``parser``'s engine hands it for ``sampled``: the parser's own hand-over when it has one
+    (:class:`HandsOver`), else SGLang's."""
+    if isinstance(parser, HandsOver):
+        return parser.hand_over(sampled)
     return sglang_hand_over(parser, sampled)
 
 

@@ -24,11 +24,13 @@ import hashlib
 import json
 import logging
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from tito_audit.conversations.conversation import ASSISTANT, Message
 from tito_audit.errors import BadInputError
 from tito_audit.model.threads import first_import
+from tito_audit.parse.interface import Engine, distribution_version, module_found
 from tito_audit.parse.parser import ParseInput, ParserUnavailable
 
 ENGINE = "sglang"
@@ -136,3 +138,27 @@ def _arguments(item: Any) -> Any:
     except (TypeError, ValueError):
         return raw
     return value if isinstance(value, dict) else raw
+
+
+class SGLangEngine(Engine):
+    """SGLang's parsers, as llm-router-utils packages them (run in this process)."""
+
+    name = ENGINE
+    label = "SGLang"
+    module = "llm_router_utils"
+    install = INSTALL
+
+    def build(self, tool: str | None, reasoning: str | None, tokenizer: Any, model_dir: Path | None) -> SGLangParser:
+        return SGLangParser(tool, reasoning)
+
+    def check(self, tool: str | None, reasoning: str | None) -> None:
+        SGLangParser(tool, reasoning)  # refuses names SGLang does not know
+
+    def available(self) -> bool:
+        return available()
+
+    def installed(self) -> bool:
+        return module_found("llm_router_utils")
+
+    def version(self) -> str | None:
+        return distribution_version("llm-router-utils")

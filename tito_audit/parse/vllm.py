@@ -47,15 +47,27 @@ from tito_audit.errors import BadInputError
 from tito_audit.model.standin import has_vocabulary
 from tito_audit.model.threads import first_import
 from tito_audit.parse.handover import Sampled, parse_input
+from tito_audit.parse.interface import Engine, distribution_version
 from tito_audit.parse.parser import ParseInput, ParserNeedsTokenizer, ParserRefused, ParserUnavailable
+from tito_audit.parse.vllm_messages import (
+    ErrorKind,
+    HandOverAnswer,
+    HandOverBody,
+    NamesAnswer,
+    Op,
+    ParseAnswer,
+    ParseBody,
+)
 from tito_audit.parse.vllm_process import (
     INSTALL,
     VERSION,
     OpenedModel,
     WorkerError,
+    WorkerProcess,
     available,
     engine_folder,
     model_files,
+    prestart,
     shutdown,
     tokenizer_mode,
     worker,
@@ -66,6 +78,7 @@ __all__ = [
     "ENGINE",
     "INSTALL",
     "VERSION",
+    "VLLMEngine",
     "VLLMParser",
     "available",
     "check_names",
@@ -125,9 +138,10 @@ LINKED_WITH_STANDIN = ("config.json", "generation_config.json")
 
 
 @cache
-def _names() -> dict[str, list[str]]:
+def _names() -> NamesAnswer:
     running, _ = worker()
-    return running.ask({"op": "names"})
+    answer: NamesAnswer = running.ask({"op": Op.NAMES})
+    return answer
 
 
 def tool_parser_names() -> list[str]:
@@ -177,7 +191,7 @@ class VLLMParser:
             self.name += STANDIN + (f" ({', '.join(formats)})" if formats else "")
         self._model = OpenedModel(files, inline, tool, reasoning)
         self.harmony = False
-        self._ask({"op": "ping"}, opening=True)
+        self._open()
         if inline is not None and not self._model.opened.get("keeps_special_tokens"):
             why = (
                 "with tools declared, vLLM's hand-over for these parsers skips special tokens, and which tokens are "
@@ -205,20 +219,23 @@ class VLLMParser:
             why,
         )
 
-    def _ask(self, request: dict[str, Any], opening: bool = False) -> dict[str, Any]:
+    def _open(self) -> WorkerProcess:
+        """The worker with this parser's model opened in it (the error it refused with, as this parser's own)."""
         try:
             running = self._model.open()
         except WorkerError as exc:
-            if exc.kind == "import":
+            if exc.kind is ErrorKind.IMPORT:
                 raise ParserUnavailable(f"--parser {self.name}: {exc}") from None
-            if exc.kind in ("tokenizer", "parser"):
+            if exc.kind in (ErrorKind.TOKENIZER, ErrorKind.PARSER):
                 raise ParserRefused(f"--parser {self.name}: {exc}") from None
             raise BadInputError(f"--parser {self.name}: {exc}") from None
         self.harmony = bool(self._model.opened.get("harmony"))
-        if opening:
-            return {}
+        return running
+
+    def _ask(self, op: Op, body: HandOverBody | ParseBody) -> Any:
+        running = self._open()
         try:
-            return self._model.ask(running, request)
+            return self._model.ask(running, op, body)
         except WorkerError as exc:
             raise BadInputError(f"--parser {self.name}: vLLM's parser raised on a completion: {exc}") from None
 
@@ -228,30 +245,26 @@ class VLLMParser:
         if not sampled.ids:
             text = sampled.text[: -len(sampled.stop)] if sampled.stopped and sampled.stop else sampled.text
             return parse_input(sampled, text)
-        answer = self._ask(
-            {
-                "op": "hand_over",
-                "ids": list(sampled.ids),
-                "prompt_ids": list(sampled.prompt_ids),
-                "stopped": sampled.stopped,
-                "tools": sampled.tools,
-                "template_kwargs": json_safe(sampled.template_kwargs),
-            }
+        body = HandOverBody(
+            ids=list(sampled.ids),
+            prompt_ids=list(sampled.prompt_ids),
+            stopped=sampled.stopped,
+            tools=sampled.tools,
+            template_kwargs=json_safe(sampled.template_kwargs),
         )
+        answer: HandOverAnswer = self._ask(Op.HAND_OVER, body)
         return parse_input(sampled, str(answer["text"]))
 
     def parse(self, given: ParseInput) -> Message:
-        answer = self._ask(
-            {
-                "op": "parse",
-                "text": given.text,
-                "ids": list(given.ids),
-                "prompt_ids": list(given.prompt_ids),
-                "tools": given.tools,
-                "template_kwargs": json_safe(given.template_kwargs),
-                "earlier_calls": given.earlier_calls,
-            }
+        body = ParseBody(
+            text=given.text,
+            ids=list(given.ids),
+            prompt_ids=list(given.prompt_ids),
+            tools=given.tools,
+            template_kwargs=json_safe(given.template_kwargs),
+            earlier_calls=given.earlier_calls,
         )
+        answer: ParseAnswer = self._ask(Op.PARSE, body)
         message: Message = {"role": ASSISTANT, "content": answer.get("content") or ""}
         if answer.get("reasoning"):
             message["reasoning_content"] = answer["reasoning"]
@@ -322,3 +335,30 @@ def standin_files(tokenizer: Any) -> dict[str, str]:
 def json_safe(values: Any) -> Any:
     """Template keyword arguments (or messages) as JSON carries them (a value JSON cannot carry goes as its text)."""
     return json.loads(json.dumps(values, default=str))
+
+
+class VLLMEngine(Engine):
+    """vLLM's parsers, run in vLLM's worker process (:mod:`tito_audit.parse.vllm_process`)."""
+
+    name = ENGINE
+    label = "vLLM"
+    module = "vllm"
+    install = INSTALL
+
+    def build(self, tool: str | None, reasoning: str | None, tokenizer: Any, model_dir: Path | None) -> VLLMParser:
+        return VLLMParser(tool, reasoning, model_dir, tokenizer)
+
+    def check(self, tool: str | None, reasoning: str | None) -> None:
+        check_names(tool, reasoning)
+
+    def available(self) -> bool:
+        return available()
+
+    def installed(self) -> bool:
+        return available()
+
+    def version(self) -> str | None:
+        return distribution_version("vllm", engine_folder())
+
+    def start_ahead(self) -> None:
+        prestart()

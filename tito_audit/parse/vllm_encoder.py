@@ -22,6 +22,7 @@ from tito_audit.model.engine_rendered import ENGINE_ENCODER, EngineEncoder, Rend
 from tito_audit.model.load_folder import LoadedModel
 from tito_audit.parse.parser import ParserUnavailable
 from tito_audit.parse.vllm import INSTALL, available, json_safe, model_files
+from tito_audit.parse.vllm_messages import Op, RenderAnswer, RenderBody
 from tito_audit.parse.vllm_process import OpenedModel, WorkerError
 
 
@@ -44,16 +45,15 @@ class VLLMEncoder:
     ) -> list[str | RenderRefusal]:
         """The text of each ``(k, add_generation_prompt)`` prefix as vLLM's server renders the request, or the
         reason it refuses; raises :class:`ModelLoadError` when the encoder cannot run at all."""
-        request = {
-            "op": "render",
-            "messages": client_messages(messages),
-            "tools": tools,
-            "template_kwargs": json_safe(dict(kwargs)),
-            "prefixes": [[k, gp] for k, gp in keys],
-        }
+        body = RenderBody(
+            messages=client_messages(messages),
+            tools=tools,
+            template_kwargs=json_safe(dict(kwargs)),
+            prefixes=[(k, gp) for k, gp in keys],
+        )
         try:
             running = self._model.open()
-            answer = self._model.ask(running, request)
+            answer: RenderAnswer = self._model.ask(running, Op.RENDER, body)
         except (WorkerError, ParserUnavailable) as exc:
             raise ModelLoadError(f"{self.model_id}: {self.encoder.label} cannot run in vLLM's worker: {exc}") from None
         return [

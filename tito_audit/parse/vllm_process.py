@@ -1,11 +1,11 @@
 """vLLM's worker process, seen from tito-audit's side: where vLLM is, the worker's environment, starting it, asking it,
 ending it (:mod:`tito_audit.parse.vllm_worker` is what runs inside it; :mod:`tito_audit.parse.vllm` the parser).
 
-One worker per process, started on first use (importing vLLM takes seconds), again after it died, and anew in a
-forked child; one request at a time; every request has a time limit, after which the worker is killed. A caller that
-will need it soon starts it ahead (:func:`prestart`: the command line before it loads the model, a matrix worker
-before each audit), so that vLLM imports on the other core while this process loads and renders; the first request
-then waits only for what is left of the import. The
+One worker per process, started on first use (importing vLLM takes seconds), again after it died, and anew in a forked
+child; one request at a time; every request has a time limit, after which the worker is killed. A caller that will need
+it soon starts it ahead (:func:`prestart`: the command line before it loads the model, a matrix worker before each
+audit), so that vLLM imports on the other core while this process loads and renders; the first request then waits only
+for what is left of the import. What the two sides say is typed in :mod:`tito_audit.parse.vllm_messages`. The
 environment puts vLLM's folder (``make vllm``: ``.venv/vllm-engine``) after this environment's packages, through the
 ``sitecustomize`` of ``vllm_site/``, so that this environment's pinned packages win in the worker too.
 """
@@ -20,16 +20,27 @@ import json
 import os
 import select
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
 from tito_audit.parse.parser import ParserUnavailable
+from tito_audit.parse.vllm_messages import (
+    HEADER,
+    ErrorKind,
+    Op,
+    OpenAnswer,
+    decode,
+    encode,
+    error_kind,
+    hello,
+    is_error,
+)
 
 VERSION = "0.33.0"
 PATH_ENV = "TITO_AUDIT_VLLM_PATH"
@@ -86,14 +97,14 @@ def worker_environment() -> dict[str, str]:
 
 
 class WorkerError(Exception):
-    """The worker answered with an error (``kind``: names, tokenizer, parser, import, internal)."""
+    """The worker answered with an error, of a :class:`~tito_audit.parse.vllm_messages.ErrorKind`."""
 
-    def __init__(self, message: str, kind: str) -> None:
+    def __init__(self, message: str, kind: ErrorKind) -> None:
         super().__init__(message)
         self.kind = kind
 
 
-class _Worker:
+class WorkerProcess:
     """One running worker process and the pipes to it; one request at a time.
 
     Started without waiting: its greeting (vLLM's version, once vLLM is imported) is asked for at once and read by
@@ -118,48 +129,47 @@ class _Worker:
         self.import_seconds = 0.0
         self._greeted = False
         with self.lock:
-            self._send({"op": "hello"})
+            self._send(hello())
 
     def greet(self) -> None:
         """Wait for the worker's greeting (vLLM imported), once; raises as :meth:`ask` does."""
         with self.lock:
             if self._greeted:
                 return
-            hello = self._answer(START_SECONDS)
+            greeting = self._answer(START_SECONDS)
             self._greeted = True
-        if "error" in hello:
-            raise WorkerError(str(hello["error"]), str(hello.get("kind", "internal")))
+        if is_error(greeting):
+            raise WorkerError(str(greeting["error"]), error_kind(greeting))
         self.start_seconds = time.perf_counter() - self._started
-        self.version = str(hello.get("vllm"))
-        self.import_seconds = float(hello.get("import_seconds") or 0.0)
+        self.version = str(greeting.get("vllm"))
+        self.import_seconds = float(greeting.get("import_seconds") or 0.0)
 
-    def ask(self, request: dict[str, Any], seconds: float = ANSWER_SECONDS) -> dict[str, Any]:
+    def ask(self, request: Mapping[str, Any], seconds: float = ANSWER_SECONDS) -> Any:
         """The worker's answer to ``request`` (raises :class:`WorkerError` for an error answer, and
         :class:`ParserUnavailable` when the worker died or took longer than ``seconds``: it is ended then)."""
         self.greet()
         with self.lock:
             self._send(request)
             answer = self._answer(seconds)
-        if "error" in answer:
-            raise WorkerError(str(answer["error"]), str(answer.get("kind", "internal")))
+        if is_error(answer):
+            raise WorkerError(str(answer["error"]), error_kind(answer))
         return answer
 
-    def _send(self, request: dict[str, Any]) -> None:
+    def _send(self, request: Mapping[str, Any]) -> None:
         """Write ``request`` (under :attr:`lock`)."""
         try:
-            data = json.dumps(request, ensure_ascii=False).encode("utf-8")
             assert self.process.stdin is not None
-            self.process.stdin.write(struct.pack(">I", len(data)) + data)
+            self.process.stdin.write(encode(request))
             self.process.stdin.flush()
         except BaseException as exc:
             self._failed(exc)
 
-    def _answer(self, seconds: float) -> dict[str, Any]:
+    def _answer(self, seconds: float) -> Any:
         """Read the next answer (under :attr:`lock`), within ``seconds``."""
         try:
             deadline = time.monotonic() + seconds
-            (size,) = struct.unpack(">I", self._read(4, deadline))
-            answer: dict[str, Any] = json.loads(self._read(size, deadline))
+            (size,) = HEADER.unpack(self._read(HEADER.size, deadline))
+            answer = decode(self._read(size, deadline))
         except BaseException as exc:
             self._failed(exc)
         return answer
@@ -223,7 +233,7 @@ class _Worker:
                     stream.close()
 
 
-_WORKERS: list[_Worker] = []
+_WORKERS: list[WorkerProcess] = []
 _WORKER_LOCK = threading.Lock()
 _GENERATION = 0
 """How many workers this process started (a parser opens its model in each worker it uses)."""
@@ -234,7 +244,7 @@ BUSY_SECONDS = 1.0
 """How long a request waits for a busy worker before it asks another (a parse takes milliseconds)."""
 
 
-def worker() -> tuple[_Worker, int]:
+def worker() -> tuple[WorkerProcess, int]:
     """A running worker of this process, one not answering another request when there is one (started on first
     use, again after one died or in a forked child, and beside a busy one that stays busy for
     :data:`BUSY_SECONDS`, up to :data:`MAX_WORKERS`), greeted, and its generation (each started worker's own
@@ -248,7 +258,7 @@ def worker() -> tuple[_Worker, int]:
     return running, generation
 
 
-def _idle_or_started() -> tuple[_Worker, int]:
+def _idle_or_started() -> tuple[WorkerProcess, int]:
     """The worker :func:`worker` gives, not yet greeted (one started ahead is still importing vLLM)."""
     waited_until = time.monotonic() + BUSY_SECONDS
     while True:
@@ -264,12 +274,12 @@ def _idle_or_started() -> tuple[_Worker, int]:
         time.sleep(0.02)
 
 
-def _started() -> tuple[_Worker, int]:
+def _started() -> tuple[WorkerProcess, int]:
     """A new worker, started and not waited for, kept among this process's (under ``_WORKER_LOCK``)."""
     global _GENERATION
     if not available():
         raise ParserUnavailable(f"--parser: vLLM's parsers are not installed; install them with: {INSTALL}")
-    running = _Worker()
+    running = WorkerProcess()
     _GENERATION += 1
     running.generation = _GENERATION
     _WORKERS.append(running)
@@ -314,28 +324,29 @@ class OpenedModel:
         self.tool = tool
         self.reasoning = reasoning
         self.key = hashlib.sha256(json.dumps([files, self.inline], sort_keys=True).encode()).hexdigest()
-        self.opened: dict[str, Any] = {}
+        self.opened: OpenAnswer = {}
         """The worker's answer to opening it (``tokenizer``, ``harmony``, ``mode``)."""
         self._generations: set[int] = set()
         """The workers (by generation) it is opened in: a process runs up to :data:`MAX_WORKERS`."""
         self._lock = threading.Lock()
 
-    def open(self) -> _Worker:
+    def open(self) -> WorkerProcess:
         """The running worker, with the model opened in it (raises :class:`WorkerError` when the worker cannot open
         it, :class:`ParserUnavailable` when there is no worker)."""
         running, generation = worker()
         with self._lock:
             if generation not in self._generations:
-                request: dict[str, Any] = {"op": "open", "model": self.key, "files": self.files}
+                body: dict[str, Any] = {"files": self.files}
                 if self.inline:
-                    request["inline"] = self.inline
-                self.opened = running.ask(request | {"tool": self.tool, "reasoning": self.reasoning})
+                    body["inline"] = self.inline
+                self.opened = self.ask(running, Op.OPEN, body)
                 self._generations.add(generation)
         return running
 
-    def ask(self, running: _Worker, request: dict[str, Any]) -> dict[str, Any]:
-        """``request`` about this model, answered by ``running`` (the worker :meth:`open` gave)."""
-        return running.ask(request | {"model": self.key, "tool": self.tool, "reasoning": self.reasoning})
+    def ask(self, running: WorkerProcess, op: Op, body: Mapping[str, Any]) -> Any:
+        """The answer of ``running`` (the worker :meth:`open` gave) to operation ``op`` about this model: ``body``
+        (the operation's own fields, ``vllm_messages.<Op>Body``) with the model's key and parser pair."""
+        return running.ask({"op": op, "model": self.key, "tool": self.tool, "reasoning": self.reasoning, **body})
 
 
 def model_files(model_dir: Path) -> dict[str, str]:

@@ -32,6 +32,8 @@ What it runs, step by step as vLLM 0.33's OpenAI server does (files under ``vllm
 
 ``open`` loads a folder's files, or, for a template-only model, the stand-in vocabulary tito-audit built (its files
 sent with the request: only parsers that read no more than the special tokens' ids are opened on one).
+
+The requests and answers are typed in :mod:`tito_audit.parse.vllm_messages`, which the client imports too.
 """
 
 from __future__ import annotations
@@ -40,15 +42,34 @@ import json
 import os
 import re
 import signal
-import struct
 import sys
 import tempfile
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, BinaryIO
+from typing import Any, cast
 
+from tito_audit.parse.vllm_messages import (
+    ErrorAnswer,
+    ErrorKind,
+    HandOverAnswer,
+    HandOverRequest,
+    HelloAnswer,
+    ModelRequest,
+    NamesAnswer,
+    Op,
+    OpenAnswer,
+    OpenRequest,
+    ParseAnswer,
+    ParseRequest,
+    RenderAnswer,
+    RenderRequest,
+    error,
+    read_message,
+    write_message,
+)
 from tito_audit.parse.vllm_process import tokenizer_mode
 
 PROBE_TOOLS = [{"type": "function", "function": {"name": "probe", "parameters": {"type": "object", "properties": {}}}}]
@@ -61,8 +82,8 @@ TEMPORARY_FOLDER = re.compile(r"\S*tito-audit-vllm-[A-Za-z0-9_]+")
 """Tokenizers kept loaded at once (the least recently used goes)."""
 
 
-class Engine:
-    """vLLM's parsers and detokenizer, and the tokenizers they were opened for."""
+class VLLMRuntime:
+    """vLLM's parsers, detokenizer and renderers, imported once, and the tokenizers they were opened for."""
 
     def __init__(self) -> None:
         started = time.perf_counter()
@@ -86,54 +107,61 @@ class Engine:
         self.models: OrderedDict[str, SimpleNamespace] = OrderedDict()
         self.import_seconds = time.perf_counter() - started
 
-    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
-        op = request.get("op")
-        if op == "hello":
-            import vllm
-
-            return {"vllm": vllm.__version__, "import_seconds": round(self.import_seconds, 3)}
-        if op == "names":
-            return {"tool": self.tool_names, "reasoning": self.reasoning_names}
-        if op == "open":
-            return self.open(request)
-        model = self.models.get(str(request.get("model")))
+    def handle(self, request: dict[str, Any]) -> object:
+        """The answer to one request (an :class:`~tito_audit.parse.vllm_messages.ErrorAnswer` when it cannot be
+        answered)."""
+        try:
+            op = Op(request.get("op"))
+        except ValueError:
+            return error(f"unknown request {request.get('op')!r}", ErrorKind.INTERNAL)
+        if op is Op.HELLO:
+            return self.hello()
+        if op is Op.NAMES:
+            return NamesAnswer(tool=self.tool_names, reasoning=self.reasoning_names)
+        if op is Op.OPEN:
+            return self.open(cast(OpenRequest, request))
+        about = cast(ModelRequest, request)
+        model = self.models.get(str(about.get("model")))
         if model is None:
-            return {"error": "the model was not opened in this worker", "kind": "internal"}
-        self.models.move_to_end(str(request["model"]))
-        if op == "render":
-            return self.render(model, request)
-        parser_cls = model.parsers[(request.get("tool"), request.get("reasoning"))]
-        if op == "hand_over":
-            return self.hand_over(model, parser_cls, request)
-        if op == "parse":
-            return self.parse(model, parser_cls, request)
-        return {"error": f"unknown request {op!r}", "kind": "internal"}
+            return error("the model was not opened in this worker", ErrorKind.INTERNAL)
+        self.models.move_to_end(about["model"])
+        if op is Op.RENDER:
+            return self.render(model, cast(RenderRequest, request))
+        parser_cls = model.parsers[(about.get("tool"), about.get("reasoning"))]
+        if op is Op.HAND_OVER:
+            return self.hand_over(model, parser_cls, cast(HandOverRequest, request))
+        return self.parse(model, parser_cls, cast(ParseRequest, request))
+
+    def hello(self) -> HelloAnswer:
+        import vllm
+
+        return HelloAnswer(vllm=str(vllm.__version__), import_seconds=round(self.import_seconds, 3))
 
     # -- open --------------------------------------------------------------------------------------------------------
-    def open(self, request: dict[str, Any]) -> dict[str, Any]:
+    def open(self, request: OpenRequest) -> OpenAnswer | ErrorAnswer:
         tool, reasoning = request.get("tool"), request.get("reasoning")
         wanted = (("tool-call", tool, self.tool_names), ("reasoning", reasoning, self.reasoning_names))
         unknown = [(kind, name, known) for kind, name, known in wanted if name is not None and name not in known]
         if unknown:
             kind, name, known = unknown[0]
-            return {"error": f"unknown vLLM {kind} parser {name!r} (known: {', '.join(known)})", "kind": "names"}
+            return error(f"unknown vLLM {kind} parser {name!r} (known: {', '.join(known)})", ErrorKind.NAMES)
         key = str(request["model"])
         model = self.models.get(key)
         if model is None:
             try:
-                model = self._load(request["files"], request.get("inline") or {})
+                model = self._load(request.get("files") or {}, request.get("inline") or {})
             except Exception as exc:
-                return {"error": f"vLLM cannot load the model's tokenizer: {_one_line(exc)}", "kind": "tokenizer"}
+                return error(f"vLLM cannot load the model's tokenizer: {_one_line(exc)}", ErrorKind.TOKENIZER)
             self.models[key] = model
             while len(self.models) > MODELS_KEPT:
                 self.models.popitem(last=False)
-        opened: dict[str, Any] = {"tokenizer": type(model.tokenizer).__name__, "harmony": model.harmony}
+        opened = OpenAnswer(tokenizer=type(model.tokenizer).__name__, harmony=model.harmony, mode=model.mode)
         if tool is not None or reasoning is not None:
             if (tool, reasoning) not in model.parsers:
                 try:
                     model.parsers[(tool, reasoning)] = self._parser_class(model, tool, reasoning)
                 except Exception as exc:
-                    return {"error": _one_line(exc), "kind": "parser"}
+                    return error(_one_line(exc), ErrorKind.PARSER)
             # whether the hand-over keeps special tokens for a request that declares tools (else what the parser is
             # handed depends on which tokens the vocabulary marks special)
             try:
@@ -141,7 +169,7 @@ class Engine:
                 opened["keeps_special_tokens"] = not probe.to_sampling_params(1, {}).skip_special_tokens
             except Exception:  # a parser that cannot adjust a probe request is not known to keep them
                 opened["keeps_special_tokens"] = False
-        return opened | {"mode": model.mode}
+        return opened
 
     def _load(self, files: dict[str, str], inline: dict[str, str]) -> SimpleNamespace:
         """The tokenizer of the folder ``files`` (name -> file) and ``inline`` (name -> the file's text: a stand-in
@@ -190,7 +218,7 @@ class Engine:
         )
 
     # -- hand_over and parse -----------------------------------------------------------------------------------------
-    def _request(self, request: dict[str, Any]) -> Any:
+    def _request(self, request: Mapping[str, Any]) -> Any:
         body: dict[str, Any] = {"messages": [{"role": "user", "content": ""}], "model": "tito-audit"}
         if request.get("tools"):
             body["tools"] = request["tools"]
@@ -198,7 +226,7 @@ class Engine:
             body["chat_template_kwargs"] = request["template_kwargs"]
         return self.request_type.model_validate(body)
 
-    def _parser(self, model: SimpleNamespace, parser_cls: Any, chat: Any, request: dict[str, Any]) -> Any:
+    def _parser(self, model: SimpleNamespace, parser_cls: Any, chat: Any, request: Mapping[str, Any]) -> Any:
         parser = parser_cls(
             model.tokenizer,
             chat.tools,
@@ -209,7 +237,7 @@ class Engine:
             parser.set_prompt_token_ids(request["prompt_ids"])
         return parser
 
-    def _adjusted(self, model: SimpleNamespace, parser_cls: Any, request: dict[str, Any]) -> Any:
+    def _adjusted(self, model: SimpleNamespace, parser_cls: Any, request: Mapping[str, Any]) -> Any:
         """The chat request as a parser made for it adjusts it (``renderers/online_renderer.py``)."""
         chat = self._request(request)
         tool_choice = chat.tool_choice or "none"
@@ -217,7 +245,7 @@ class Engine:
             chat = self._parser(model, parser_cls, chat, request).adjust_request(request=chat)
         return chat
 
-    def hand_over(self, model: SimpleNamespace, parser_cls: Any, request: dict[str, Any]) -> dict[str, Any]:
+    def hand_over(self, model: SimpleNamespace, parser_cls: Any, request: HandOverRequest) -> HandOverAnswer:
         chat = self._adjusted(model, parser_cls, request)
         ids = [int(i) for i in request["ids"]]
         sampling = chat.to_sampling_params(max(len(ids), 1), {})
@@ -229,12 +257,12 @@ class Engine:
         )
         detokenizer = self.detokenizer.from_new_request(model.tokenizer, engine_request)
         detokenizer.update(ids, bool(request.get("stopped")))
-        return {
-            "text": detokenizer.get_next_output_text(finished=True, delta=False),
-            "skip_special_tokens": bool(sampling.skip_special_tokens),
-        }
+        return HandOverAnswer(
+            text=detokenizer.get_next_output_text(finished=True, delta=False),
+            skip_special_tokens=bool(sampling.skip_special_tokens),
+        )
 
-    def parse(self, model: SimpleNamespace, parser_cls: Any, request: dict[str, Any]) -> dict[str, Any]:
+    def parse(self, model: SimpleNamespace, parser_cls: Any, request: ParseRequest) -> ParseAnswer:
         chat = self._request(request)
         parser = self._parser(model, parser_cls, chat, request)
         parser.set_history_tool_call_count(int(request.get("earlier_calls") or 0))
@@ -242,17 +270,17 @@ class Engine:
         ids = request.get("ids") or model.tokenizer.encode(text, add_special_tokens=False)
         reasoning, content, calls = parser.parse(text, chat, enable_auto_tools=True, model_output_token_ids=ids)
         fields = self.assemble(chat, reasoning, content, calls, enable_auto_tools=True, parser_cls=parser_cls)
-        return {
-            "reasoning": fields.reasoning,
-            "content": fields.content,
-            "tool_calls": [
+        return ParseAnswer(
+            reasoning=fields.reasoning,
+            content=fields.content,
+            tool_calls=[
                 {"id": call.id, "name": call.function.name, "arguments": call.function.arguments}
                 for call in fields.tool_calls
             ],
-        }
+        )
 
     # -- render (engine-rendered models) -----------------------------------------------------------------------------
-    def render(self, model: SimpleNamespace, request: dict[str, Any]) -> dict[str, Any]:
+    def render(self, model: SimpleNamespace, request: RenderRequest) -> RenderAnswer:
         """Each ``[k, add_generation_prompt]`` of ``prefixes``: the text vLLM's renderer hands the engine for
         ``messages[:k]`` (the module docstring, ``render``), or the one-line reason it refused."""
         if model.renderer is None:
@@ -275,9 +303,9 @@ class Engine:
             except Exception as exc:  # vLLM's server answers such a request with an error
                 texts.append(None)
                 errors.append(_one_line(exc))
-        return {"texts": texts, "errors": errors}
+        return RenderAnswer(texts=texts, errors=errors)
 
-    def _render_one(self, renderer: Any, request: dict[str, Any], k: int, add_generation_prompt: bool) -> str:
+    def _render_one(self, renderer: Any, request: RenderRequest, k: int, add_generation_prompt: bool) -> str:
         body: dict[str, Any] = {
             "messages": request["messages"][:k],
             "model": "tito-audit",
@@ -313,36 +341,23 @@ def _one_line(exc: BaseException) -> str:
     return text if len(text) <= 400 else text[:397] + "..."
 
 
-def _read(stream: BinaryIO) -> dict[str, Any] | None:
-    header = stream.read(4)
-    if len(header) < 4:
-        return None
-    (size,) = struct.unpack(">I", header)
-    return json.loads(stream.read(size))
-
-
-def _write(stream: BinaryIO, message: dict[str, Any]) -> None:
-    data = json.dumps(message, ensure_ascii=False).encode("utf-8")
-    stream.write(struct.pack(">I", len(data)) + data)
-    stream.flush()
-
-
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # whatever vLLM prints goes to standard error, never into the answers
     requests = sys.stdin.buffer
     try:
-        engine = Engine()
+        runtime = VLLMRuntime()
     except Exception as exc:  # reported to the parent as the first answer
-        _write(replies, {"error": f"vLLM cannot be imported: {_one_line(exc)}", "kind": "import"})
+        write_message(replies, error(f"vLLM cannot be imported: {_one_line(exc)}", ErrorKind.IMPORT))
         return
-    while (request := _read(requests)) is not None:
+    while (request := read_message(requests)) is not None:
         try:
-            answer = engine.handle(request)
+            is_request = isinstance(request, dict)
+            answer = runtime.handle(request) if is_request else error("not a request", ErrorKind.INTERNAL)
         except Exception as exc:
-            answer = {"error": f"{type(exc).__name__}: {_one_line(exc)}", "kind": "internal"}
-        _write(replies, answer)
+            answer = error(f"{type(exc).__name__}: {_one_line(exc)}", ErrorKind.INTERNAL)
+        write_message(replies, answer)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ class Layout:
 
 def _template_layouts(arguments: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """The ways a template may have written ``arguments`` as JSON, with the ``json.dumps`` options of each."""
-    options = [
+    options: list[dict[str, Any]] = [
         {"ensure_ascii": False},
         {"ensure_ascii": True},
         {"ensure_ascii": False, "separators": (",", ":")},
