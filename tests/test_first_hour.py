@@ -114,6 +114,34 @@ def test_results_table_never_splits_a_model_id():
         assert "…" not in text
 
 
+def test_a_model_that_was_not_audited_says_why_instead_of_empty_level_and_causes():
+    audited = {
+        "model_id": "Qwen/Qwen3-4B",
+        "verdict": "broken",
+        "status": "audited",
+        "reason": "",
+        "same_as": "",
+        "audit_level": "full",
+        "main_causes": "parse-lossy",
+    }
+    missing = audited | {
+        "model_id": "allenai/Olmo-3-7B-Instruct",
+        "verdict": "",
+        "status": "not audited: not reachable",
+        "reason": "model 'allenai/Olmo-3-7B-Instruct' not found; tried: cache templates_cache/x; hub (disabled)",
+        "audit_level": "",
+        "main_causes": "",
+    }
+    rows = [audited, missing]
+    for width in (60, 200):  # a block per model, then the table
+        console = Console(width=width, record=True, color_system=None)
+        print_results(rows, console)
+        text = console.export_text()
+        assert "level: ;" not in text and "main causes: \n" not in text + "\n", text
+        assert "not found; hub (disabled)" in " ".join(text.split()), text
+        assert "main causes: parse-lossy" in text or "parse-lossy" in text
+
+
 # -- bad inputs ----------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kind", ["missing", "file"])
 @pytest.mark.parametrize("command", ["audit", "matrix"])

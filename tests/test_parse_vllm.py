@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import SHARED_TOKENIZERS, requires_shared
 from tito_audit.errors import BadInputError
+from tito_audit.model.load_by_id import load_by_id
 from tito_audit.model.registry import _data, registry_parsers
 from tito_audit.parse import vllm
 from tito_audit.parse.choice import (
@@ -43,6 +44,7 @@ QWEN25 = SHARED_TOKENIZERS / "Qwen--Qwen2.5-7B-Instruct"
 QWEN3 = SHARED_TOKENIZERS / "Qwen--Qwen3-4B"
 GPT_OSS = SHARED_TOKENIZERS / "openai--gpt-oss-20b"
 LLAMA = SHARED_TOKENIZERS / "meta-llama--Llama-3.1-8B-Instruct"
+SHARED_TEMPLATES = SHARED_TOKENIZERS.parent / "templates"
 TOOLS = [
     {
         "type": "function",
@@ -162,6 +164,39 @@ def test_call_ids_have_vllms_form_and_follow_the_seed(hermes):
 def test_arguments_that_are_not_an_object_render_as_an_empty_object():
     assert vllm.rendered_arguments('{"a": 1}') == {"a": 1}
     assert vllm.rendered_arguments("[1, 2]") == {} and vllm.rendered_arguments("not json") == {}
+
+
+# -- Cohere's Command parsers (cohere_melody) on a template-only model's stand-in vocabulary --------------------------
+@pytest.fixture(scope="module")
+def command_r7b() -> vllm.VLLMParser:
+    model = load_by_id("CohereForAI/c4ai-command-r7b-12-2024", mirrors=[SHARED_TEMPLATES], allow_hub=False)
+    assert model.text_level_only
+    pair = registry_parsers("CohereForAI/c4ai-command-r7b-12-2024", engine="vllm")
+    try:
+        return vllm.VLLMParser(pair.tool, pair.reasoning, model.resolved.path, model.tokenizer)
+    except ParserUnavailable as exc:  # vLLM without the cohere_melody package beside it
+        pytest.skip(str(exc))
+
+
+def test_cohere_command_parsers_read_a_plan_and_a_call_on_the_stand_in(command_r7b):
+    assert command_r7b.name == "vllm cohere_command3+cohere_command3" + vllm.STANDIN
+    written = (
+        "<|START_THINKING|>List it first.<|END_THINKING|><|START_ACTION|>[\n"
+        '    {"tool_call_id": "0", "tool_name": "ls", "parameters": {"path": "."}}\n]<|END_ACTION|>'
+    )
+    message = parsed(command_r7b, written)
+    assert message["reasoning_content"] == "List it first." and message["content"] == ""
+    (call,) = message["tool_calls"]
+    assert call["id"] == "0" and call["function"] == {"name": "ls", "arguments": {"path": "."}}
+
+
+def test_cohere_command_hand_over_keeps_the_format_tags_and_the_answer_loses_its_trailing_spaces(command_r7b):
+    model = load_by_id("CohereForAI/c4ai-command-r7b-12-2024", mirrors=[SHARED_TEMPLATES], allow_hub=False)
+    text = "<|START_RESPONSE|>Done.   <|END_RESPONSE|><|END_OF_TURN_TOKEN|>"
+    ids = tuple(model.tokenizer.encode(text, add_special_tokens=False))
+    given = hand_over(command_r7b, Sampled(text=text, ids=ids, stop="<|END_OF_TURN_TOKEN|>", tools=TOOLS))
+    assert given.text == "<|START_RESPONSE|>Done.   <|END_RESPONSE|>"
+    assert parsed(command_r7b, given.text)["content"] == "Done."
 
 
 # -- names, the registry, --parser ----------------------------------------------------------------------------------

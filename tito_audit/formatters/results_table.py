@@ -1,5 +1,6 @@
 """The results ``tito-audit matrix`` prints: a table of its rows when it fits the terminal without splitting a word
-(a model id above all), else a block per model (the id on a line of its own, the other columns below it).
+(a model id above all), else a block per model (the id on a line of its own, the other columns below it). A model
+that was not audited has no level and no causes: its row says why it was not instead.
 
 A column is a header and a function from a matrix row to its cell; a new column is one more entry in
 :func:`columns` (a column per engine whose parser gave some row a verdict).
@@ -18,6 +19,9 @@ from tito_audit.formatters.terminal import verdict_text
 from tito_audit.parse import engines
 from tito_audit.parse.interface import Engine
 
+AUDITED = "audited"
+"""The status of a row whose model was audited (any other status says why it was not, with its ``reason``)."""
+
 
 class Row(TypedDict):
     """The columns of a matrix row (:class:`tito_audit.matrix.row.MatrixRow`, a stage above) this table reads; the
@@ -26,9 +30,21 @@ class Row(TypedDict):
     model_id: str
     verdict: str
     status: str
+    reason: str
     same_as: str
     audit_level: str
     main_causes: str
+
+
+def short_reason(reason: str) -> str:
+    """The decisive part of a reason: for "not found; tried: a; b; hub (disabled)" the last attempt."""
+    if "; tried: " in reason:
+        return "not found; " + reason.rsplit("; ", 1)[-1]
+    return reason
+
+
+def _audited(row: Row) -> bool:
+    return row["status"] == AUDITED
 
 
 def _engine_column(row: Row, engine: Engine, part: str) -> str:
@@ -73,8 +89,15 @@ def columns(rows: Sequence[Row]) -> list[Column]:
         ("verdict", _verdict),
         *((f"with {engine.label}'s parser", _with_parser(engine)) for engine in shown),
         ("level", lambda row: Text(row["audit_level"])),
-        ("main causes", lambda row: Text(row["main_causes"])),
+        ("main causes", _causes),
     ]
+
+
+def _causes(row: Row) -> Text:
+    """The row's main causes; for a model that was not audited, why not (its status says that it was not)."""
+    if _audited(row):
+        return Text(row["main_causes"])
+    return Text(short_reason(row.get("reason") or ""), style="dim")
 
 
 def results_table(rows: Sequence[Row]) -> Table:
@@ -113,6 +136,10 @@ def print_results(rows: Sequence[Row], console: Console) -> None:
     for row in rows:
         console.print(Text(row["model_id"], style="bold"), soft_wrap=True)
         line = Text("  ")
+        if not _audited(row):  # no level, no causes: its status and why
+            line.append_text(_verdict(row)).append(": ").append_text(_causes(row))
+            console.print(line)
+            continue
         for number, (header, cell) in enumerate(columns(rows)[1:]):
             line.append(("; " if number else "") + f"{header}: ").append_text(cell(row))
         console.print(line)

@@ -15,6 +15,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from tito_audit.audit.results import VERDICT_ORDER
+from tito_audit.formatters.results_table import short_reason
 from tito_audit.formatters.site.glossary import (
     CAUSES,
     IN_SHORT,
@@ -33,7 +34,6 @@ from tito_audit.matrix.row import (
     MatrixRow,
     cell,
     conditions_cell,
-    short_reason,
     verdict_of,
 )
 from tito_audit.parse import engines

@@ -12,13 +12,13 @@ from tito_audit.audit.results import AuditReport, worst_verdict
 from tito_audit.conversations.conversation import STEP_KINDS
 from tito_audit.formatters.conditions_lines import conditions_line
 from tito_audit.formatters.mask_lines import mask_cell
+from tito_audit.formatters.results_table import AUDITED
 from tito_audit.formatters.site.glossary import NOT_AUDITED
 from tito_audit.model.registry import family_of
 from tito_audit.parse import engines
 from tito_audit.parse.choice import needs_tokenizer_prefix, not_installed_prefix, refused_prefix
 from tito_audit.parse.interface import Engine
 
-AUDITED = "audited"
 NOT_REACHABLE = "not audited: not reachable"
 FAILED_TO_LOAD = "not audited: failed to load"
 AUDIT_ERROR = "not audited: audit error"
@@ -343,13 +343,6 @@ def add_combined(row: MatrixRow, verdict: str, causes: str) -> None:
     """The combined audit (generated + real trajectories): its verdict and the causes it found."""
     row["verdict_with_real_data"] = verdict
     row["real_data_causes"] = causes
-
-
-def short_reason(reason: str) -> str:
-    """The decisive part of a reason: for "not found; tried: a; b; hub (disabled)" the last attempt."""
-    if "; tried: " in reason:
-        return "not found; " + reason.rsplit("; ", 1)[-1]
-    return reason
 
 
 def conditions_cell(row: MatrixRow) -> str:

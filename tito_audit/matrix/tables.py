@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tito_audit.formatters.results_table import short_reason
 from tito_audit.matrix.front_page import front_page
-from tito_audit.matrix.row import COLUMNS, MatrixRow, cell, conditions_cell, short_reason
+from tito_audit.matrix.row import COLUMNS, MatrixRow, cell, conditions_cell
 from tito_audit.outputs import ensure_folder, write_if_changed
 from tito_audit.parse import engines
 

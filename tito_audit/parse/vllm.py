@@ -101,6 +101,8 @@ ENGINE = "vllm"
 STANDIN_PARSERS: dict[str, str] = {
     # tool-call parsers
     "apertus": "",
+    "cohere_command3": "",
+    "cohere_command4": "",
     "deepseek_v31": "",
     "gigachat3": "",
     "glm45": "",
@@ -118,7 +120,8 @@ STANDIN_PARSERS: dict[str, str] = {
     "qwen3_xml": "",
     "seed_oss": "",
     "step3p5": "",
-    # reasoning parsers (glm45, kimi_k2, minimax_m2, mistral, step3p5, hunyuan_a13b and muse_glimmer name one too)
+    # reasoning parsers (cohere_command3/4, glm45, kimi_k2, minimax_m2, mistral, step3p5, hunyuan_a13b and
+    # muse_glimmer name one too)
     "deepseek_r1": "",
     "deepseek_v3": "",
     "nemotron_v3": "",
@@ -129,8 +132,11 @@ text (``vocab.get("<tool_call>")``), and the decoding of the sampled ids: they r
 stand-in vocabulary. Each maps to what the row says beside the stand-in, where the parser's path depends on the
 serving configuration: ``mistral`` takes another path with mistral-common's tokenizer (its version, its grammar)
 than with a Hugging Face one, and only the latter reads the chat template audited here (vLLM's documented
-Transformers format, ``--tokenizer-mode hf``). Not among them: harmony's (``openai``, ``openai_gptoss``), which read
-ids in the o200k encoding themselves, and any parser not read yet."""
+Transformers format, ``--tokenizer-mode hf``). The Cohere pair (``cohere_command3``/``cohere_command4``,
+``parser/cohere_command.py``) looks up ``<|START_THINKING|>``, ``<|END_THINKING|>`` and ``<|CHATBOT_TOKEN|>`` by text
+and hands the decoded text to the ``cohere_melody`` package, which reads the Command format's tags in it. Not among
+them: harmony's (``openai``, ``openai_gptoss``), which read ids in the o200k encoding themselves, and any parser not
+read yet."""
 STANDIN = " on a stand-in vocabulary"
 """What a parser's name says when it ran on a stand-in vocabulary (``vllm hermes on a stand-in vocabulary``)."""
 LINKED_WITH_STANDIN = ("config.json", "generation_config.json")

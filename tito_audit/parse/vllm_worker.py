@@ -160,6 +160,8 @@ class VLLMRuntime:
             if (tool, reasoning) not in model.parsers:
                 try:
                     model.parsers[(tool, reasoning)] = self._parser_class(model, tool, reasoning)
+                except ImportError as exc:  # a package the pair needs beside vLLM (cohere_melody for Cohere's)
+                    return {"error": _one_line(exc), "kind": "import"}
                 except Exception as exc:
                     return error(_one_line(exc), ErrorKind.PARSER)
             # whether the hand-over keeps special tokens for a request that declares tools (else what the parser is
