@@ -120,8 +120,9 @@ def test_pydantic_ai_runs_end_to_end_and_its_row_is_the_gateways_record():
     harness = harness_named("pydantic-ai")
     trap = ProxyTrap()
     try:
-        with gateway_for(spec, {}) as url:
-            cell = run_cell(spec, harness, DEFAULT, url, Runner(trap))
+        with gateway_for(spec, {}) as gateway:
+            url = gateway.url
+            cell = run_cell(spec, harness, DEFAULT, url, Runner(trap, resends=gateway.resends))
             records = [httpx.get(f"{url}/sessions/{sid}", trust_env=False).json() for sid in session_ids(url)]
     finally:
         trap.close()

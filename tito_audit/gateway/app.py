@@ -24,6 +24,7 @@ from tito_audit.gateway.encoding import json_stream
 from tito_audit.gateway.errors import GatewayError, RequestError
 from tito_audit.gateway.gateway import Gateway
 from tito_audit.gateway.protocol import SessionName, error_body, requested_session
+from tito_audit.gateway.resends import body_digest
 from tito_audit.gateway.session_lookup import header_name
 from tito_audit.session.inputs import MAX_DEPTH, too_deep
 
@@ -50,6 +51,7 @@ def create_app(gateway: Gateway) -> Starlette:
     async def guarded(request: Request, handler: Handler, shape: ErrorShape = error_body) -> Response:
         def failure(status: int, code: str, message: str, session: str | None = None) -> JSONResponse:
             refused(request, status, code, message, session or request.path_params.get("session_id"))
+            gateway.resends.refused(getattr(request.state, "body_digest", None), status, code, message)
             return JSONResponse(shape(status, code, message), status_code=status)
 
         if not authorized(request):
@@ -74,6 +76,7 @@ def create_app(gateway: Gateway) -> Starlette:
             body += chunk
             if len(body) > limit:
                 raise RequestError(413, "request_too_large", f"the request body is larger than {limit} bytes")
+        request.state.body_digest = body_digest(bytes(body))  # what tells a resent request (:mod:`.resends`)
         try:
             decoded = json.loads(body)
             deep = too_deep(decoded)

@@ -26,6 +26,7 @@ from tito_audit.gateway.plain import TEXT_PARSER, TextParser
 from tito_audit.gateway.prompt_bounds import PromptBounds
 from tito_audit.gateway.protocol import Answer, ChatRequest, SessionName, read_request
 from tito_audit.gateway.records import CpuTime, RecordSource, listing
+from tito_audit.gateway.resends import Resends
 from tito_audit.gateway.sampling_engines import ENGINE_APIS, EngineRequest, make_engine, within_max_tokens
 from tito_audit.gateway.session_entry import GatewaySession
 from tito_audit.gateway.session_lookup import Finder, Found
@@ -96,6 +97,8 @@ class Gateway:
         if config.engine_deadline <= 0:
             raise BadInputError("--engine-deadline must be a positive number of seconds")
         self.bounds = PromptBounds(self.context, machinery)
+        self.resends = Resends()
+        """Who watches for a refused request sent again unchanged (the harness matrix's runner)."""
         self._trim_lock = threading.Lock()
         self._ended_bytes = 0
         """Bytes of ended sessions given back to the allocator since the last trim (see :meth:`give_back`)."""

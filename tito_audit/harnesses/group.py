@@ -12,19 +12,30 @@ its fix configurations run right after it, in the same group, one after another 
 
 The gateway runs with its default options (the configuration's own, where it names one), the engine shaped as the
 parser's engine serves (``--engine-api vllm`` for vLLM's parsers, ``sglang`` for SGLang's).
+
+A rollout ends at its time limit, or as soon as its harness has resent a request the cell's gateway refused,
+unchanged and refused the same way, :data:`RESENDS` times (the gateway tells of it: :mod:`tito_audit.gateway.resends`):
+such a harness only loops, and how often it gets round before a time limit depends on the machine's speed, not on
+the harness. The harness is stopped before that last refusal is answered, so that it asks nothing more, and the
+rollout's record says what it resent (:func:`tito_audit.harnesses.rows.row_of` names it as the row's failure).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tito_audit.gateway.resends import Resends, Resent
 from tito_audit.harnesses.catalogue import harness_named
 from tito_audit.harnesses.harness import DEFAULT, FIX_ROLE, Command, Configuration, Harness, RolloutContext
 from tito_audit.harnesses.isolation import ProxyTrap, harness_env
@@ -34,6 +45,11 @@ from tito_audit.harnesses.zygotes import Ended, Zygotes
 ROLLOUT_SECONDS = 60
 """The longest a rollout may take before it is stopped (and counted as failed): a few times what the slowest rollout
 that finishes takes on a busy machine."""
+RESENDS = 3
+"""Times a harness may resend a refused request unchanged before its rollout is ended. No client retries a request
+refused for what it is (a 400 or 422: the SDKs retry 408, 409, 429 and 5xx only, twice by default), so a second send
+already shows a loop; three resends leave room for a harness that retries any error once or twice on its own, and
+take a second or two."""
 TAIL = 400
 
 
@@ -74,6 +90,56 @@ class Runner:
 
     trap: ProxyTrap
     zygotes: Zygotes | None = None
+    resends: Resends | None = None
+    """The cell's gateway's watchers of refused requests sent again unchanged (None: rollouts end at their time
+    limit only)."""
+
+
+@dataclass(frozen=True)
+class CellGateway:
+    """A cell's gateway, running: where it serves, and who watches its refusals."""
+
+    url: str
+    resends: Resends
+
+
+class RolloutStop:
+    """Ends a rollout's process from the gateway's thread when its harness resends a refused request
+    :data:`RESENDS` times (thread-safe: the process may start after the word comes, or end before it)."""
+
+    def __init__(self) -> None:
+        self.resent: Resent | None = None
+        self._lock = threading.Lock()
+        self._pid: int | None = None
+        self._group = False
+
+    def started(self, pid: int, group: bool = False) -> None:
+        """The rollout's process is ``pid`` (``group``: the leader of a process group of its own)."""
+        with self._lock:
+            self._pid, self._group = pid, group
+            stopping = self.resent is not None
+        if stopping:
+            self._kill()
+
+    def ended(self) -> None:
+        with self._lock:
+            self._pid = None
+
+    def resend_seen(self, resent: Resent) -> None:
+        with self._lock:
+            self.resent = resent
+        self._kill()
+
+    def _kill(self) -> None:
+        with self._lock:
+            pid, group = self._pid, self._group
+            if pid is None:
+                return
+            with contextlib.suppress(OSError):
+                if group:
+                    os.killpg(pid, signal.SIGKILL)
+                else:
+                    os.kill(pid, signal.SIGKILL)
 
 
 Emit = Callable[[Harness, Configuration, dict], None]
@@ -142,7 +208,7 @@ def _branch_makers(branches: list[dict[str, Any]]) -> list[dict[str, Any] | None
 
 
 @contextmanager
-def gateway_for(spec: GroupSpec, options: dict[str, Any]) -> Iterator[str]:
+def gateway_for(spec: GroupSpec, options: dict[str, Any]) -> Iterator[CellGateway]:
     from tito_audit.gateway.gateway import Gateway, GatewayConfig
     from tito_audit.gateway.server import running
 
@@ -157,8 +223,9 @@ def gateway_for(spec: GroupSpec, options: dict[str, Any]) -> Iterator[str]:
         allow_hub=False,
         **options,
     )
-    with running(Gateway(config)) as url:
-        yield url
+    gateway = Gateway(config)
+    with running(gateway) as url:
+        yield CellGateway(url, gateway.resends)
 
 
 def run_cell(spec: GroupSpec, harness: Harness, configuration: Configuration, url: str, runner: Runner) -> dict:
@@ -194,14 +261,20 @@ def run_rollout(harness: Harness, configuration: Configuration, context: Rollout
         ended = Ended(127, b"", f"{exc} (make harnesses-install installs what the harnesses need)".encode())
     else:
         env = harness_env(runner.trap, str(context.home), command.env)
-        ended = _run(harness, command.argv, env, context.workdir, runner.zygotes)
-    return {
+        stop = RolloutStop()
+        watching = runner.resends.watch(RESENDS, stop.resend_seen) if runner.resends else contextlib.nullcontext()
+        with watching:
+            ended = _run(harness, command.argv, env, context.workdir, runner.zygotes, stop)
+    rollout: dict[str, Any] = {
         "exit": ended.code,
         "seconds": round(time.monotonic() - started, 1),
         "network": runner.trap.taken(),
         "stdout": ended.stdout.decode("utf-8", "replace")[-TAIL:],
         "stderr": ended.stderr.decode("utf-8", "replace")[-TAIL:],
     }
+    if stop.resent is not None:
+        rollout["resent"] = asdict(stop.resent)
+    return rollout
 
 
 def _prepare_home(home: Path, command: Command) -> None:
@@ -217,19 +290,35 @@ def _prepare_home(home: Path, command: Command) -> None:
     (home / "tmp").mkdir(exist_ok=True)
 
 
-def _run(harness: Harness, argv: list[str], env: dict[str, str], cwd: Path, zygotes: Zygotes | None) -> Ended:
-    """One rollout's process: forked from the framework's zygote where there is one, else started anew."""
+def _run(
+    harness: Harness, argv: list[str], env: dict[str, str], cwd: Path, zygotes: Zygotes | None, stop: RolloutStop
+) -> Ended:
+    """One rollout's process: forked from the framework's zygote where there is one, else started anew; ``stop``
+    knows its pid while it runs."""
     try:
         if zygotes is not None and harness.preload:
-            return zygotes.get(argv[0], harness.preload).run(argv[1:], env, cwd, ROLLOUT_SECONDS)
-        done = subprocess.run(
-            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=ROLLOUT_SECONDS, check=False
-        )
-        return Ended(done.returncode, done.stdout, done.stderr)
-    except subprocess.TimeoutExpired as timeout:
-        return Ended(None, timeout.stdout or b"", timeout.stderr or b"")
+            zygote = zygotes.get(argv[0], harness.preload)
+            return zygote.run(argv[1:], env, cwd, ROLLOUT_SECONDS, lambda pid: stop.started(pid, group=True))
+        return _run_process(argv, env, cwd, stop)
     except (OSError, RuntimeError, ValueError) as exc:
         return Ended(127, b"", str(exc).encode())
+    finally:
+        stop.ended()
+
+
+def _run_process(argv: list[str], env: dict[str, str], cwd: Path, stop: RolloutStop) -> Ended:
+    """Run ``argv`` as :func:`subprocess.run` would with a time limit (None for its code when stopped there)."""
+    with subprocess.Popen(
+        argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as process:
+        stop.started(process.pid)
+        try:
+            stdout, stderr = process.communicate(timeout=ROLLOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            stdout, stderr = process.communicate()
+            return Ended(None, stdout or b"", stderr or b"")
+        return Ended(process.returncode, stdout, stderr)
 
 
 def kept_share(cell: dict) -> float:
@@ -251,8 +340,9 @@ def run_group(spec: GroupSpec, runner: Runner, emit: Emit) -> None:
         # A gateway and a stand-in engine of the cell's own (a few hundredths of a second: the model's machinery is
         # kept per process): the engine counts what it was asked to tell the rollouts of one prompt apart, and the
         # gateway finds sessions by their conversations, so that what ran before would change this cell's draws.
-        with gateway_for(spec, dict(configuration.gateway_options)) as url:
-            cell = run_cell(spec, harness, configuration, url, runner)
+        with gateway_for(spec, dict(configuration.gateway_options)) as gateway:
+            watched = replace(runner, resends=gateway.resends) if runner is not None else runner
+            cell = run_cell(spec, harness, configuration, gateway.url, watched)
         emit(harness, configuration, cell)
         return cell
 

@@ -55,7 +55,7 @@ def row_of(harness: Harness, configuration: Configuration, model: str, parser: s
             causes[f"{maker}: {what}"] += 1
     network = sorted({without_host(attempt) for rollout in rollouts for attempt in rollout.get("network") or []})
     finished = sum(1 for r in rollouts if r.get("exit") == 0)
-    failures = [_failure(r) for r in rollouts if r.get("exit") != 0]
+    failures = [_failure(r, harness.title) for r in rollouts if r.get("exit") != 0]
     planned = max(int(cell.get("planned") or 0), len(rollouts))
     if len(rollouts) < planned:
         failures.append(f"{planned - len(rollouts)} more rollout(s) not run after one failed")
@@ -97,8 +97,13 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\\x1b\[[0-9;]*[A-Za-z]")
 """Terminal colour codes (and their escaped form) in what a harness printed."""
 
 
-def _failure(rollout: dict) -> str:
-    """One line: how a rollout that did not finish ended, and the last line it wrote."""
+def _failure(rollout: dict, harness: str) -> str:
+    """One line: how a rollout that did not finish ended, and the last line it wrote (or, for one ended because its
+    harness resent a refused request unchanged, :mod:`.group`, that request's refusal)."""
+    resent = rollout.get("resent")
+    if resent:
+        refusal = f"{resent['status']} {resent['code']}: {resent['message']}"
+        return f"{harness} resent a refused request {resent['times']} times ({refusal[:240]}); rollout ended"
     code = rollout.get("exit")
     how = "stopped after the rollout's time limit" if code is None else f"exit {code}"
     text = ANSI.sub("", rollout.get("stderr") or rollout.get("stdout") or "")

@@ -18,7 +18,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,15 +63,23 @@ class Zygote:
         said = _read(errors).decode("utf-8", "replace").strip()[-600:]
         raise RuntimeError(f"the zygote of {python} did not start: {said}")
 
-    def run(self, argv: Sequence[str], env: Mapping[str, str], cwd: Path, timeout: float) -> Ended:
-        """Run one rollout (``argv[0]`` a Python script) in a forked process, as :func:`subprocess.run` would."""
+    def run(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        cwd: Path,
+        timeout: float,
+        started: Callable[[int], None] = lambda pid: None,
+    ) -> Ended:
+        """Run one rollout (``argv[0]`` a Python script) in a forked process, as :func:`subprocess.run` would;
+        ``started`` is told its pid (it leads a process group of its own)."""
         with tempfile.TemporaryDirectory(prefix="tito-rollout-") as folder:
             out, err = Path(folder) / "stdout", Path(folder) / "stderr"
             request = {"argv": list(argv), "env": dict(env), "cwd": str(cwd), "stdout": str(out), "stderr": str(err)}
-            code = self._ask(request, timeout)
+            code = self._ask(request, timeout, started)
             return Ended(code, _read(out), _read(err))
 
-    def _ask(self, request: dict, timeout: float) -> int | None:
+    def _ask(self, request: dict, timeout: float, started: Callable[[int], None]) -> int | None:
         deadline = time.monotonic() + timeout
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
             connection.connect(self.socket_path)
@@ -79,6 +87,7 @@ class Zygote:
             reader = connection.makefile("rb")
             connection.settimeout(START_SECONDS)
             pid = int(json.loads(reader.readline())["pid"])
+            started(pid)
             try:
                 connection.settimeout(max(deadline - time.monotonic(), 0.01))
                 line = reader.readline()
