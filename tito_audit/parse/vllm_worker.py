@@ -161,7 +161,7 @@ class VLLMRuntime:
                 try:
                     model.parsers[(tool, reasoning)] = self._parser_class(model, tool, reasoning)
                 except ImportError as exc:  # a package the pair needs beside vLLM (cohere_melody for Cohere's)
-                    return {"error": _one_line(exc), "kind": "import"}
+                    return error(_one_line(exc), ErrorKind.IMPORT)
                 except Exception as exc:
                     return error(_one_line(exc), ErrorKind.PARSER)
             # whether the hand-over keeps special tokens for a request that declares tools (else what the parser is
