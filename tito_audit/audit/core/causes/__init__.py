@@ -1,20 +1,19 @@
-"""Cause labels as data: one module per cause, each with its name (``NAME``), its contract line (``LINE``: the
-sentence docs/contract.md and the pages give), where the audit detects it (its docstring, and ``detect`` for the text
-causes :mod:`.classify` asks in order) and a confirmation written from its definition (``confirm``: re-render with
-the change undone, or check what the definition says on the texts; :mod:`.case`). A module may add what the fix
-search says of the cause: ``FIXED`` (what a fix that removes it does for the model) and ``UNFIXED`` (why it stays
-when no fix removes it), and ``QUIET`` for a cause every BPE model shows (counted, never an example of its own).
+"""Cause labels as data: one module per cause, each declaring its :class:`~.interface.Cause` as ``CAUSE`` (its name
+``NAME``, its contract line ``LINE``: the sentence docs/contract.md and the pages give, and a confirmation written
+from its definition ``confirm``: re-render with the change undone, or check what the definition says on the texts;
+:mod:`.case`), with where the audit detects it in its docstring (and ``detect`` for the text causes :mod:`.classify`
+asks in order). A cause may add what the fix search says of it (``fixed``: what a fix that removes it does for the
+model; ``unfixed``: why it stays when no fix removes it) and ``quiet`` for a cause every BPE model shows (counted,
+never an example of its own).
 
 :data:`CAUSES` is the table every reader uses (the checks and the parse step name causes by their modules'
-``NAME``; the fix search, the glossaries and the contract's test read the table). Adding a cause: a module here, one
-line in :data:`CAUSES`, its entry in docs/contract.md ("Cause labels").
+``NAME``; the fix search, the glossaries and the contract's test read the table). Adding a cause: a module here, its
+``CAUSE`` in :data:`CAUSES`, its entry in docs/contract.md ("Cause labels").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from types import ModuleType
+from collections.abc import Iterable
 
 from tito_audit.audit.core.causes import (
     bos_duplication,
@@ -41,61 +40,30 @@ from tito_audit.audit.core.causes.case import Case, Confirmation, ReasoningTags
 from tito_audit.audit.core.causes.classify import classify_text_divergence
 from tito_audit.audit.core.causes.divergence import MessageRef, TextContext, token_boundary
 from tito_audit.audit.core.causes.empty_think_dropped import EMPTY_THINK
-
-
-@dataclass(frozen=True)
-class Cause:
-    """One cause label's definition."""
-
-    name: str
-    line: str
-    """Its definition in one sentence (docs/contract.md, "Cause labels"; the pages' glossary)."""
-    confirm: Callable[[Case], Confirmation]
-    """A check written from the definition that the label holds on one failure."""
-    quiet: bool = False
-    """Every BPE model shows it: counted, never an example of its own."""
-    fixed: str | None = None
-    """What a fix that removes it does for the model (the way-out column), when a fix can."""
-    unfixed: str | None = None
-    """Why it stays when the fix search finds nothing that removes it."""
-
-    @classmethod
-    def of(cls, module: ModuleType) -> Cause:
-        return cls(
-            module.NAME,
-            module.LINE,
-            module.confirm,
-            getattr(module, "QUIET", False),
-            getattr(module, "FIXED", None),
-            getattr(module, "UNFIXED", None),
-        )
-
+from tito_audit.audit.core.causes.interface import Cause
 
 CAUSES: dict[str, Cause] = {
     cause.name: cause
-    for cause in map(
-        Cause.of,
-        (
-            reasoning_pruned,
-            empty_think_dropped,
-            gen_prompt_mismatch,
-            stop_token_swap,
-            tail_after_stop,
-            closing_rewritten,
-            bpe_seam,
-            content_rewritten,
-            tool_call_reformatted,
-            history_dependent_suffix,
-            nondeterministic_template,
-            template_error,
-            special_token_literal,
-            normalization,
-            noncanonical_split,
-            bos_duplication,
-            utf8_split,
-            parse_lossy,
-            value_rewritten,
-        ),
+    for cause in (
+        reasoning_pruned.CAUSE,
+        empty_think_dropped.CAUSE,
+        gen_prompt_mismatch.CAUSE,
+        stop_token_swap.CAUSE,
+        tail_after_stop.CAUSE,
+        closing_rewritten.CAUSE,
+        bpe_seam.CAUSE,
+        content_rewritten.CAUSE,
+        tool_call_reformatted.CAUSE,
+        history_dependent_suffix.CAUSE,
+        nondeterministic_template.CAUSE,
+        template_error.CAUSE,
+        special_token_literal.CAUSE,
+        normalization.CAUSE,
+        noncanonical_split.CAUSE,
+        bos_duplication.CAUSE,
+        utf8_split.CAUSE,
+        parse_lossy.CAUSE,
+        value_rewritten.CAUSE,
     )
 }
 """Every cause label, in the contract's order."""

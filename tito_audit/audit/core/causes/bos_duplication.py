@@ -10,6 +10,7 @@ too).
 from __future__ import annotations
 
 from tito_audit.audit.core.causes.case import Case, Confirmation
+from tito_audit.audit.core.causes.interface import Cause
 from tito_audit.model.tokens import TokenCodec
 
 NAME = "bos-duplication"
@@ -33,3 +34,6 @@ def confirm(case: Case) -> Confirmation:
         return Confirmation(NAME, False, NO_BOS)
     text = case.later or case.renderer.text(case.messages, case.tools, False)
     return Confirmation(NAME, *doubled_bos(case.codec, text))
+
+
+CAUSE = Cause(NAME, LINE, confirm)

@@ -11,6 +11,7 @@ windows decode to the same text in other tokens.
 from __future__ import annotations
 
 from tito_audit.audit.core.causes.case import Case, Confirmation
+from tito_audit.audit.core.causes.interface import Cause
 from tito_audit.audit.core.diff import is_prefix
 
 NAME = "bpe-seam"
@@ -37,3 +38,6 @@ def confirm(case: Case) -> Confirmation:
         if shown
         else "the token windows decode to different text",
     )
+
+
+CAUSE = Cause(NAME, LINE, confirm, unfixed=UNFIXED)

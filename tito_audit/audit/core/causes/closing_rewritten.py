@@ -15,6 +15,7 @@ from __future__ import annotations
 from tito_audit.audit.core.causes import content_rewritten
 from tito_audit.audit.core.causes.case import Case, Confirmation
 from tito_audit.audit.core.causes.divergence import Divergence
+from tito_audit.audit.core.causes.interface import Cause
 from tito_audit.audit.core.diff import first_difference
 
 NAME = "closing-rewritten"
@@ -56,3 +57,6 @@ def confirm(case: Case) -> Confirmation:
         else f"message {index} ({role}) renders the same whether or not message {index + 1} follows"
     )
     return Confirmation(NAME, shown, evidence)
+
+
+CAUSE = Cause(NAME, LINE, confirm, fixed=FIXED, unfixed=UNFIXED)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from tito_audit.audit.core.causes.case import Case, Confirmation
 from tito_audit.audit.core.causes.divergence import Divergence, message_text, message_texts
+from tito_audit.audit.core.causes.interface import Cause
 
 NAME = "content-rewritten"
 LINE = "A message's text is rewritten in history: trimmed, stripped, escaped or moved elsewhere."
@@ -89,3 +90,6 @@ def confirm(case: Case) -> Confirmation:
                         "only",
                     )
     return Confirmation(NAME, False, f"no message text where the renders part (character {index})")
+
+
+CAUSE = Cause(NAME, LINE, confirm, fixed=FIXED, unfixed=UNFIXED)

@@ -19,6 +19,7 @@ import re
 
 from tito_audit.audit.core.causes.case import Case, Confirmation
 from tito_audit.audit.core.causes.divergence import Divergence
+from tito_audit.audit.core.causes.interface import Cause
 from tito_audit.conversations.conversation import ASSISTANT
 
 NAME = "empty-think-dropped"
@@ -73,3 +74,6 @@ def confirm(case: Case) -> Confirmation:
                 f"later {later[block.start() : block.end()]!r}",
             )
     return Confirmation(NAME, False, f"no empty {opener}…{closer} block where the renders part (character {index})")
+
+
+CAUSE = Cause(NAME, LINE, confirm, fixed=FIXED, unfixed=UNFIXED)

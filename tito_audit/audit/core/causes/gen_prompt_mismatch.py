@@ -11,6 +11,7 @@ turn before the divergence is not a prefix of that turn's rendering.
 from __future__ import annotations
 
 from tito_audit.audit.core.causes.case import Case, Confirmation
+from tito_audit.audit.core.causes.interface import Cause
 from tito_audit.audit.core.diff import first_difference
 
 NAME = "gen-prompt-mismatch"
@@ -39,3 +40,6 @@ def confirm(case: Case) -> Confirmation:
         if at is not None
         else "generation prompt is a prefix",
     )
+
+
+CAUSE = Cause(NAME, LINE, confirm, fixed=FIXED, unfixed=UNFIXED)

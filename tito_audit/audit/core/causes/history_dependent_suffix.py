@@ -10,6 +10,7 @@ from the text it writes for them after a stand-in of the same calls.
 from __future__ import annotations
 
 from tito_audit.audit.core.causes.case import Case, Confirmation
+from tito_audit.audit.core.causes.interface import Cause
 from tito_audit.audit.core.diff import common_prefix_length
 from tito_audit.conversations.conversation import ASSISTANT, TOOL, USER, Message
 from tito_audit.model.render import RenderError
@@ -59,3 +60,6 @@ def confirm(case: Case) -> Confirmation:
         if real != alone
         else "the step's suffix is the same after a stand-in",
     )
+
+
+CAUSE = Cause(NAME, LINE, confirm, unfixed=UNFIXED)

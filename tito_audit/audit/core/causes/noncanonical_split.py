@@ -10,6 +10,7 @@ text encodes to.
 from __future__ import annotations
 
 from tito_audit.audit.core.causes.case import Case, Confirmation
+from tito_audit.audit.core.causes.interface import Cause
 
 NAME = "noncanonical-split"
 LINE = (
@@ -26,3 +27,6 @@ def confirm(case: Case) -> Confirmation:
         return Confirmation(NAME, False, "the failure keeps no token window")
     again = case.codec.encode(case.codec.decode(expected.ids))
     return Confirmation(NAME, again != expected.ids, f"ids {expected.ids[:6]} encode back as {again[:6]}")
+
+
+CAUSE = Cause(NAME, LINE, confirm, quiet=QUIET)

@@ -7,6 +7,7 @@ compared render again under another clock: the text changes.
 from __future__ import annotations
 
 from tito_audit.audit.core.causes.case import Case, Confirmation
+from tito_audit.audit.core.causes.interface import Cause
 from tito_audit.model.render import ALTERNATE_CLOCK, frozen_clock
 
 NAME = "nondeterministic-template"
@@ -20,3 +21,6 @@ def confirm(case: Case) -> Confirmation:
     with frozen_clock(case.renderer.model.template_source, ALTERNATE_CLOCK):
         other = case.renderer.text(case.messages[: key[0]], case.tools, key[1])
     return Confirmation(NAME, other != case.texts.get(key), "renders differ under another clock")
+
+
+CAUSE = Cause(NAME, LINE, confirm, fixed=FIXED)

@@ -8,6 +8,7 @@ failure's text, encoded and decoded again, comes back changed, without U+FFFD.
 from __future__ import annotations
 
 from tito_audit.audit.core.causes.case import Case, Confirmation
+from tito_audit.audit.core.causes.interface import Cause
 from tito_audit.model.tokens import REPLACEMENT_CHAR
 
 NAME = "normalization"
@@ -25,3 +26,6 @@ def confirm(case: Case) -> Confirmation:
         if again != text and REPLACEMENT_CHAR not in again:
             return Confirmation(NAME, True, f"{text[:40]!r} comes back as {again[:40]!r}")
     return Confirmation(NAME, False, "the text comes back unchanged through encode and decode")
+
+
+CAUSE = Cause(NAME, LINE, confirm)

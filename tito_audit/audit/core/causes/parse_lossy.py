@@ -12,6 +12,7 @@ buffer where the prompt rendered from the parsed message parts from it.
 from __future__ import annotations
 
 from tito_audit.audit.core.causes.case import Case, Confirmation
+from tito_audit.audit.core.causes.interface import Cause
 from tito_audit.audit.core.diff import WINDOW_CHARS
 from tito_audit.model.render import RenderError
 
@@ -46,3 +47,6 @@ def confirm(case: Case) -> Confirmation:
         if not continued
         else "the prompt from the parsed message continues the buffer",
     )
+
+
+CAUSE = Cause(NAME, LINE, confirm)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from tito_audit.audit.core.causes.case import Case, Confirmation
 from tito_audit.audit.core.causes.divergence import Divergence, TextContext
+from tito_audit.audit.core.causes.interface import Cause
 
 NAME = "reasoning-pruned"
 LINE = "The reasoning of an earlier assistant turn vanishes or changes once later messages exist."
@@ -45,3 +46,6 @@ def confirm(case: Case) -> Confirmation:
     lost = [r for r in reasonings if earlier.count(r) > later.count(r)]
     evidence = f"reasoning present earlier, gone later: {lost[0][:60]!r}" if lost else "no reasoning text lost"
     return Confirmation(NAME, bool(lost), evidence)
+
+
+CAUSE = Cause(NAME, LINE, confirm, fixed=FIXED, unfixed=UNFIXED)

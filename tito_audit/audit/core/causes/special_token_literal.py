@@ -9,6 +9,7 @@ token whose text the message holds.
 from __future__ import annotations
 
 from tito_audit.audit.core.causes.case import Case, Confirmation
+from tito_audit.audit.core.causes.interface import Cause
 
 NAME = "special-token-literal"
 LINE = "Text inside a message encodes to a control token: a role-injection risk."
@@ -27,3 +28,6 @@ def confirm(case: Case) -> Confirmation:
         bool(found),
         f"message {turn}'s text encodes {found[0]!r} to its control id" if found else "no control id in its encoding",
     )
+
+
+CAUSE = Cause(NAME, LINE, confirm)

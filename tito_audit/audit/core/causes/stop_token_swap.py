@@ -16,6 +16,7 @@ from __future__ import annotations
 from tito_audit.audit.core.causes import tail_after_stop
 from tito_audit.audit.core.causes.case import Case, Confirmation
 from tito_audit.audit.core.causes.divergence import Divergence
+from tito_audit.audit.core.causes.interface import Cause
 
 NAME = "stop-token-swap"
 LINE = "History ends an assistant turn with another token than the one the engine stopped on."
@@ -49,3 +50,6 @@ def confirm(case: Case) -> Confirmation:
         f"no stop token where the renders part: earlier {earlier[index : index + 12]!r}, later "
         f"{later[index : index + 12]!r}",
     )
+
+
+CAUSE = Cause(NAME, LINE, confirm, fixed=FIXED)

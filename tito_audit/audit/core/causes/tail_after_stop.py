@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from tito_audit.audit.core.causes.case import Case, Confirmation
 from tito_audit.audit.core.causes.divergence import Divergence
+from tito_audit.audit.core.causes.interface import Cause
 
 NAME = "tail-after-stop"
 LINE = "Only the text after an assistant turn's stop token changes in history."
@@ -48,3 +49,6 @@ def confirm(case: Case) -> Confirmation:
     return Confirmation(
         NAME, not tail.strip(), f"earlier ends with {earlier[end:][:40]!r} after its stop token {earlier[:end][-12:]!r}"
     )
+
+
+CAUSE = Cause(NAME, LINE, confirm, fixed=FIXED)

@@ -8,6 +8,7 @@ conversation again: it raises.
 from __future__ import annotations
 
 from tito_audit.audit.core.causes.case import Case, Confirmation
+from tito_audit.audit.core.causes.interface import Cause
 from tito_audit.model.render import RenderError
 
 NAME = "template-error"
@@ -22,3 +23,6 @@ def confirm(case: Case) -> Confirmation:
     except RenderError as exc:
         return Confirmation(NAME, True, f"the template raises: {exc}")
     return Confirmation(NAME, False, f"render(M[:{upto}], add_generation_prompt=True) renders")
+
+
+CAUSE = Cause(NAME, LINE, confirm)

@@ -19,6 +19,7 @@ import re
 from tito_audit.audit.core.causes import content_rewritten
 from tito_audit.audit.core.causes.case import Case, Confirmation
 from tito_audit.audit.core.causes.divergence import Divergence
+from tito_audit.audit.core.causes.interface import Cause
 
 NAME = "tool-call-reformatted"
 LINE = "Tool-call arguments are re-serialized in history: spacing, key order or escaping."
@@ -125,3 +126,6 @@ def confirm(case: Case) -> Confirmation:
             )
         start = earlier.rfind("{", max(0, index - _LOOKBACK), start)
     return Confirmation(NAME, False, f"no call's arguments written as JSON where the renders part (character {index})")
+
+
+CAUSE = Cause(NAME, LINE, confirm, fixed=FIXED, unfixed=UNFIXED)

@@ -8,6 +8,7 @@ the failure's sampled ids decode to U+FFFD where its text holds none.
 from __future__ import annotations
 
 from tito_audit.audit.core.causes.case import Case, Confirmation
+from tito_audit.audit.core.causes.interface import Cause
 from tito_audit.model.tokens import REPLACEMENT_CHAR
 
 NAME = "utf8-split"
@@ -24,3 +25,6 @@ def confirm(case: Case) -> Confirmation:
     return Confirmation(
         NAME, shown, "the ids decode to U+FFFD" if shown else "no U+FFFD from decoding where the text had none"
     )
+
+
+CAUSE = Cause(NAME, LINE, confirm)

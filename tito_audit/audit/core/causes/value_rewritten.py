@@ -15,6 +15,7 @@ import json
 import re
 
 from tito_audit.audit.core.causes.case import Case, Confirmation
+from tito_audit.audit.core.causes.interface import Cause
 from tito_audit.audit.core.diff import WINDOW_CHARS
 
 NAME = "value-rewritten"
@@ -64,3 +65,6 @@ def confirm(case: Case) -> Confirmation:
         shown,
         f"the model wrote {written!r}, history writes {rendered!r}" + ("" if shown else ": not the same value"),
     )
+
+
+CAUSE = Cause(NAME, LINE, confirm)
