@@ -31,6 +31,7 @@ from tito_audit.audit.core.causes import (
 )
 from tito_audit.conversations.conversation import ASSISTANT, Message
 from tito_audit.model.variants import jinja_environment
+from tito_audit.repair.fixes.interface import Fix
 from tito_audit.repair.fixes.patterns import Edits, evaluated, find, operand_end
 from tito_audit.repair.fixes.source import Edit, TemplateSource, Token
 
@@ -149,3 +150,14 @@ def _literal(value: object) -> str:
     if value is None:
         return "none"
     return repr(value)
+
+
+FIX = Fix(
+    NAME,
+    CAUSES,
+    CHANGES,
+    AT_INFERENCE,
+    SCOPE,
+    find_edits=lambda source, context: edits(source),
+    touches=touches,
+)

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from tito_audit.audit.core.causes import closing_rewritten, tail_after_stop
 from tito_audit.conversations.conversation import ASSISTANT, SYSTEM, TOOL, USER, Message
+from tito_audit.repair.fixes.interface import Fix
 from tito_audit.repair.fixes.patterns import Edits, evaluated, find
 from tito_audit.repair.fixes.source import Edit, TemplateSource, Token
 
@@ -64,3 +65,14 @@ def edits(source: TemplateSource) -> list[Edit]:
 def touches(messages: Sequence[Message], k: int, gp: bool) -> bool:
     """Renders that end with a message other than an assistant turn."""
     return k > 0 and messages[k - 1].get("role") != ASSISTANT
+
+
+FIX = Fix(
+    NAME,
+    CAUSES,
+    CHANGES,
+    AT_INFERENCE,
+    SCOPE,
+    find_edits=lambda source, context: edits(source),
+    touches=touches,
+)

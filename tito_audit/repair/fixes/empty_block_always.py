@@ -16,6 +16,7 @@ search audits every variant and offers it only then.
 from __future__ import annotations
 
 from tito_audit.repair.fixes import empty_block_kept
+from tito_audit.repair.fixes.interface import Fix
 from tito_audit.repair.fixes.source import Edit, TemplateSource
 
 NAME = "empty-block-always"
@@ -28,3 +29,14 @@ touches = empty_block_kept.touches_absent_too
 
 def edits(source: TemplateSource) -> list[Edit]:
     return empty_block_kept.edits(source, always=True)
+
+
+FIX = Fix(
+    NAME,
+    CAUSES,
+    CHANGES,
+    AT_INFERENCE,
+    SCOPE,
+    find_edits=lambda source, context: edits(source),
+    touches=touches,
+)

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from tito_audit.audit.core.causes import empty_think_dropped
 from tito_audit.conversations.conversation import ASSISTANT, Message
+from tito_audit.repair.fixes.interface import Fix
 from tito_audit.repair.fixes.patterns import Edits, evaluated
 from tito_audit.repair.fixes.source import Edit, TemplateSource, Token
 
@@ -176,3 +177,14 @@ def _if_tags(code: Sequence[Token]) -> set[int]:
         if token.kind not in ("block_begin", "block_end", "variable_begin", "variable_end"):
             first.setdefault(token.tag, token.text)
     return {tag for tag, word in first.items() if word in ("if", "elif")}
+
+
+FIX = Fix(
+    NAME,
+    CAUSES,
+    CHANGES,
+    AT_INFERENCE,
+    SCOPE,
+    find_edits=lambda source, context: edits(source),
+    touches=touches,
+)

@@ -17,6 +17,7 @@ from datetime import datetime
 
 from tito_audit.audit.core.causes import nondeterministic_template
 from tito_audit.conversations.conversation import Message
+from tito_audit.repair.fixes.interface import Fix
 from tito_audit.repair.fixes.patterns import evaluated, find
 from tito_audit.repair.fixes.source import Edit, TemplateSource
 
@@ -43,3 +44,14 @@ def edits(source: TemplateSource, clock: datetime) -> list[Edit]:
 def touches(messages: Sequence[Message], k: int, gp: bool) -> bool:
     """None: with the clock frozen at the date the fix writes as its default, every render is unchanged."""
     return False
+
+
+FIX = Fix(
+    NAME,
+    CAUSES,
+    CHANGES,
+    AT_INFERENCE,
+    SCOPE,
+    find_edits=lambda source, context: edits(source, context.clock),
+    touches=touches,
+)

@@ -21,6 +21,7 @@ from jinja2 import nodes
 from tito_audit.audit.core.causes import empty_think_dropped, reasoning_pruned
 from tito_audit.conversations.conversation import ASSISTANT, Message
 from tito_audit.model.variants import jinja_environment
+from tito_audit.repair.fixes.interface import Fix
 from tito_audit.repair.fixes.patterns import evaluated, find, replace_run
 from tito_audit.repair.fixes.source import Edit, TemplateSource
 
@@ -91,3 +92,14 @@ def _text_of(source: str, loop: nodes.For) -> str:
             if "in" in words:
                 return "".join(words[words.index("in") + 1 :])
     return ""
+
+
+FIX = Fix(
+    NAME,
+    CAUSES,
+    CHANGES,
+    AT_INFERENCE,
+    SCOPE,
+    find_edits=lambda source, context: edits(source),
+    touches=touches,
+)

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 from tito_audit.audit.core.causes import gen_prompt_mismatch, reasoning_pruned
 from tito_audit.conversations.conversation import ASSISTANT, Message
+from tito_audit.repair.fixes.interface import Fix
 from tito_audit.repair.fixes.patterns import evaluated, find
 from tito_audit.repair.fixes.source import Edit, TemplateSource, Token
 
@@ -107,3 +108,14 @@ def _in_if_test(source: TemplateSource, token: Token) -> bool:
 
 def _inside(edits: Sequence[Edit], token: Token) -> bool:
     return any(e.start <= token.start < e.end for e in edits)
+
+
+FIX = Fix(
+    NAME,
+    CAUSES,
+    CHANGES,
+    AT_INFERENCE,
+    SCOPE,
+    find_edits=lambda source, context: edits(source, context.opening),
+    touches=touches,
+)

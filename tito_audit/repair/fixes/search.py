@@ -24,8 +24,9 @@ from tito_audit.conversations.generate import generate
 from tito_audit.conversations.profile import GenerationProfile
 from tito_audit.model.load_folder import LoadedModel, codec_for
 from tito_audit.model.render import Renderer, RenderError, frozen_clock
-from tito_audit.repair.fixes import REGISTRY, FixContext, FixRule
+from tito_audit.repair.fixes import REGISTRY
 from tito_audit.repair.fixes.fold import fold
+from tito_audit.repair.fixes.interface import Fix, FixContext
 from tito_audit.repair.fixes.proof import NoChangeProof, prove_no_change
 from tito_audit.repair.fixes.source import Edit, TemplateSource
 
@@ -43,7 +44,7 @@ UNFIXED = {cause.name: cause.unfixed for cause in CAUSES.values() if cause.unfix
 
 @dataclass
 class AppliedFix:
-    rule: FixRule
+    rule: Fix
     edits: list[Edit]
     removed: list[str] = field(default_factory=list)
     """Causes present before this fix and gone after it."""
@@ -177,7 +178,7 @@ def search_fix(loaded: LoadedModel, before: AuditReport, options: AuditOptions, 
         outcome.reason = _no_construct(causes)
         return outcome
     current, current_score = before, score(before)
-    chosen: list[tuple[FixRule, list[Edit]]] = []
+    chosen: list[tuple[Fix, list[Edit]]] = []
     removed_by: dict[str, list[str]] = {}
     while current_score != BEST_SCORE:  # until no fix improves the score (a fixable finding can outlive ready)
         best = None
@@ -264,7 +265,7 @@ def _refuses_more(before: AuditReport, after: AuditReport) -> bool:
     return any(v.conversations_audited < audited.get(v.name, 0) for v in after.variants)
 
 
-def _prove(loaded: LoadedModel, patched_source: str, options: AuditOptions, rules: list[FixRule]) -> NoChangeProof:
+def _prove(loaded: LoadedModel, patched_source: str, options: AuditOptions, rules: list[Fix]) -> NoChangeProof:
     codec = codec_for(loaded)
     patched = patched_model(loaded, patched_source)
     original_renderer = Renderer(loaded, codec, remember=True)  # the audits and the other proofs rendered most
