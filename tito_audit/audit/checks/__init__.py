@@ -1,6 +1,7 @@
 """The contract's checks, one module each, run in order on one rollout context per conversation.
 
-Each check is a module with a ``NAME`` and a ``check(context, outcome)`` function that reads the
+Each check is a module declaring its :class:`~tito_audit.audit.checks.interface.Check` as ``CHECK``: a ``NAME`` and a
+``check(context, outcome)`` function that reads the
 :class:`~tito_audit.audit.checks.rollout_context.RolloutContext` (renders, alignments, the simulated rollout) and adds
 tallies and located failures to the :class:`~tito_audit.audit.checks.outcome.Outcome`. Failures carry a key
 ``(phase, index, part, sub-part)`` so reports list them in rollout order: append failures by message
@@ -8,32 +9,17 @@ tallies and located failures to the :class:`~tito_audit.audit.checks.outcome.Out
 ``(1, j, 1, ...)``, its completion's roundtrip ``(1, j, 2, ...)`` and its mask ``(1, j, 3, ...)``; whole buffers
 ``(2, ...)``; literal special tokens by message ``(3, k, ...)``.
 
-Adding a check: a module beside these and one line in :data:`REGISTRY`.
+Adding a check: a module beside these and its ``CHECK`` in :data:`REGISTRY`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 from tito_audit.audit.checks import append, bridge, mask, rollout, roundtrip
+from tito_audit.audit.checks.interface import Check
 from tito_audit.audit.checks.outcome import Outcome
 from tito_audit.audit.checks.rollout_context import RolloutContext
 
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    run: Callable[[RolloutContext, Outcome], None]
-
-
-REGISTRY: tuple[Check, ...] = (
-    Check(roundtrip.NAME, roundtrip.check),
-    Check(append.NAME, append.check),
-    Check(rollout.NAME, rollout.check),
-    Check(bridge.NAME, bridge.check),
-    Check(mask.NAME, mask.check),
-)
+REGISTRY: tuple[Check, ...] = (roundtrip.CHECK, append.CHECK, rollout.CHECK, bridge.CHECK, mask.CHECK)
 """The checks, in the contract's order (and the order of each variant's check tables)."""
 
 CHECK_NAMES = tuple(check.name for check in REGISTRY)

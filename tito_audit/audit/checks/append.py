@@ -13,6 +13,7 @@ anything follows fails ``tool after tool``::
 
 from __future__ import annotations
 
+from tito_audit.audit.checks.interface import Check
 from tito_audit.audit.checks.outcome import FAILED, PASSED, REFUSED, Outcome
 from tito_audit.audit.checks.records import text_failure
 from tito_audit.audit.checks.rollout_context import RolloutContext
@@ -65,3 +66,6 @@ def check(context: RolloutContext, outcome: Outcome) -> None:
             owner,
         )
         outcome.fail((0, k, 0, 0), failure)
+
+
+CHECK = Check(NAME, check)

@@ -14,6 +14,7 @@ real conversation needs ``#7``::
 
 from __future__ import annotations
 
+from tito_audit.audit.checks.interface import Check
 from tito_audit.audit.checks.outcome import FAILED, PASSED, REFUSED, Outcome
 from tito_audit.audit.checks.records import token_failure
 from tito_audit.audit.checks.rollout_context import CheckSetup, RolloutContext
@@ -112,3 +113,6 @@ def check(context: RolloutContext, outcome: Outcome) -> None:
             detail=detail,
         )
         outcome.fail((1, j, 1, 0), failure)
+
+
+CHECK = Check(NAME, check)

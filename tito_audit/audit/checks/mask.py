@@ -27,6 +27,7 @@ the verdict, never in it; ``n/a`` for templates without generation blocks (a not
 
 from __future__ import annotations
 
+from tito_audit.audit.checks.interface import Check
 from tito_audit.audit.checks.mask_compare import (
     INJECTED_TRAINED,
     LABELS,
@@ -152,3 +153,6 @@ def _next_stop_bit(context: RolloutContext, completion: Completion) -> int | Non
 
 
 __all__ = ["INJECTED_TRAINED", "LABELS", "NAME", "SAMPLED_UNTRAINED", "STOP_TOKEN_UNTRAINED", "check"]
+
+
+CHECK = Check(NAME, check)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tito_audit.audit.checks.interface import Check
 from tito_audit.audit.checks.outcome import FAILED, PASSED, Outcome
 from tito_audit.audit.checks.records import text_failure, token_failure
 from tito_audit.audit.checks.rollout_context import RolloutContext
@@ -247,3 +248,6 @@ def _final_drift(context: RolloutContext, outcome: Outcome) -> None:
     outcome.drift.total_tokens += len(reference)
     outcome.drift.mismatched_tokens += mismatched_positions(trace.buffer, reference)
     outcome.drift.mismatched_tokens_noncanonical += mismatched_positions(trace.buffer_noncanonical, reference)
+
+
+CHECK = Check(NAME, check)

@@ -13,6 +13,7 @@ Example: a completion cut inside a multi-byte character decodes to U+FFFD and ca
 
 from __future__ import annotations
 
+from tito_audit.audit.checks.interface import Check
 from tito_audit.audit.checks.outcome import FAILED, PASSED, Outcome
 from tito_audit.audit.checks.records import token_failure
 from tito_audit.audit.checks.rollout_context import RolloutContext
@@ -159,3 +160,6 @@ def _literal_specials(context: RolloutContext, outcome: Outcome) -> None:
             detail="expected: the text as plain tokens; actual: how it encodes (a control id)",
         )
         outcome.fail((3, index, 0, 0), failure)
+
+
+CHECK = Check(NAME, check)

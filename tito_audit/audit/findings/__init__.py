@@ -1,10 +1,11 @@
 """Findings beside the verdict: model-level observations that never change a verdict.
 
-Each finding is a module with a ``find(context) -> list[Finding]`` function reading a
+Each finding is a module declaring its :class:`FindingRule` as ``FINDING``: the ``NAME`` of the cause it counts and a
+``find(context) -> list[Finding]`` function reading a
 :class:`FindingContext` (the variant's model, codec and renderer, the accepted conversations with their full
 renders, and the per-turn totals of the rollout). They run in :data:`REGISTRY` order after the checks.
 
-Adding a finding: a module beside these and one line in :data:`REGISTRY`.
+Adding a finding: a module beside these and its ``FINDING`` in :data:`REGISTRY`.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from tito_audit.audit.results import Finding
 __all__ = ["REGISTRY", "FindingContext", "FindingRule", "run_findings"]
 
 REGISTRY: tuple[FindingRule, ...] = (
-    FindingRule(nondeterminism.NAME, nondeterminism.find),
-    FindingRule(doubled_bos.NAME, doubled_bos.find),
-    FindingRule(gen_prompt_turns.NAME, gen_prompt_turns.find),
-    FindingRule(written_literals.NAME, written_literals.find),
+    nondeterminism.FINDING,
+    doubled_bos.FINDING,
+    gen_prompt_turns.FINDING,
+    written_literals.FINDING,
 )
 
 

@@ -5,14 +5,10 @@ e.g. ``[128000, 128000, 128006, ...]``; the fix is ``add_special_tokens=False``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from tito_audit.audit.core.causes import bos_duplication
+from tito_audit.audit.findings.finding_context import FindingContext, FindingRule
 from tito_audit.audit.results import Finding
 from tito_audit.model.load_folder import JINJA
-
-if TYPE_CHECKING:
-    from tito_audit.audit.findings.finding_context import FindingContext
 
 NAME = bos_duplication.NAME
 
@@ -31,3 +27,6 @@ def find(context: FindingContext) -> list[Finding]:
             evidence=evidence,
         )
     ]
+
+
+FINDING = FindingRule(NAME, find)

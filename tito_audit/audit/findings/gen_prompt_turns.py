@@ -8,13 +8,9 @@ e.g. "98 of 290 assistant turns".
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from tito_audit.audit.core.causes import gen_prompt_mismatch
+from tito_audit.audit.findings.finding_context import FindingContext, FindingRule
 from tito_audit.audit.results import Finding
-
-if TYPE_CHECKING:
-    from tito_audit.audit.findings.finding_context import FindingContext
 
 NAME = gen_prompt_mismatch.NAME
 
@@ -29,3 +25,6 @@ def find(context: FindingContext) -> list[Finding]:
             "is not a prefix of the turn as the template renders it, in any form a model could produce",
         )
     ]
+
+
+FINDING = FindingRule(NAME, find)

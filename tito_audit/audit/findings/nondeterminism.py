@@ -9,15 +9,11 @@ difference is reported with the character where the renders part, e.g. a system 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from tito_audit.audit.core.causes import nondeterministic_template
 from tito_audit.audit.core.diff import first_difference, text_window
+from tito_audit.audit.findings.finding_context import FindingContext, FindingRule
 from tito_audit.audit.results import Finding
 from tito_audit.model.render import ALTERNATE_CLOCK, Renderer, RenderError, frozen_clock
-
-if TYPE_CHECKING:
-    from tito_audit.audit.findings.finding_context import FindingContext
 
 NAME = nondeterministic_template.NAME
 SAMPLE = 6
@@ -49,3 +45,6 @@ def find(context: FindingContext) -> list[Finding]:
                     )
                     break
     return findings
+
+
+FINDING = FindingRule(NAME, find)

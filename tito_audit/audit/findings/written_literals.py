@@ -14,17 +14,15 @@ Example (Qwen3.5)::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tito_audit.audit.core.causes import value_rewritten
+from tito_audit.audit.findings.finding_context import FindingContext, FindingRule
 from tito_audit.audit.parse_step.value_literals import MARKER, json_literals, locate_literal, value_type, with_value
 from tito_audit.audit.results import Finding
 from tito_audit.conversations.conversation import ASSISTANT, USER, Message
 from tito_audit.model.load_folder import JINJA
 from tito_audit.model.render import RenderError
-
-if TYPE_CHECKING:
-    from tito_audit.audit.findings.finding_context import FindingContext
 
 NAME = value_rewritten.NAME
 PROBE_VALUES: dict[str, Any] = {"flag": False, "nothing": None, "ratio": 1.5, "count": 3}
@@ -113,3 +111,6 @@ def _template_line(context: FindingContext, messages: list[Message], name: str) 
     made = attributor.assignment_before(writer)
     shown = [made, writer] if made is not None else [writer]
     return "; ".join(f"template line {n}: {attributor.line(n).text.strip()}" for n in shown)
+
+
+FINDING = FindingRule(NAME, find)
