@@ -21,7 +21,8 @@ def _readable(command: Any, ctx: Any) -> None:
         helper.metavar = ""
     for param in command.params:
         if isinstance(param, TyperArgument):
-            param.display_type_rich = lambda ctx: None
+            # typer's own Argument object (third-party): its help shows no type after the name
+            param.display_type_rich = lambda ctx: None  # type: ignore[method-assign]
     _plain_text(command)
 
 

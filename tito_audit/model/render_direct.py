@@ -136,6 +136,8 @@ class DirectTemplate:
     def create(
         cls, model: LoadedModel, kwargs: Mapping[str, Any], limits: RenderLimits, memo: RenderMemo | None = None
     ) -> DirectTemplate | None:
+        if model.template_source is None:  # rendered without Jinja: nothing to compile
+            return None
         try:
             utils = imported(TEMPLATE_UTILS)
             plain, alias = utils._plain_template_data, utils._alias_reasoning_fields
