@@ -13,6 +13,8 @@ from tito_audit import __version__
 from tito_audit.errors import EXIT_OK
 
 
+# typer's help machinery: its commands, contexts and help formatters are click's, vendored at a private path
+# (typer._click), so they are typed Any here
 def _readable(command: Any, ctx: Any) -> None:
     """Help that reads at 80 columns: a flag shows no value (``--help``, not ``--help <bool>``) and an argument its
     name alone (``MODEL``, not ``MODEL <str>``); options name their value with a metavar (:mod:`.options`)."""

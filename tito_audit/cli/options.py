@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, Field, dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 from types import NoneType, UnionType
@@ -311,7 +311,7 @@ TYPE_METAVARS: dict[type, str] = {bool: "", int: "N", float: "NUMBER", str: "TEX
 type, ``<list[Path]>``); a flag takes no value and shows none."""
 
 
-def readable_metavar(annotation: Any) -> None:
+def readable_metavar(annotation: object) -> None:
     """Give the typer option or argument in ``annotation`` (``Annotated[T, typer.Option(...)]``) the metavar of its
     type when it names none: ``N`` for ``int`` (a list: the element's), nothing for a flag."""
     if get_origin(annotation) is not Annotated:
@@ -373,7 +373,7 @@ def _group_parameters(group: type, defaults: dict[str, Any]) -> list[inspect.Par
     ]
 
 
-def _group_of(annotation: Any) -> tuple[type | None, dict[str, Any]]:
+def _group_of(annotation: object) -> tuple[type | None, dict[str, Any]]:
     defaults: dict[str, Any] = {}
     if get_origin(annotation) is Annotated:
         annotation, *extras = get_args(annotation)
@@ -385,7 +385,7 @@ def _group_of(annotation: Any) -> tuple[type | None, dict[str, Any]]:
     return None, {}
 
 
-def _field_default(item: Any) -> Any:
+def _field_default(item: Field[Any]) -> Any:
     if item.default is not MISSING:
         return item.default
     if item.default_factory is not MISSING:
