@@ -159,3 +159,16 @@ def test_the_policy_is_read_on_python_3_10_which_has_no_tomllib(tmp_path, monkey
     monkeypatch.setitem(sys.modules, "tomllib", None)  # as on 3.10: importing it fails
     monkeypatch.setitem(sys.modules, "tomli", tomllib)  # the backport reads TOML as tomllib does
     assert read_pyproject_policy(pyproject) == {"require": ["no-broken"]}
+
+
+def test_check_writes_the_report_and_the_page_in_the_audit_formats(tiny_model_dir, broken, tmp_path):
+    """``check --report`` and ``--html`` are the audit report's json and html formats, of the report it checked."""
+    import json
+
+    report, page = tmp_path / "report.json", tmp_path / "page.html"
+    result = check(tiny_model_dir, broken, "--require", "ready", "--report", str(report), "--html", str(page))
+    assert result.returncode == 1, result.stdout + result.stderr
+    document = json.loads(report.read_text(encoding="utf-8"))
+    html = page.read_text(encoding="utf-8")
+    assert document["verdict"] == "broken" and html.startswith("<!doctype html>")
+    assert f"{document['model']['model_id']}: broken — tito-audit" in html
