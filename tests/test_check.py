@@ -143,3 +143,32 @@ def test_policy_in_pyproject(tiny_model_dir, broken, tmp_path):
 def test_bad_policy_exit_2(tiny_model_dir, good, args, fragment):
     result = check(tiny_model_dir, good, *args)
     assert result.returncode == 2 and fragment in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_policy_is_read_on_python_3_10_which_has_no_tomllib(tmp_path, monkeypatch):
+    """Python 3.10 (the package's oldest) has no ``tomllib``: the policy is read with its backport, ``tomli``."""
+    import sys
+
+    import tomllib
+
+    from tito_audit.gate.policy import read_pyproject_policy
+
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[tool.tito-audit]\nrequire = ["no-broken"]\n', encoding="utf-8")
+    monkeypatch.setattr(sys, "version_info", (3, 10, 14, "final", 0))
+    monkeypatch.setitem(sys.modules, "tomllib", None)  # as on 3.10: importing it fails
+    monkeypatch.setitem(sys.modules, "tomli", tomllib)  # the backport reads TOML as tomllib does
+    assert read_pyproject_policy(pyproject) == {"require": ["no-broken"]}
+
+
+def test_check_writes_the_report_and_the_page_in_the_audit_formats(tiny_model_dir, broken, tmp_path):
+    """``check --report`` and ``--html`` are the audit report's json and html formats, of the report it checked."""
+    import json
+
+    report, page = tmp_path / "report.json", tmp_path / "page.html"
+    result = check(tiny_model_dir, broken, "--require", "ready", "--report", str(report), "--html", str(page))
+    assert result.returncode == 1, result.stdout + result.stderr
+    document = json.loads(report.read_text(encoding="utf-8"))
+    html = page.read_text(encoding="utf-8")
+    assert document["verdict"] == "broken" and html.startswith("<!doctype html>")
+    assert f"{document['model']['model_id']}: broken — tito-audit" in html

@@ -13,6 +13,8 @@ from tito_audit import __version__
 from tito_audit.errors import EXIT_OK
 
 
+# typer's help machinery: its commands, contexts and help formatters are click's, vendored at a private path
+# (typer._click), so they are typed Any here
 def _readable(command: Any, ctx: Any) -> None:
     """Help that reads at 80 columns: a flag shows no value (``--help``, not ``--help <bool>``) and an argument its
     name alone (``MODEL``, not ``MODEL <str>``); options name their value with a metavar (:mod:`.options`)."""
@@ -21,7 +23,8 @@ def _readable(command: Any, ctx: Any) -> None:
         helper.metavar = ""
     for param in command.params:
         if isinstance(param, TyperArgument):
-            param.display_type_rich = lambda ctx: None
+            # typer's own Argument object (third-party): its help shows no type after the name
+            param.display_type_rich = lambda ctx: None  # type: ignore[method-assign]
     _plain_text(command)
 
 

@@ -10,11 +10,9 @@ from rich.console import Console
 from tito_audit.cli.app import app
 from tito_audit.cli.options import (
     ConversationInputs,
-    HtmlOutOpt,
-    JsonOutOpt,
-    MarkdownOutOpt,
     ModelArg,
     ModelSource,
+    ReportOutputs,
     Sampling,
     TemplateSettings,
     with_option_groups,
@@ -37,9 +35,7 @@ def audit_command(
     sampling: Sampling,
     settings: TemplateSettings,
     inputs: ConversationInputs,
-    json_path: JsonOutOpt = None,
-    markdown_path: MarkdownOutOpt = None,
-    html_path: HtmlOutOpt = None,
+    outputs: ReportOutputs,
     examples: ExamplesOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
@@ -52,13 +48,12 @@ def audit_command(
         load,
         model_words,
     )
-    from tito_audit.formatters.json_report import to_json
-    from tito_audit.formatters.markdown import to_markdown
-    from tito_audit.formatters.site import model_page
+    from tito_audit.formatters.interface import FormatContext
     from tito_audit.formatters.terminal import render_report, verdict_text
     from tito_audit.repair.explanations import attach_explanations
 
-    check_outputs([("--json", json_path), ("--markdown", markdown_path), ("--html", html_path)])
+    chosen = outputs.chosen()
+    check_outputs([(report_format.option, path) for report_format, path in chosen])
     console = Console()
     options = audit_options(sampling, settings, max_examples_per_group=examples)
     add_conversation_inputs(options, inputs)
@@ -66,14 +61,8 @@ def audit_command(
     report = audit_with_progress(loaded, options, console, show=not quiet)
     words = model_words(model, source, settings)
     attach_explanations(report, loaded)
-    outputs = []
-    if json_path is not None:
-        outputs.append(("--json", json_path, to_json(report)))
-    if markdown_path is not None:
-        outputs.append(("--markdown", markdown_path, to_markdown(report, model_words=words)))
-    if html_path is not None:
-        outputs.append(("--html", html_path, model_page(report)))
-    write_outputs(outputs)
+    context = FormatContext(model_words=words)
+    write_outputs([(f.option, path, f.render(report, context)) for f, path in chosen])
     fail_if_refused_everything(report)
     if quiet:
         others = [f"{v.verdict} with {v.parser}" for v in report.parsers if v.verdict != report.verdict]

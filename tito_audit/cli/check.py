@@ -90,8 +90,8 @@ def check_command(
     )
     from tito_audit.formatters import ci
     from tito_audit.formatters.ci_summary import to_summary
-    from tito_audit.formatters.json_report import to_json
-    from tito_audit.formatters.site import model_page
+    from tito_audit.formatters.interface import FormatContext
+    from tito_audit.formatters.registry import report_format
     from tito_audit.gate.policy import (
         build_policy,
         check_baseline_model,
@@ -127,7 +127,7 @@ def check_command(
     if html_path is not None:
         attach_explanations(report, loaded)  # the page shows the template lines behind each break
     if report_path is not None:
-        write_outputs([("--report", report_path, to_json(report))])
+        write_outputs([("--report", report_path, report_format("json").render(report, FormatContext()))])
     fail_if_refused_everything(report)
     results = evaluate(report, policy)
     model_id = report.model.model_id
@@ -142,7 +142,8 @@ def check_command(
             ("--json", json_path, ci.to_json(model_id, results, report.verdict, policy.baseline_path, report.parsers))
         )
     if html_path is not None:
-        outputs.append(("--html", html_path, model_page(report)))
+        page_format = report_format("html")
+        outputs.append((page_format.option, html_path, page_format.render(report, FormatContext())))
     if summary_path is not None:
         page = html_path.name if html_path is not None else None
         outputs.append(("--summary", summary_path, to_summary(report, results, page)))

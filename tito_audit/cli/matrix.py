@@ -211,9 +211,9 @@ def matrix_command(
         except (OSError, ValueError) as exc:
             raise BadInputError(f"--update-readme: {exc}") from exc
     _print_summary(run, what_changed(out, before, folder_state(out)), console)
-    failed = [row["model_id"] for row in rows if row["status"] == AUDIT_ERROR]
+    failed_ids = [row["model_id"] for row in rows if row["status"] == AUDIT_ERROR]
     kept = [row["model_id"] for row in rows if failed_in_this_run(row) and row["status"] != AUDIT_ERROR]
-    for ids, what in ((failed, f"rows failed ({AUDIT_ERROR}"), (kept, f"rows failed ({KEPT.rstrip(': ')}")):
+    for ids, what in ((failed_ids, f"rows failed ({AUDIT_ERROR}"), (kept, f"rows failed ({KEPT.rstrip(': ')}")):
         if ids:
             err.print(
                 f"{len(ids)} {what}: {', '.join(ids[:3])}{', …' if len(ids) > 3 else ''}); "
@@ -221,7 +221,7 @@ def matrix_command(
                 highlight=False,
                 soft_wrap=True,
             )
-    if failed or kept:
+    if failed_ids or kept:
         raise typer.Exit(EXIT_ROWS_FAILED)
     raise typer.Exit(EXIT_OK)
 

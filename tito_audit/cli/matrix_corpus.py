@@ -72,10 +72,11 @@ def corpus_command(corpus: Path, options: MatrixOptions, stage_dir: Path, consol
     console.print(what_changed(options.out_dir, before, folder_state(options.out_dir)), highlight=False, soft_wrap=True)
     for note in dict.fromkeys(run.notes[:5]):
         err.print(f"note: {note}", highlight=False, soft_wrap=True)
-    failed = [row["name"] for row in run.rows if row["status"] == AUDIT_ERROR]
-    if failed:
+    failed_names = [row["name"] for row in run.rows if row["status"] == AUDIT_ERROR]
+    if failed_names:
         err.print(
-            f"{len(failed)} templates failed ({AUDIT_ERROR}: {', '.join(failed[:3])}{', …' if len(failed) > 3 else ''})"
+            f"{len(failed_names)} templates failed ({AUDIT_ERROR}: {', '.join(failed_names[:3])}"
+            f"{', …' if len(failed_names) > 3 else ''})"
             "; see their reason in index.json, run again to retry them",
             highlight=False,
             soft_wrap=True,

@@ -3,7 +3,9 @@
 An option group is a dataclass whose fields are typer options. A command takes the whole group as one
 parameter (``source: ModelSource``); :func:`with_option_groups` spreads the group's fields into the command's
 signature for typer, and gathers them back into the dataclass before the command runs. A command that needs
-other defaults for a group says so in the annotation: ``Annotated[Sampling, GroupDefaults(count=48)]``.
+other defaults for a group says so in the annotation: ``Annotated[Sampling, GroupDefaults(count=48)]``. One group
+is not a dataclass: :class:`ReportOutputs`, whose options are the report formats of
+:data:`tito_audit.formatters.registry.REPORT_FORMATS`.
 """
 
 from __future__ import annotations
@@ -11,11 +13,11 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from dataclasses import MISSING, Field, dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 from types import NoneType, UnionType
-from typing import Annotated, Any, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, TypeVar, Union, cast, get_args, get_origin, get_type_hints
 
 import typer
 from typer.models import ParameterInfo
@@ -25,6 +27,8 @@ from tito_audit.conversations.generate import DEFAULT_MAX_TURNS, MAX_TURNS_LIMIT
 from tito_audit.conversations.scenarios import scenario_names
 from tito_audit.conversations.windows import DEFAULT_MAX_MESSAGES
 from tito_audit.errors import BadInputError
+from tito_audit.formatters.interface import ReportFormat
+from tito_audit.formatters.registry import REPORT_FORMATS, report_format
 from tito_audit.model.render_guard import DEFAULT_CLOCK, RenderLimits
 from tito_audit.model.variants import parse_kwarg
 
@@ -149,12 +153,18 @@ JsonOutOpt = Annotated[Path | None, typer.Option("--json", metavar="FILE", help=
 MarkdownOutOpt = Annotated[
     Path | None, typer.Option("--markdown", metavar="FILE", help="Write the report as Markdown here.")
 ]
+"""``replay``'s and ``explain``'s outputs (their own documents; the audit report's are :class:`ReportOutputs`)."""
+
+
+def output_option(report_format: ReportFormat) -> Any:
+    """The option ``--NAME FILE`` that writes the report in ``report_format`` (an ``Annotated`` type for typer)."""
+    return Annotated[Path | None, typer.Option(report_format.option, metavar="FILE", help=report_format.help)]
+
+
 HtmlOutOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--html", metavar="FILE", help="Write the model's page here (self-contained HTML: verdict, token diffs)."
-    ),
+    Path | None, typer.Option(report_format("html").option, metavar="FILE", help=report_format("html").help)
 ]
+"""``check``'s model page: the html format alone (``check --json`` writes the requirements' results)."""
 
 
 ParserOpt = Annotated[
@@ -259,6 +269,30 @@ def parse_kwargs(pairs: list[str]) -> dict[str, Any]:
     return pinned
 
 
+class ReportOutputs:
+    """The files a command writes the audit report to: one option ``--NAME FILE`` per format of
+    :data:`~tito_audit.formatters.registry.REPORT_FORMATS` (not a dataclass: its options are the registry's)."""
+
+    def __init__(self, **paths: Path | None) -> None:
+        self.paths = paths
+
+    @staticmethod
+    def parameters() -> list[inspect.Parameter]:
+        """The options, as keyword-only parameters of the command typer sees."""
+        return [
+            inspect.Parameter(_path_name(f), inspect.Parameter.KEYWORD_ONLY, default=None, annotation=output_option(f))
+            for f in REPORT_FORMATS
+        ]
+
+    def chosen(self) -> list[tuple[ReportFormat, Path]]:
+        """The formats asked for, each with its file, in the registry's order."""
+        return [(f, path) for f in REPORT_FORMATS if (path := self.paths.get(_path_name(f))) is not None]
+
+
+def _path_name(report_format: ReportFormat) -> str:
+    return f"{report_format.name}_path"
+
+
 # -- spreading groups into a command's signature ------------------------------------------------------
 @dataclass(frozen=True)
 class GroupDefaults:
@@ -277,7 +311,7 @@ TYPE_METAVARS: dict[type, str] = {bool: "", int: "N", float: "NUMBER", str: "TEX
 type, ``<list[Path]>``); a flag takes no value and shows none."""
 
 
-def readable_metavar(annotation: Any) -> None:
+def readable_metavar(annotation: object) -> None:
     """Give the typer option or argument in ``annotation`` (``Annotated[T, typer.Option(...)]``) the metavar of its
     type when it names none: ``N`` for ``int`` (a list: the element's), nothing for a flag."""
     if get_origin(annotation) is not Annotated:
@@ -306,18 +340,11 @@ def with_option_groups(command: Command) -> Command:
         if group is None:
             parameters.append(parameter.replace(annotation=annotation, kind=inspect.Parameter.KEYWORD_ONLY))
             continue
-        group_hints = get_type_hints(group, include_extras=True)
-        names = []
-        for item in fields(group):
-            readable_metavar(group_hints[item.name])
-            default = defaults.get(item.name, _field_default(item))
-            parameters.append(
-                inspect.Parameter(
-                    item.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=group_hints[item.name]
-                )
-            )
-            names.append(item.name)
-        groups[parameter.name] = (group, names)
+        own = _group_parameters(group, defaults)
+        for option in own:
+            readable_metavar(option.annotation)
+        parameters += own
+        groups[parameter.name] = (group, [option.name for option in own])
 
     @functools.wraps(command)
     def run(**values: Any) -> Any:
@@ -327,22 +354,38 @@ def with_option_groups(command: Command) -> Command:
 
     run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     run.__annotations__ = {p.name: p.annotation for p in parameters}
-    return run  # type: ignore[return-value]
+    return cast(Command, run)
 
 
-def _group_of(annotation: Any) -> tuple[type | None, dict[str, Any]]:
+def _group_parameters(group: type, defaults: dict[str, Any]) -> list[inspect.Parameter]:
+    """The options of ``group`` as keyword-only parameters, with the command's ``defaults`` for some."""
+    if group is ReportOutputs:
+        return ReportOutputs.parameters()
+    hints = get_type_hints(group, include_extras=True)
+    return [
+        inspect.Parameter(
+            item.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=defaults.get(item.name, _field_default(item)),
+            annotation=hints[item.name],
+        )
+        for item in fields(group)
+    ]
+
+
+def _group_of(annotation: object) -> tuple[type | None, dict[str, Any]]:
     defaults: dict[str, Any] = {}
     if get_origin(annotation) is Annotated:
         annotation, *extras = get_args(annotation)
         for extra in extras:
             if isinstance(extra, GroupDefaults):
                 defaults.update(extra.values)
-    if isinstance(annotation, type) and is_dataclass(annotation) and annotation in OPTION_GROUPS:
+    if isinstance(annotation, type) and annotation in OPTION_GROUPS:
         return annotation, defaults
     return None, {}
 
 
-def _field_default(item: Any) -> Any:
+def _field_default(item: Field[Any]) -> Any:
     if item.default is not MISSING:
         return item.default
     if item.default_factory is not MISSING:
@@ -350,4 +393,4 @@ def _field_default(item: Any) -> Any:
     raise TypeError(f"option {item.name} has no default")
 
 
-OPTION_GROUPS = (ModelSource, Sampling, TemplateSettings, ConversationInputs)
+OPTION_GROUPS = (ModelSource, Sampling, TemplateSettings, ConversationInputs, ReportOutputs)

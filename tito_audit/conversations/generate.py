@@ -22,6 +22,7 @@ import itertools
 import json
 import random
 from collections.abc import Iterator
+from typing import Any
 
 from tito_audit.conversations.conversation import ASSISTANT, SYSTEM, TOOL, USER, Conversation, Message
 from tito_audit.conversations.profile import DEFAULT_PROFILE, SAMPLED_STRESS, GenerationProfile
@@ -181,7 +182,7 @@ class _Builder:
         rng, shape, tools = self.rng, self.shape, self.profile.tools
         count = 1 if shape["calls"] == "one" else rng.choice([2, 3])
         chosen = [rng.choice(tools.tools) for _ in range(count)]
-        calls = []
+        calls: list[dict[str, Any]] = []
         self.call_turns += 1
         for number, tool in enumerate(chosen):
             name = tool["function"]["name"]

@@ -302,7 +302,8 @@ def draw_array(schema: dict, at: Draw) -> list[Any]:
     :data:`OPTIONAL_DEPTH`), one of ``contains`` when asked, unique when ``uniqueItems``."""
     low = schema.get("minItems", 0) if isinstance(schema.get("minItems"), int) else 0
     high = schema.get("maxItems") if isinstance(schema.get("maxItems"), int) else None
-    prefix = schema.get("prefixItems") if isinstance(schema.get("prefixItems"), list) else []
+    prefix_items = schema.get("prefixItems")
+    prefix = prefix_items if isinstance(prefix_items, list) else []
     items = schema.get("items", {})
     values = [draw_value(sub, at.inside(f"/prefixItems/{i}")) for i, sub in enumerate(prefix)]
     if isinstance(items, list):  # draft 4 tuple form
@@ -337,7 +338,8 @@ def draw_object(schema: dict, at: Draw) -> dict[str, Any]:
     """An object: every required property, each optional one about half of the time (none past
     :data:`OPTIONAL_DEPTH`), and for a free-form object (no ``properties`` keyword, extra keys allowed) a few keys of
     its own; ``"properties": {}`` is an object without properties (``{}``)."""
-    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    named_properties = schema.get("properties")
+    properties = named_properties if isinstance(named_properties, dict) else {}
     required = [n for n in schema.get("required", []) if isinstance(n, str)]
     out: dict[str, Any] = {}
     for name, sub in properties.items():

@@ -242,8 +242,13 @@ def _tools_rewritten(rewrite: Callable[[dict], dict]) -> Callable[[Conversation]
 
 def _tools_hold(test: Callable[[dict], bool]) -> Callable[[Conversation], bool]:
     def applies(conversation: Conversation) -> bool:
-        found = []
-        _schemas_rewritten(conversation.tools, lambda schema: found.append(test(schema)) or schema)
+        found: list[bool] = []
+
+        def note(schema: dict) -> dict:
+            found.append(test(schema))
+            return schema
+
+        _schemas_rewritten(conversation.tools, note)
         return any(found)
 
     return applies

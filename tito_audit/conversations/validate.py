@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tito_audit.conversations.conversation import Conversation
 from tito_audit.errors import BadInputError
+
+if TYPE_CHECKING:
+    from tito_audit.model.tokens import TokenCodec
 
 KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "ipython", "function"})
 MAX_DEPTH = 64
@@ -96,7 +99,7 @@ def problems_of(conversation: Conversation) -> list[str]:
     return problems
 
 
-def check_stop_tokens(codec: Any, texts: Sequence[str]) -> None:
+def check_stop_tokens(codec: TokenCodec, texts: Sequence[str]) -> None:
     """Each extra stop token must be one token of the vocabulary: a text the tokenizer splits would never be
     sampled as one id, and would turn the verdict without saying why."""
     for text in texts:

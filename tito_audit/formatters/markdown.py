@@ -21,6 +21,7 @@ from tito_audit.formatters.common import (
     window_tokens,
 )
 from tito_audit.formatters.conditions_lines import report_condition_lines, variant_condition_lines
+from tito_audit.formatters.interface import FormatContext, ReportFormat
 from tito_audit.formatters.parse_lines import (
     beside_the_verdict,
     parse_examples,
@@ -193,6 +194,14 @@ def _glossary(report: AuditReport) -> list[str]:
     terms = [f"- **{v}**: {VERDICTS[v]}" for v in dict.fromkeys(verdicts) if v in VERDICTS]
     terms += [f"- `{c}`: {CAUSES[c]}" for c in dict.fromkeys(causes) if c in CAUSES]
     return ["## Glossary", "", *terms, ""]
+
+
+class MarkdownFormat(ReportFormat):
+    name = "markdown"
+    help = "Write the report as Markdown here."
+
+    def render(self, report: AuditReport, context: FormatContext) -> str:
+        return to_markdown(report, model_words=context.model_words)
 
 
 def write_markdown(report: AuditReport, path: Path) -> None:

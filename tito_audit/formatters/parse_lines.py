@@ -171,7 +171,7 @@ def value_example_lines(variant: VariantResult) -> list[str]:
 
 def example_lines(failures: list[Failure]) -> list[str]:
     """The first of ``failures`` of each value type (their category): what the model wrote, and the next prompt."""
-    first_of_each_type = {}
+    first_of_each_type: dict[str, Failure] = {}
     for failure in failures:
         first_of_each_type.setdefault(failure.category, failure)
     lines = []

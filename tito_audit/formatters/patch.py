@@ -71,7 +71,7 @@ def render_fix(fix: FixOutcome, written: list[Path], console: Console, in_loop: 
     for old in fix.before.variants:
         new = after.get(old.name)
         parses = parsed.get(old.name, {})
-        cells = [old.name, verdict_text(old.verdict), verdict_text(new.verdict) if new else "-"]
+        cells: list[str | Text] = [old.name, verdict_text(old.verdict), verdict_text(new.verdict) if new else "-"]
         cells += [verdict_text(parses[p].verdict) if p in parses else "-" for p in parsers]
         table.add_row(*cells)
         if new is not None and new.verdict != READY:

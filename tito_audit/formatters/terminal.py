@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rich.console import Console, Group
+from rich.console import Console, Group, JustifyMethod
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -82,15 +82,16 @@ def token_diff(failure: Failure) -> Table:
 
 def _checks_table(variant: VariantResult) -> Table:
     table = Table(title=None, show_lines=False, header_style="bold")
-    for column, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("check", "left"),
         ("category", "left"),
         ("cases", "right"),
         ("passed", "right"),
         ("failed", "right"),
         ("refused", "right"),
-    ):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    )
+    for column, justify in columns:
+        table.add_column(column, justify=justify)
     for name, check in variant.checks.items():
         for number, row in enumerate(check.rows):
             table.add_row(

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Sequence
+import sys
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -231,7 +232,10 @@ def read_pyproject_policy(path: Path) -> dict[str, Any]:
     """The ``[tool.tito-audit]`` table of a pyproject.toml ({} when absent)."""
     if not path.is_file():
         return {}
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10 has no tomllib: its backport, a dependency on 3.10 only
+        import tomli as tomllib
 
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -262,7 +266,7 @@ def build_policy(
 def _failure_key(variant: str, failure: Failure | dict[str, Any], loop: str = TEMPLATE) -> tuple:
     """A failing step as a baseline matches it: its variant, the loop it failed in (``template``, or the parsers'
     name: each engine's walk fails on its own steps) and where and why it failed."""
-    get = failure.get if isinstance(failure, dict) else lambda k: getattr(failure, k)
+    get: Callable[[str], Any] = failure.get if isinstance(failure, dict) else lambda k: getattr(failure, k)
     return (
         variant,
         loop,

@@ -58,6 +58,7 @@ def _reads_by_line(ast: nodes.Template) -> dict[int, set[str]]:
     reads: dict[int, set[str]] = {}
     for node in ast.find_all((nodes.Name, nodes.Getattr, nodes.Getitem, nodes.Filter, nodes.Test, nodes.Call)):
         line = getattr(node, "lineno", 0)
+        item: str | None
         if isinstance(node, nodes.Filter):
             item = f"|{node.name}"
         elif isinstance(node, nodes.Test):
@@ -198,8 +199,8 @@ class TemplateAttributor:
 def _collect_conditions(node: nodes.Node, enclosing: list[int], found: dict[int, list[int]]) -> None:
     """For each output line, the if/for tags around it (what decides whether and how it is written)."""
     if isinstance(node, nodes.Output):
-        for child in node.nodes:
-            found.setdefault(child.lineno, list(enclosing))
+        for written in node.nodes:
+            found.setdefault(written.lineno, list(enclosing))
         return
     if isinstance(node, (nodes.If, nodes.For)):
         for child in node.iter_child_nodes():

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from tito_audit.model.load_folder import LoadedModel
 
@@ -33,7 +33,7 @@ class Context:
     the fallback."""
 
 
-def _sane(value: Any) -> bool:
+def _sane(value: object) -> TypeGuard[int]:
     return type(value) is int and 1 <= value <= MAX_SANE_CONTEXT
 
 
@@ -50,9 +50,12 @@ def _from_config(loaded: LoadedModel) -> Context | None:
         return None
     text_config = config.get("text_config")
     for scope, name in ((config, "config.json"), (text_config, "config.json text_config")):
-        for key in CONFIG_KEYS if isinstance(scope, dict) else ():
-            if _sane(scope.get(key)):
-                return _scaled(scope, Context(scope[key], f"{name} {key}"))
+        if not isinstance(scope, dict):
+            continue
+        for key in CONFIG_KEYS:
+            value = scope.get(key)
+            if _sane(value):
+                return _scaled(scope, Context(value, f"{name} {key}"))
     return None
 
 

@@ -18,9 +18,12 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tito_audit.errors import ModelLoadError
+
+if TYPE_CHECKING:
+    from tito_audit.model.load_folder import LoadedModel
 
 ENGINE_ENCODER = "vllm-encoder"
 """The backend of an engine-rendered model (beside ``jinja`` and ``mistral-common``)."""
@@ -152,7 +155,7 @@ class RenderRefusal:
 
 
 def encoder_texts(
-    model: Any,
+    model: LoadedModel,
     kwargs: Mapping[str, Any],
     messages: Sequence[Mapping[str, Any]],
     tools: list[dict] | None,

@@ -14,6 +14,7 @@ from typing import Any
 
 from tito_audit import inputs
 from tito_audit.errors import BadInputError, ModelLoadError, TemplateMissingError
+from tito_audit.model.boundary_types import HFTokenizer
 from tito_audit.model.engine_rendered import ENGINE_ENCODER, EngineEncoder, encoder_of_folder
 from tito_audit.model.render_memo import RenderMemo
 from tito_audit.model.resolve import ResolvedModel, staged_folder
@@ -31,7 +32,7 @@ class LoadedModel:
     """A tokenizer ready to audit, with the template chosen for the audit."""
 
     resolved: ResolvedModel
-    tokenizer: Any
+    tokenizer: HFTokenizer
     backend: str
     """``jinja`` (rendered through ``apply_chat_template``'s Jinja), ``mistral-common`` (no Jinja) or
     ``vllm-encoder`` (no template: vLLM's encoder for the architecture renders it, :mod:`.engine_rendered`)."""
@@ -147,7 +148,7 @@ def _load_tokenizer_now(folder: Path, trust_remote_code: bool) -> Any:
             raise ModelLoadError(f"cannot load tokenizer from {folder}: {first_line}") from exc
 
 
-def _templates_of(tokenizer: Any) -> dict[str, str]:
+def _templates_of(tokenizer: HFTokenizer) -> dict[str, str]:
     template = getattr(tokenizer, "chat_template", None)
     if isinstance(template, str):
         return {"default": template}

@@ -11,11 +11,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from tito_audit.model.boundary_types import HFTokenizer
+
 Message = dict[str, Any]
 
 
 def _call(
-    tokenizer: Any,
+    tokenizer: HFTokenizer,
     messages: list[Message],
     tools: list[dict] | None,
     gp: bool,
@@ -37,7 +39,7 @@ def _closes_assistant(messages: list[Message], gp: bool) -> bool:
 
 
 def mistral_text(
-    tokenizer: Any, messages: list[Message], tools: list[dict] | None, gp: bool, kwargs: Mapping[str, Any]
+    tokenizer: HFTokenizer, messages: list[Message], tools: list[dict] | None, gp: bool, kwargs: Mapping[str, Any]
 ) -> str:
     """render(M, gp) through mistral-common."""
     text = _call(tokenizer, messages, tools, gp, kwargs, tokenize=False)
@@ -45,7 +47,7 @@ def mistral_text(
 
 
 def mistral_ids(
-    tokenizer: Any, messages: list[Message], tools: list[dict] | None, gp: bool, kwargs: Mapping[str, Any]
+    tokenizer: HFTokenizer, messages: list[Message], tools: list[dict] | None, gp: bool, kwargs: Mapping[str, Any]
 ) -> list[int]:
     """ids(M, gp) as mistral-common tokenizes them."""
     ids = list(_call(tokenizer, messages, tools, gp, kwargs, tokenize=True))

@@ -121,6 +121,7 @@ class Renderer:
             with warnings.catch_warnings(), deadline.of(self.limits):
                 warnings.simplefilter("ignore")
                 if self.uses_jinja:
+                    assert self.model.template_source is not None, "a model rendered through Jinja has its source"
                     guarded_template(self.model.template_source, self.limits)
                     return self._bounded(
                         tokenizer.apply_chat_template(

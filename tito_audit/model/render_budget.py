@@ -14,7 +14,8 @@ import sys
 import time
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from typing import Any
+
+from tito_audit.model.boundary_types import TemplateValue
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ class Budget:
         if self.ticks < 0:
             self.look()
 
-    def charge(self, made: Any, _size: Any = sys.getsizeof) -> None:
+    def charge(self, made: TemplateValue, _size: TemplateValue = sys.getsizeof) -> None:
         """Count the bytes of ``made`` (a string or list just made) against ``max_bytes``."""
         size = _size(made)
         self.built += size
@@ -115,11 +116,11 @@ class Budget:
             if self.ticks < 0:
                 self.look()
 
-    def charge_refused(self, made: Any) -> None:
+    def charge_refused(self, made: TemplateValue) -> None:
         """``made`` took the render past ``max_bytes`` (counted already)."""
         raise self.too_large(f"a {type(made).__name__} of {len(made):,} made")
 
-    def text_of(self, value: Any, what: str) -> str:
+    def text_of(self, value: TemplateValue, what: str) -> str:
         """``str(value)``, its length checked before it is made (a list of shared lists can write gigabytes)."""
         from tito_audit.model.render_sizes import text_length
 

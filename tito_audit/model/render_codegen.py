@@ -12,7 +12,11 @@ the Python code Jinja writes for a template.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import jinja2.nodes
 
 SHORT = 4096
 """A string this short is made before it is counted (checking it first would cost more than making it)."""
@@ -23,12 +27,13 @@ def checking_code_generator() -> type:
     budget (macros recurse through ``environment.call``, counted already), joins ``~`` through
     ``environment.tito_audit_join`` and writes ``{{ value }}`` through ``environment.tito_audit_text`` (both check
     the text's length before they make it)."""
-    from jinja2.compiler import CodeGenerator
+    from jinja2 import nodes as jn
+    from jinja2.compiler import CodeGenerator, Frame
 
     class CheckingCodeGenerator(CodeGenerator):
         _loop_bodies: set[int] | None = None
 
-        def visit_For(self, node: Any, frame: Any) -> None:
+        def visit_For(self, node: jn.For, frame: Frame) -> None:
             if self._loop_bodies is None:
                 self._loop_bodies = set()
             self._loop_bodies.add(id(node.body))
@@ -36,7 +41,7 @@ def checking_code_generator() -> type:
             self.writeline("_tito_budget = environment.tito_audit_budget()")
             super().visit_For(node, frame)
 
-        def blockvisit(self, nodes: Any, frame: Any) -> None:
+        def blockvisit(self, nodes: Iterable[jn.Node], frame: Frame) -> None:
             if self._loop_bodies is not None and id(nodes) in self._loop_bodies:
                 self.writeline("if _tito_budget is not None:")
                 self.indent()
@@ -47,7 +52,7 @@ def checking_code_generator() -> type:
                 self.outdent(2)
             super().blockvisit(nodes, frame)
 
-        def visit_Concat(self, node: Any, frame: Any) -> None:
+        def visit_Concat(self, node: jn.Concat, frame: Frame) -> None:
             if frame.eval_ctx.volatile or frame.eval_ctx.autoescape:
                 super().visit_Concat(node, frame)
                 return
@@ -57,14 +62,14 @@ def checking_code_generator() -> type:
                 self.write(", ")
             self.write("))")
 
-        def _output_child_pre(self, node: Any, frame: Any, finalize: Any) -> None:
+        def _output_child_pre(self, node: jn.Expr, frame: Frame, finalize: CodeGenerator._FinalizeInfo) -> None:
             if frame.eval_ctx.volatile or frame.eval_ctx.autoescape or finalize.src is not None:
                 super()._output_child_pre(node, frame, finalize)
                 return
             # a string or an integer (the common cases) is written without a call; any other value through the guard
             self.write("(_tito_text if type(_tito_text := ")
 
-        def _output_child_post(self, node: Any, frame: Any, finalize: Any) -> None:
+        def _output_child_post(self, node: jn.Expr, frame: Frame, finalize: CodeGenerator._FinalizeInfo) -> None:
             if frame.eval_ctx.volatile or frame.eval_ctx.autoescape or finalize.src is not None:
                 super()._output_child_post(node, frame, finalize)
                 return
@@ -72,7 +77,7 @@ def checking_code_generator() -> type:
                 ") is str else str(_tito_text) if type(_tito_text) is int else environment.tito_audit_text(_tito_text))"
             )
 
-        def visit_Getitem(self, node: Any, frame: Any) -> None:
+        def visit_Getitem(self, node: jn.Getitem, frame: Frame) -> None:
             from jinja2 import nodes
 
             if not isinstance(node.arg, nodes.Slice):
@@ -83,7 +88,7 @@ def checking_code_generator() -> type:
             super().visit_Getitem(node, frame)
             self.write(")")
 
-        def visit_Add(self, node: Any, frame: Any) -> None:
+        def visit_Add(self, node: jn.BinExpr, frame: Frame) -> None:
             # a number added (``loop.index + 1``) cannot make a sequence: computed in place, not through call_binop;
             # text added to a written string (``'<|im_start|>' + role``) grows by that string only: made, then
             # counted (and its length checked) at once
@@ -100,13 +105,13 @@ def checking_code_generator() -> type:
     return CheckingCodeGenerator
 
 
-def _is_number(node: Any) -> bool:
+def _is_number(node: jinja2.nodes.Node) -> bool:
     from jinja2 import nodes
 
     return isinstance(node, nodes.Const) and type(node.value) in (int, float)
 
 
-def _is_text(node: Any) -> bool:
+def _is_text(node: jinja2.nodes.Node) -> bool:
     from jinja2 import nodes
 
     return isinstance(node, nodes.Const) and type(node.value) is str and len(node.value) <= SHORT

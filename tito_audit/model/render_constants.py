@@ -12,17 +12,21 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tito_audit.errors import TemplateTimeoutError
+from tito_audit.model.boundary_types import TemplateValue
 from tito_audit.model.render_budget import Budget, RenderLimits, RenderTooLong
 from tito_audit.model.render_filters import STRINGIFIED
 from tito_audit.model.render_growth import FILTERS, MATERIALIZED, concatenation
 from tito_audit.model.render_guard import bounded_binop, fresh_template
 from tito_audit.model.render_sizes import text_length
 
+if TYPE_CHECKING:
+    from jinja2 import Environment, nodes
 
-def check_constants(environment: Any, source: str, max_chars: int, max_bytes: int = 0) -> None:
+
+def check_constants(environment: Environment, source: str, max_chars: int, max_bytes: int = 0) -> None:
     """Refuse (:class:`~tito_audit.model.render_budget.RenderTooLong`) a constant expression in ``source`` whose
     value would pass ``max_chars`` (or whose values in all would pass ``max_bytes``). ``environment`` parses and
     folds as transformers' does (any environment with the template's extensions and filters); a template that does
@@ -43,7 +47,7 @@ def check_constants(environment: Any, source: str, max_chars: int, max_bytes: in
         return  # nested past Python's stack: the compiler reports it
 
 
-def _bottom_up(tree: Any) -> list[Any]:
+def _bottom_up(tree: nodes.Node) -> list[Any]:
     """Every node of ``tree``, each after the nodes below it (without recursion)."""
     order: list[Any] = []
     stack = [tree]
@@ -55,7 +59,7 @@ def _bottom_up(tree: Any) -> list[Any]:
     return order
 
 
-def _check(node: Any, budget: Budget, context: Any) -> None:
+def _check(node: nodes.Node, budget: Budget, context: nodes.EvalContext) -> None:
     from jinja2 import nodes
 
     if isinstance(node, nodes.Output):
@@ -84,14 +88,17 @@ def _check(node: Any, budget: Budget, context: Any) -> None:
         _check_filter(node, budget, context)
 
 
-def _check_filter(node: Any, budget: Budget, context: Any) -> None:
+def _check_filter(node: nodes.Filter, budget: Budget, context: nodes.EvalContext) -> None:
     from jinja2 import nodes
 
+    if node.node is None:  # a filter block, not an expression's filter (the caller passes none)
+        return
     value = _constant(node.node, context)
     if value is _NOT_CONSTANT or node.dyn_args is not None or node.dyn_kwargs is not None:
         return
     args = [_constant(arg, context) for arg in node.args]
-    kwargs = {pair.key: _constant(pair.value, context) for pair in node.kwargs if isinstance(pair, nodes.Keyword)}
+    keywords: list[nodes.Node] = list(node.kwargs)  # Keyword nodes (jinja2 annotates them as Pair)
+    kwargs = {pair.key: _constant(pair.value, context) for pair in keywords if isinstance(pair, nodes.Keyword)}
     if any(arg is _NOT_CONSTANT for arg in [*args, *kwargs.values()]):
         return
     if node.name in MATERIALIZED and not isinstance(value, list | tuple):
@@ -113,7 +120,7 @@ def _check_filter(node: Any, budget: Budget, context: Any) -> None:
 _NOT_CONSTANT = object()
 
 
-def _constant(node: Any, context: Any) -> Any:
+def _constant(node: nodes.Expr, context: nodes.EvalContext) -> TemplateValue:
     from jinja2.nodes import Impossible
 
     try:

@@ -9,12 +9,12 @@ it against ``apply_chat_template`` on its first calls and now and again, and swi
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tito_audit.model.load_folder import LoadedModel
 from tito_audit.model.render_constants import constant_refusal
@@ -22,6 +22,9 @@ from tito_audit.model.render_guard import TEMPLATE_UTILS, RenderLimits, RenderTo
 from tito_audit.model.render_memo import Refused, RenderKey, RenderMemo
 from tito_audit.model.render_sizes import as_input
 from tito_audit.model.threads import imported
+
+if TYPE_CHECKING:
+    from jinja2 import Template
 
 Message = dict[str, Any]
 
@@ -110,9 +113,9 @@ class DirectTemplate:
 
     def __init__(
         self,
-        compiled: Any,
-        plain: Any,
-        alias: Any,
+        compiled: Template,
+        plain: Callable[..., Any],
+        alias: Callable[..., Any],
         kwargs: dict[str, Any],
         memo: RenderMemo | None = None,
         source: str = "",
@@ -136,6 +139,8 @@ class DirectTemplate:
     def create(
         cls, model: LoadedModel, kwargs: Mapping[str, Any], limits: RenderLimits, memo: RenderMemo | None = None
     ) -> DirectTemplate | None:
+        if model.template_source is None:  # rendered without Jinja: nothing to compile
+            return None
         try:
             utils = imported(TEMPLATE_UTILS)
             plain, alias = utils._plain_template_data, utils._alias_reasoning_fields

@@ -15,10 +15,15 @@ import sys
 from collections.abc import Callable
 from functools import update_wrapper
 from types import MethodType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tito_audit.model.boundary_types import TemplateValue
 from tito_audit.model.render_budget import current
 from tito_audit.model.render_growth import FILTERS, MATERIALIZED, format_field, linear_sum
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
+    from jinja2.runtime import Context
 
 STRINGIFIED = frozenset({"center", "indent", "format", "replace", "wordwrap", "urlize"})
 """Filters that make their operand a string first: the string is made under the budget before the estimate reads
@@ -35,7 +40,7 @@ ATTRIBUTE_AT = {"join": 1, "sum": 0}
 attributes are read first (once) and the filter is given them."""
 
 
-def bounded_filters(environment: Any) -> None:
+def bounded_filters(environment: Environment) -> None:
     """Replace every filter of ``environment`` with its bounded form (once per environment)."""
     environment.filters.update({name: _bounded(name, f) for name, f in environment.filters.items()})
 
@@ -53,7 +58,7 @@ def _bounded(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         bounded = _growing(name, original, first)
     elif first is None:
 
-        def bounded(context: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
+        def bounded(context: Context, value: TemplateValue, *args: TemplateValue, **kwargs: TemplateValue) -> Any:
             result = original(value, *args, **kwargs)
             if type(result) is str or type(result) is list:
                 budget = current()
@@ -65,7 +70,7 @@ def _bounded(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
 
     else:
 
-        def bounded(context: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
+        def bounded(context: Context, value: TemplateValue, *args: TemplateValue, **kwargs: TemplateValue) -> Any:
             result = original(first(context), value, *args, **kwargs)
             if type(result) is str or type(result) is list:
                 budget = current()
@@ -90,12 +95,12 @@ def _growing(name: str, original: Callable[..., Any], first: Callable[[Any], Any
     materialized = name in MATERIALIZED
     attribute_at = ATTRIBUTE_AT.get(name)
 
-    def run(context: Any, value: Any, args: tuple, kwargs: dict) -> Any:
+    def run(context: Context, value: TemplateValue, args: tuple, kwargs: dict) -> Any:
         if first is None:
             return original(value, *args, **kwargs)
         return original(first(context), value, *args, **kwargs)
 
-    def bounded(context: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
+    def bounded(context: Context, value: TemplateValue, *args: TemplateValue, **kwargs: TemplateValue) -> Any:
         budget = current()
         if budget is None:
             return run(context, value, args, kwargs)
@@ -144,14 +149,14 @@ def _sum(items: list, args: tuple, kwargs: dict, plain: Callable[[], Any]) -> An
     return plain()
 
 
-def bounded_str_format(environment: Any) -> Callable[[Any], Callable[..., str] | None]:
+def bounded_str_format(environment: Environment) -> Callable[[Any], Callable[..., str] | None]:
     """The sandbox's ``wrap_str_format`` (what ``'...'.format`` and ``format_map`` become in a template) with each
     field's length checked before it is formatted."""
     from jinja2.sandbox import SandboxedEscapeFormatter, SandboxedFormatter
     from markupsafe import Markup
 
     class Checked:
-        def format_field(self, value: Any, format_spec: str) -> Any:
+        def format_field(self, value: TemplateValue, format_spec: str) -> Any:
             budget = current()
             if budget is not None:
                 budget.check(format_field(value, format_spec), "a format field")
@@ -163,7 +168,7 @@ def bounded_str_format(environment: Any) -> Callable[[Any], Callable[..., str] |
     class CheckedEscapeFormatter(Checked, SandboxedEscapeFormatter):
         pass
 
-    def wrap_str_format(value: Any) -> Callable[..., str] | None:
+    def wrap_str_format(value: TemplateValue) -> Callable[..., str] | None:
         # the sandbox asks this of every attribute it reads: the common answer first
         kind = type(value)
         if (kind is not _BUILTIN_METHOD and kind is not MethodType) or value.__name__ not in _FORMATS:
@@ -178,7 +183,7 @@ def bounded_str_format(environment: Any) -> Callable[[Any], Callable[..., str] |
         )
         is_map = value.__name__ == "format_map"
 
-        def formatted(*args: Any, **kwargs: Any) -> str:
+        def formatted(*args: TemplateValue, **kwargs: TemplateValue) -> str:
             if is_map:
                 if kwargs or len(args) != 1:
                     raise TypeError("format_map() takes exactly one argument and no keyword arguments")

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from itertools import chain
-from typing import Any
 
+from tito_audit.model.boundary_types import TemplateValue
 from tito_audit.model.render_sizes import json_length, measure, text_length
 
 Estimate = Callable[..., int | None]
@@ -23,7 +23,7 @@ _PERCENT_FIELD = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d*)(?:\.(\*|\d*))?")
 _FORMAT_NUMBERS = re.compile(r"\d+")
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: TemplateValue) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -34,14 +34,14 @@ def _count(text: str, part: str) -> int:
 # -- operators ---------------------------------------------------------------------------------------------------
 
 
-def repeat(sequence: Any, times: Any) -> int | None:
+def repeat(sequence: TemplateValue, times: TemplateValue) -> int | None:
     """``sequence * times`` (a string or a list repeated)."""
     if isinstance(sequence, str | list | tuple) and _is_int(times):
         return len(sequence) * max(times, 0)
     return None
 
 
-def plus(left: Any, right: Any) -> int | None:
+def plus(left: TemplateValue, right: TemplateValue) -> int | None:
     """``left + right`` of two strings, lists or tuples."""
     if isinstance(left, str) and isinstance(right, str):
         return len(left) + len(right)
@@ -50,7 +50,7 @@ def plus(left: Any, right: Any) -> int | None:
     return None
 
 
-def percent(template: Any, values: Any) -> int | None:
+def percent(template: TemplateValue, values: TemplateValue) -> int | None:
     """``template % values``: the template's own text, every value's text, and every field's width and precision
     (those written and those a ``*`` takes from the values)."""
     if not isinstance(template, str):
@@ -68,12 +68,12 @@ def percent(template: Any, values: Any) -> int | None:
     return total + sum(text_length(item) for item in items)
 
 
-def concatenation(parts: Iterable[Any]) -> int:
+def concatenation(parts: Iterable[TemplateValue]) -> int:
     """``a ~ b ~ c``: the text of every part."""
     return sum(text_length(part) for part in parts)
 
 
-def format_field(value: Any, spec: str) -> int:
+def format_field(value: TemplateValue, spec: str) -> int:
     """One field of ``str.format``: the value's text padded to the spec's width (its largest number)."""
     numbers = [int(number) for number in _FORMAT_NUMBERS.findall(spec)] if spec else []
     return text_length(value) + (max(numbers) if numbers else 0)
@@ -82,7 +82,9 @@ def format_field(value: Any, spec: str) -> int:
 # -- str methods (called through the sandbox) --------------------------------------------------------------------
 
 
-def _replace(text: str, old: Any = None, new: Any = None, count: Any = -1, *_: Any) -> int | None:
+def _replace(
+    text: str, old: TemplateValue = None, new: TemplateValue = None, count: TemplateValue = -1, *_: TemplateValue
+) -> int | None:
     if not isinstance(old, str) or not isinstance(new, str):
         return None
     found = _count(text, old)
@@ -91,21 +93,21 @@ def _replace(text: str, old: Any = None, new: Any = None, count: Any = -1, *_: A
     return len(text) + found * (len(new) - len(old))
 
 
-def _pad(text: str, width: Any = 0, *_: Any) -> int | None:
+def _pad(text: str, width: TemplateValue = 0, *_: TemplateValue) -> int | None:
     return max(len(text), width) if _is_int(width) else None
 
 
-def _expandtabs(text: str, tabsize: Any = 8) -> int | None:
+def _expandtabs(text: str, tabsize: TemplateValue = 8) -> int | None:
     return len(text) + text.count("\t") * max(tabsize, 0) if _is_int(tabsize) else None
 
 
-def _join(separator: str, items: Any = (), *_: Any) -> int | None:
+def _join(separator: str, items: TemplateValue = (), *_: TemplateValue) -> int | None:
     if not isinstance(items, list | tuple):
         return None
     return len(separator) * max(len(items) - 1, 0) + sum(len(item) for item in items if isinstance(item, str))
 
 
-def _translate(text: str, table: Any = None) -> int | None:
+def _translate(text: str, table: TemplateValue = None) -> int | None:
     if not isinstance(table, dict):
         return None
     longest = max((len(value) for value in table.values() if isinstance(value, str)), default=1)
@@ -129,11 +131,11 @@ call's arguments (``join``'s iterable made a list first: see :data:`MATERIALIZED
 # -- filters -----------------------------------------------------------------------------------------------------
 
 
-def _center(value: Any, width: Any = 80, *_: Any) -> int | None:
+def _center(value: TemplateValue, width: TemplateValue = 80, *_: TemplateValue) -> int | None:
     return max(text_length(value), width) if _is_int(width) else None
 
 
-def _indent(value: Any, width: Any = 4, *_: Any, **__: Any) -> int | None:
+def _indent(value: TemplateValue, width: TemplateValue = 4, *_: TemplateValue, **__: TemplateValue) -> int | None:
     if isinstance(width, str):
         pad = len(width)
     elif _is_int(width):
@@ -146,15 +148,17 @@ def _indent(value: Any, width: Any = 4, *_: Any, **__: Any) -> int | None:
     return length + lines * pad
 
 
-def _join_filter(items: Any, d: Any = "", *_: Any) -> int:
+def _join_filter(items: TemplateValue, d: TemplateValue = "", *_: TemplateValue) -> int:
     return text_length(d) * max(len(items) - 1, 0) + sum(text_length(item) for item in items)
 
 
-def _format_filter(value: Any, *args: Any, **kwargs: Any) -> int | None:
+def _format_filter(value: TemplateValue, *args: TemplateValue, **kwargs: TemplateValue) -> int | None:
     return percent(value if isinstance(value, str) else str(value), kwargs or args)
 
 
-def _replace_filter(value: Any, old: Any = "", new: Any = "", count: Any = None) -> int | None:
+def _replace_filter(
+    value: TemplateValue, old: TemplateValue = "", new: TemplateValue = "", count: TemplateValue = None
+) -> int | None:
     length = text_length(value)
     old_text, new_text = str(old), str(new)
     found = _count(value, old_text) if isinstance(value, str) else length + 1
@@ -163,49 +167,59 @@ def _replace_filter(value: Any, old: Any = "", new: Any = "", count: Any = None)
     return length + found * max(len(new_text) - len(old_text), 0)
 
 
-def _wordwrap(value: Any, width: Any = 79, break_long_words: Any = True, wrapstring: Any = None, *_: Any) -> int:
+def _wordwrap(
+    value: TemplateValue,
+    width: TemplateValue = 79,
+    break_long_words: TemplateValue = True,
+    wrapstring: TemplateValue = None,
+    *_: TemplateValue,
+) -> int:
     length = text_length(value)
     return length + (length + 1) * (len(wrapstring) if isinstance(wrapstring, str) else 2)
 
 
-def _string(value: Any) -> int:
+def _string(value: TemplateValue) -> int:
     return text_length(value)
 
 
 def _tojson(
-    value: Any, ensure_ascii: Any = False, indent: Any = None, separators: Any = None, sort_keys: Any = False
+    value: TemplateValue,
+    ensure_ascii: TemplateValue = False,
+    indent: TemplateValue = None,
+    separators: TemplateValue = None,
+    sort_keys: TemplateValue = False,
 ) -> int:
     return json_length(value, indent, separators, bool(ensure_ascii))
 
 
-def _pprint(value: Any) -> int:
+def _pprint(value: TemplateValue) -> int:
     shape = measure(value)
     return shape.text + shape.lines + 64 * shape.depths  # pformat indents nested items by their opening column
 
 
-def _escaped(value: Any, *_: Any, **__: Any) -> int:
+def _escaped(value: TemplateValue, *_: TemplateValue, **__: TemplateValue) -> int:
     return 6 * text_length(value)  # an HTML entity for a character is at most six
 
 
-def _urlencode(value: Any) -> int:
+def _urlencode(value: TemplateValue) -> int:
     return 12 * text_length(value)  # a character is at most four bytes of UTF-8, each written as %XX
 
 
-def _urlize(value: Any, *args: Any, **kwargs: Any) -> int:
+def _urlize(value: TemplateValue, *args: TemplateValue, **kwargs: TemplateValue) -> int:
     extra = sum(text_length(part) for part in chain(args, kwargs.values()) if isinstance(part, str))
     length = text_length(value)
     return 12 * length + (length // 2 + 1) * (64 + extra)
 
 
-def _batch(value: Any, linecount: Any = 1, fill_with: Any = None) -> int | None:
+def _batch(value: TemplateValue, linecount: TemplateValue = 1, fill_with: TemplateValue = None) -> int | None:
     return max(linecount, 0) if _is_int(linecount) and fill_with is not None else None
 
 
-def _slice(value: Any, slices: Any = 1, fill_with: Any = None) -> int | None:
+def _slice(value: TemplateValue, slices: TemplateValue = 1, fill_with: TemplateValue = None) -> int | None:
     return max(slices, 0) if _is_int(slices) else None
 
 
-def _sum(items: Any, attribute: Any = None, start: Any = 0) -> int | None:
+def _sum(items: TemplateValue, attribute: TemplateValue = None, start: TemplateValue = 0) -> int | None:
     if isinstance(start, list | tuple) or any(isinstance(item, list | tuple) for item in items):
         return (len(start) if isinstance(start, list | tuple) else 0) + sum(
             len(item) for item in items if isinstance(item, list | tuple)
@@ -241,6 +255,6 @@ MATERIALIZED = frozenset({"join", "sum"})
 reads the list (the items' ``attribute=`` already read, when it is given)."""
 
 
-def linear_sum(items: list[Any], start: list) -> list:
+def linear_sum(items: list[TemplateValue], start: list) -> list:
     """``sum(items, start)`` of lists, in linear time (``sum`` copies the growing list once per item)."""
     return list(chain(start, *items))

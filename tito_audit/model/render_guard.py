@@ -42,11 +42,12 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jinja2 import Undefined
 from jinja2.runtime import Macro
 
+from tito_audit.model.boundary_types import TemplateValue
 from tito_audit.model.render_budget import (  # noqa: F401  (the limits and the deadline are read from here too)
     Budget,
     RenderLimits,
@@ -60,6 +61,9 @@ from tito_audit.model.render_budget import (  # noqa: F401  (the limits and the 
 from tito_audit.model.render_codegen import SHORT as _SHORT
 from tito_audit.model.render_codegen import checking_code_generator
 from tito_audit.model.render_growth import STR_METHODS, percent, plus, repeat
+
+if TYPE_CHECKING:
+    from jinja2.runtime import Context
 
 DEFAULT_CLOCK = datetime(2026, 1, 15, 9, 30, 0)
 """The date templates see through ``strftime_now`` unless ``--clock`` says otherwise."""
@@ -87,7 +91,7 @@ def clock(when: datetime) -> Iterator[None]:
         _CLOCK.reset(token)
 
 
-def guard(compiled: Any, source: str) -> None:
+def guard(compiled: Any, source: str) -> None:  # jinja2's Template: its environment gets our hooks as attributes
     """Install the budget's hooks and the per-thread clock on ``compiled`` (a template transformers compiled from
     ``source`` into an environment of its own) and compile it again with a tick in every loop iteration and the
     operations that can grow bounded (once; idempotent). The recompiled code replaces the old in the same template
@@ -143,7 +147,7 @@ BOUNDED_BINOPS = frozenset({"**", "*", "%", "+"})
 _FORMAT_WIDTH = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\d*)(?:\.(\d+))?")
 
 
-def bounded_binop(op: str, left: Any, right: Any, budget: Budget) -> Any:
+def bounded_binop(op: str, left: TemplateValue, right: TemplateValue, budget: Budget) -> Any:
     """``left op right`` for ``**``, ``*``, ``%`` and ``+``, refused (:class:`RenderTooLong`) when the result would
     be an integer of more than :data:`MAX_POWER_BITS` bits, a sequence longer than the budget's ``max_chars`` (or
     past its bytes), or a ``%`` format with a field wider than ``max_chars``."""
@@ -188,7 +192,7 @@ def bounded_binop(op: str, left: Any, right: Any, budget: Budget) -> Any:
     return operator.mul(left, right)
 
 
-def _charged(budget: Budget, made: Any) -> Any:
+def _charged(budget: Budget, made: TemplateValue) -> Any:
     if type(made) is str or type(made) is list:
         budget.charge(made)
     return made
@@ -197,7 +201,7 @@ def _charged(budget: Budget, made: Any) -> Any:
 _PLAIN = {"**": operator.pow, "*": operator.mul, "%": operator.mod, "+": operator.add}
 
 
-def _bounded_binop(context: Any, op: str, left: Any, right: Any) -> Any:
+def _bounded_binop(context: Context, op: str, left: TemplateValue, right: TemplateValue) -> Any:
     budget = current()
     if budget is None:
         return _PLAIN[op](left, right)
@@ -247,7 +251,7 @@ _SCALARS = frozenset({int, float, bool, type(None)})
 """Values whose text is short (an integer's digits are bounded by :data:`MAX_POWER_BITS` and Python's own limit)."""
 
 
-def _bounded_text(value: Any) -> str:
+def _bounded_text(value: TemplateValue) -> str:
     """``{{ value }}``: ``str(value)``, its length checked before it is made."""
     if type(value) is str:
         return value
@@ -274,7 +278,12 @@ def _bounded_lipsum(lipsum: Callable[..., str] | None) -> Callable[..., str]:
 def _checked_call(call: Callable[..., Any]) -> Callable[..., Any]:
     # the context variable's getter is bound as a local: this runs for every call of a template
     def checked_call(
-        context: Any, obj: Any, /, *args: Any, _current: Callable[[], Any] = current, **kwargs: Any
+        context: Context,
+        obj: TemplateValue,
+        /,
+        *args: TemplateValue,
+        _current: Callable[[], Any] = current,
+        **kwargs: TemplateValue,
     ) -> Any:
         budget = _current()
         if budget is None:
@@ -314,7 +323,9 @@ def _checked_call(call: Callable[..., Any]) -> Callable[..., Any]:
     return checked_call
 
 
-def _checked_method(budget: Budget, method: Any, estimate: Callable[..., Any], args: tuple, kwargs: dict) -> tuple:
+def _checked_method(
+    budget: Budget, method: TemplateValue, estimate: Callable[..., Any], args: tuple, kwargs: dict
+) -> tuple:
     """Check the length of what ``method`` (a ``str`` method that can grow) would make; its arguments, with
     ``join``'s iterable made a list (read once)."""
     name = method.__name__
@@ -328,7 +339,7 @@ def _checked_method(budget: Budget, method: Any, estimate: Callable[..., Any], a
     return args
 
 
-def _made(value: Any) -> Any:
+def _made(value: TemplateValue) -> Any:
     """``value`` (what a slice made, or text added to a short written string) counted against the current
     render's bytes, and refused past ``max_chars`` (it is at most a short string longer than a value the render
     holds already)."""

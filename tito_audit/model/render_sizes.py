@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from jinja2.utils import Namespace
+
+from tito_audit.model.boundary_types import TemplateValue
 
 CHUNK = 1 << 16
 """Characters of a long string escaped at a time to count its escaped length (a bounded temporary)."""
@@ -42,7 +44,7 @@ INPUT_TYPES = (InputDict, InputList)
 _PAIR = (list, tuple)
 
 
-def as_input(value: Any) -> Any:
+def as_input(value: TemplateValue) -> TemplateValue:
     """``value`` (plain JSON data, as transformers hands a template its messages and tools) with its dicts and lists
     marked as a render's input: each keeps its :class:`Measure` once measured, so that a tool written with
     ``tojson`` in every render of a conversation is measured once, not once per render (measuring it would cost more
@@ -89,14 +91,16 @@ class Measure(NamedTuple):
 _LEAF_NONE = Measure(4, 4, 0, 0, 0, 0, 0)
 
 
-def text_length(value: Any) -> int:
+def text_length(value: TemplateValue) -> int:
     """``len(str(value))``, without making it."""
     if isinstance(value, str):
         return len(value)
     return measure(value).text
 
 
-def json_length(value: Any, indent: Any = None, separators: Any = None, ensure_ascii: bool = False) -> int:
+def json_length(
+    value: TemplateValue, indent: TemplateValue = None, separators: TemplateValue = None, ensure_ascii: bool = False
+) -> int:
     """``len(json.dumps(value, indent=indent, separators=separators, ensure_ascii=ensure_ascii))``, without making
     it (an upper estimate where a separator or an indentation is not what ``json`` accepts: it then raises)."""
     if type(value) is str:  # exact when nothing is escaped, else at most six characters a character (\u00XX)
@@ -122,7 +126,7 @@ def json_length(value: Any, indent: Any = None, separators: Any = None, ensure_a
     return total
 
 
-def measure(value: Any) -> Measure:
+def measure(value: TemplateValue) -> Measure:
     """The :class:`Measure` of ``value``: a walk in which each distinct container is measured once (an input's kept
     from the first time: see :func:`as_input`)."""
     if type(value) in INPUT_TYPES:
@@ -131,7 +135,7 @@ def measure(value: Any) -> Measure:
             return kept
     known: dict[int, Measure] = {}
     opened: set[int] = set()
-    stack: list[tuple[Any, bool]] = [(value, False)]
+    stack: list[tuple[TemplateValue, bool]] = [(value, False)]
     while stack:
         item, children_done = stack.pop()
         key = id(item)
@@ -161,7 +165,7 @@ def measure(value: Any) -> Measure:
     return known[id(value)]
 
 
-def _children(item: Any) -> list[Any] | None:
+def _children(item: TemplateValue) -> list[TemplateValue] | None:
     kind = type(item)
     if kind is list or kind is tuple or isinstance(item, list | tuple | set | frozenset):
         return list(item)
@@ -173,14 +177,14 @@ def _children(item: Any) -> list[Any] | None:
     return None
 
 
-def _namespace_attrs(item: Any) -> dict | None:
+def _namespace_attrs(item: TemplateValue) -> dict | None:
     if isinstance(item, Namespace):
         attrs = item.__dict__.get("_Namespace__attrs")
         return attrs if isinstance(attrs, dict) else None
     return None
 
 
-def _container(item: Any, children: list[Any], known: dict[int, Measure]) -> Measure:
+def _container(item: TemplateValue, children: list[TemplateValue], known: dict[int, Measure]) -> Measure:
     parts = [known.get(id(child), _LEAF_NONE) for child in children]
     if _namespace_attrs(item) is not None:  # "<Namespace {...}>"; json refuses a namespace
         inner = parts[0]
@@ -208,7 +212,7 @@ def _container(item: Any, children: list[Any], known: dict[int, Measure]) -> Mea
     )
 
 
-def _leaf(item: Any) -> Measure:
+def _leaf(item: TemplateValue) -> Measure:
     if isinstance(item, str):
         wide = 0 if item.isascii() else len(item)
         return Measure(_escaped_length(item, repr), _escaped_length(item, _json_string), 0, 0, 0, 0, wide)

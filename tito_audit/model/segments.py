@@ -21,6 +21,7 @@ import re
 import sys
 from array import array
 from collections.abc import Callable, Sequence
+from typing import TypeAlias
 
 WHITE_SPACE = frozenset("\t\n\v\f\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000") | frozenset(
     chr(c) for c in range(0x2000, 0x200B)
@@ -84,18 +85,18 @@ class SegmentedEncoder:
             fresh = sorted(missing)
             encoded = [_kept(ids) for ids in self._encode_batch(fresh)]
             sizes = [_cost(piece, ids) for piece, ids in zip(fresh, encoded, strict=True)]
-            kept = sum(size for size in sizes if size <= MAX_CACHED_BYTES // 4)
-            if len(cache) + len(fresh) > MAX_CACHED_PIECES or self._cached_bytes + kept > MAX_CACHED_BYTES:
+            kept_bytes = sum(size for size in sizes if size <= MAX_CACHED_BYTES // 4)
+            if len(cache) + len(fresh) > MAX_CACHED_PIECES or self._cached_bytes + kept_bytes > MAX_CACHED_BYTES:
                 cache.clear()  # the pieces this batch needs are in ``found``; the newest are kept below
                 self._cached_bytes = 0
-            for piece, ids, size in zip(fresh, encoded, sizes, strict=True):
-                found[piece] = ids
+            for piece, piece_ids, size in zip(fresh, encoded, sizes, strict=True):
+                found[piece] = piece_ids
                 if size <= MAX_CACHED_BYTES // 4:
-                    cache[piece] = ids
+                    cache[piece] = piece_ids
                     self._cached_bytes += size
         found[""] = ()
         token_ids = self._ids
-        out = []
+        out: list[list[int]] = []
         for pieces in split:
             ids: list[int] = []
             for piece, token in zip(pieces[0::2], pieces[1::2], strict=False):
@@ -144,7 +145,7 @@ class SegmentedEncoder:
         return out
 
 
-Ids = tuple[int, ...] | array
+Ids: TypeAlias = "tuple[int, ...] | array[int]"
 """A piece's ids as kept: a tuple, or packed (see :data:`PACKED_FROM`)."""
 
 

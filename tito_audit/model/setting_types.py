@@ -23,6 +23,7 @@ A template reads its own settings in three ways, often through a local it sets f
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TypeGuard
 
 from jinja2 import nodes
 
@@ -114,18 +115,18 @@ def literal_alternatives(ast: nodes.Template, aliases: dict[str, set[str]]) -> d
             for name in names:
                 found.setdefault(name, set()).add(constant.value)
 
-    for node in ast.find_all(nodes.CondExpr):
-        note(sources_of(node.expr1, aliases), node.expr2)
-        if node.expr2 is not None:
-            note(sources_of(node.expr2, aliases), node.expr1)
-    for node in ast.find_all(nodes.Or):
-        note(sources_of(node.left, aliases), node.right)
-    for node in ast.find_all(nodes.Filter):
-        if node.name in {"default", "d"} and node.node is not None and node.args:
-            note(sources_of(node.node, aliases), node.args[0])
-    for node in ast.find_all(nodes.Assign):
-        if isinstance(node.target, nodes.Name):
-            note({node.target.name}, node.node)
+    for cond in ast.find_all(nodes.CondExpr):
+        note(sources_of(cond.expr1, aliases), cond.expr2)
+        if cond.expr2 is not None:
+            note(sources_of(cond.expr2, aliases), cond.expr1)
+    for either in ast.find_all(nodes.Or):
+        note(sources_of(either.left, aliases), either.right)
+    for filtered in ast.find_all(nodes.Filter):
+        if filtered.name in {"default", "d"} and filtered.node is not None and filtered.args:
+            note(sources_of(filtered.node, aliases), filtered.args[0])
+    for assign in ast.find_all(nodes.Assign):
+        if isinstance(assign.target, nodes.Name):
+            note({assign.target.name}, assign.node)
     return found
 
 
@@ -153,7 +154,7 @@ def compared_constants(
                 items = constant.value if isinstance(constant.value, (tuple, list)) else ()
                 values = {item for item in items if isinstance(item, str)}
             elif op.op in _ORDERED and _is_number(constant):
-                value = constant.value  # type: ignore[attr-defined]
+                value = constant.value
                 values = {value, value + 1} if one_past else {value}
             for name in names:
                 found.setdefault(name, set()).update(values)
@@ -179,5 +180,5 @@ def integer_neighbours(defaults: set[int], named: set[int]) -> set[int]:
     return found
 
 
-def _is_number(node: nodes.Node) -> bool:
+def _is_number(node: nodes.Node) -> TypeGuard[nodes.Const]:
     return isinstance(node, nodes.Const) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool)

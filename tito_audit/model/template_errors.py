@@ -11,21 +11,24 @@ from __future__ import annotations
 
 import bisect
 import functools
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jinja2 import Template
 
 TEMPLATE_FILENAME = "<template>"
 """The file name Jinja gives a template compiled from a string: its frames in a traceback carry template lines."""
 
 
 @functools.lru_cache(maxsize=64)
-def _code_to_template_lines(template: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def _code_to_template_lines(template: Template) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The compiled template's debug marks (Jinja parses them on every ask): their code lines in order, and the
     template line of each."""
     pairs = sorted(template.debug_info, key=lambda pair: pair[1])  # written in order already; stable if not
     return tuple(code for _, code in pairs), tuple(line for line, _ in pairs)
 
 
-def _template_line_at(template: Any, code_line: int) -> int:
+def _template_line_at(template: Template, code_line: int) -> int:
     """The template line of the last debug mark at or before ``code_line`` of the compiled code (1 when none)."""
     code_lines, template_lines = _code_to_template_lines(template)
     at = bisect.bisect_right(code_lines, code_line) - 1

@@ -9,8 +9,8 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
-from typing import Any
 
+from tito_audit.model.boundary_types import HFTokenizer
 from tito_audit.model.normalizers import FastNormalizer
 from tito_audit.model.segments import SegmentedEncoder
 from tito_audit.model.threads import cached_property
@@ -22,7 +22,7 @@ class TokenCodec:
     """Encode/decode with one tokenizer, plus the vocabulary facts the checks need."""
 
     def __init__(
-        self, tokenizer: Any, *, piecewise_control_tokens: bool = False, template_source: str | None = None
+        self, tokenizer: HFTokenizer, *, piecewise_control_tokens: bool = False, template_source: str | None = None
     ) -> None:
         """``template_source``: when given, text is cut for the tokenization cache only at the added tokens the
         template writes (thousands of unused added tokens make a slow pattern and never occur)."""

@@ -14,7 +14,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import jinja2
 from jinja2 import meta, nodes
@@ -135,7 +135,7 @@ def template_inputs(
                 for name in read(node.node):
                     tested[name].update({True, False})
                     truthy.add(name)
-        else:
+        elif isinstance(node, nodes.Compare):
             for name, consts in compared_constants(node, aliases).items():
                 if name in tested and consts:
                     tested[name].update(consts)
@@ -171,11 +171,11 @@ def template_inputs(
     return inputs
 
 
-def _integer(value: Any) -> bool:
+def _integer(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     """``text``, ``number`` or ``boolean``: the values of one kind a setting is read as."""
     if isinstance(value, bool):
         return "boolean"
@@ -184,38 +184,41 @@ def _kind(value: Any) -> str:
 
 def _assigned_names(ast: nodes.Template) -> set[str]:
     names: set[str] = set()
-    for node in ast.find_all((nodes.Assign, nodes.AssignBlock, nodes.For, nodes.Macro)):
-        targets = [node.target] if not isinstance(node, nodes.Macro) else list(node.args)
-        for target in targets:
-            names.update(n.name for n in [target, *target.find_all(nodes.Name)] if isinstance(n, nodes.Name))
+    targets: list[nodes.Node] = [assign.target for assign in ast.find_all(nodes.Assign)]
+    targets += [block.target for block in ast.find_all(nodes.AssignBlock)]
+    targets += [loop.target for loop in ast.find_all(nodes.For)]
+    targets += [arg for macro in ast.find_all(nodes.Macro) for arg in macro.args]
+    for target in targets:
+        names.update(n.name for n in [target, *target.find_all(nodes.Name)] if isinstance(n, nodes.Name))
     return names
 
 
 def _structured_names(ast: nodes.Template) -> set[str]:
     """Names used as data (iterated, indexed, filtered, printed, concatenated, copied), not on/off switches."""
     names: set[str] = set()
-    for node in ast.find_all(nodes.For):
-        iterated = [node.iter, *node.iter.find_all(nodes.Name)]
+    for loop in ast.find_all(nodes.For):
+        iterated = [loop.iter, *loop.iter.find_all(nodes.Name)]
         names.update(n.name for n in iterated if isinstance(n, nodes.Name))
-    for node in ast.find_all((nodes.Getattr, nodes.Getitem)):
-        if isinstance(node.node, nodes.Name):
-            names.add(node.node.name)
-    for node in ast.find_all(nodes.Filter):
-        if node.name not in {"default", "d"} and isinstance(node.node, nodes.Name):
-            names.add(node.node.name)
-    for node in ast.find_all(nodes.Call):
-        names.update(arg.name for arg in node.args if isinstance(arg, nodes.Name))
+    lookups: list[nodes.Getattr | nodes.Getitem] = [*ast.find_all(nodes.Getattr), *ast.find_all(nodes.Getitem)]
+    for lookup in lookups:
+        if isinstance(lookup.node, nodes.Name):
+            names.add(lookup.node.name)
+    for filtered in ast.find_all(nodes.Filter):
+        if filtered.name not in {"default", "d"} and isinstance(filtered.node, nodes.Name):
+            names.add(filtered.node.name)
+    for call in ast.find_all(nodes.Call):
+        names.update(arg.name for arg in call.args if isinstance(arg, nodes.Name))
     # printed, concatenated or copied: a value (a date, a list of tools), not an on/off switch
-    for node in ast.find_all(nodes.Output):
-        names.update(child.name for child in node.nodes if isinstance(child, nodes.Name))
-    for node in ast.find_all((nodes.Add, nodes.Concat)):
-        operands = node.nodes if isinstance(node, nodes.Concat) else [node.left, node.right]
-        names.update(operand.name for operand in operands if isinstance(operand, nodes.Name))
-    for node in ast.find_all(nodes.Assign):
-        if isinstance(node.node, nodes.Name):
-            names.add(node.node.name)
-    for node in ast.find_all(nodes.Compare):
-        for op in node.ops:
+    for output in ast.find_all(nodes.Output):
+        names.update(child.name for child in output.nodes if isinstance(child, nodes.Name))
+    operands = [operand for concat in ast.find_all(nodes.Concat) for operand in concat.nodes]
+    operands += [operand for add in ast.find_all(nodes.Add) for operand in (add.left, add.right)]
+    names.update(operand.name for operand in operands if isinstance(operand, nodes.Name))
+    for assign in ast.find_all(nodes.Assign):
+        if isinstance(assign.node, nodes.Name):
+            names.add(assign.node.name)
+    for compare in ast.find_all(nodes.Compare):
+        for op in compare.ops:
             if op.op in {"in", "notin"} and isinstance(op.expr, nodes.Name):
                 names.add(op.expr.name)
     return names
@@ -223,12 +226,12 @@ def _structured_names(ast: nodes.Template) -> set[str]:
 
 def _defaulted_names(ast: nodes.Template) -> set[str]:
     names: set[str] = set()
-    for node in ast.find_all(nodes.Test):
-        if node.name in {"defined", "undefined"} and isinstance(node.node, nodes.Name):
-            names.add(node.node.name)
-    for node in ast.find_all(nodes.Filter):
-        if node.name in {"default", "d"} and isinstance(node.node, nodes.Name):
-            names.add(node.node.name)
+    for test in ast.find_all(nodes.Test):
+        if test.name in {"defined", "undefined"} and isinstance(test.node, nodes.Name):
+            names.add(test.node.name)
+    for filtered in ast.find_all(nodes.Filter):
+        if filtered.name in {"default", "d"} and isinstance(filtered.node, nodes.Name):
+            names.add(filtered.node.name)
     return names
 
 

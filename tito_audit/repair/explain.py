@@ -63,7 +63,7 @@ class ExplainReport:
 
 def numbered_failures(report: AuditReport) -> list[tuple[int, str, Failure]]:
     """Every located failure with a stable case number (drift and non-canonical findings left out)."""
-    cases = []
+    cases: list[tuple[int, str, Failure]] = []
     for variant in report.variants:
         for failure in variant.failures:
             if failure.aspect.startswith("drift") or quiet_only(failure.causes):

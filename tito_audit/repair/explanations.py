@@ -50,7 +50,8 @@ def clip_lines(report: AuditReport, limit: int) -> None:
     """Template lines longer than ``limit`` characters cut to their first ``limit`` (a template written on one line
     would otherwise be quoted whole: published reports quote only short windows of a template)."""
     for explanation in report.explanations:
-        for side in explanation.get("sides", []):  # type: ignore[union-attr]
+        sides = explanation.get("sides", [])
+        for side in sides if isinstance(sides, list) else ():
             for line in side.get("lines", []):
                 if len(line.get("text", "")) > limit:
                     line["text"] = line["text"][:limit] + " …"

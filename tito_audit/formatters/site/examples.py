@@ -55,9 +55,9 @@ def examples(report: AuditReport) -> list[Example]:
     counts = cause_counts(report)
     explained = _explained(report)
     first: dict[str, tuple[str, Failure]] = {}
-    for variant in report.variants:
-        for cause, failure in first_example_per_cause(variant):
-            first.setdefault(cause, (variant.name, failure))
+    for result in report.variants:
+        for cause, failure in first_example_per_cause(result):
+            first.setdefault(cause, (result.name, failure))
     for _, failure, _ in explained:
         for cause in failure.causes:
             counts.setdefault(cause, 0)

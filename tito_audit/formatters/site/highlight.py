@@ -109,8 +109,8 @@ def diff_html(diff: str) -> str:
                 k += 1
             if k - j == j - i:
                 for offset in range(j - i):
-                    left, right = _changed_characters(lines[i + offset][1:], lines[j + offset][1:])
-                    marks[i + offset], marks[j + offset] = left, right
+                    removed, added = _changed_characters(lines[i + offset][1:], lines[j + offset][1:])
+                    marks[i + offset], marks[j + offset] = removed, added
             i = max(k, i + 1)
         else:
             i += 1

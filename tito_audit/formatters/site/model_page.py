@@ -20,6 +20,7 @@ from tito_audit.formatters.common import (
 )
 from tito_audit.formatters.conditions_lines import variant_condition_lines
 from tito_audit.formatters.fix_report import FixPage
+from tito_audit.formatters.interface import FormatContext, ReportFormat
 from tito_audit.formatters.parse_lines import beside_the_verdict, variant_parse_lines
 from tito_audit.formatters.site import markdown_lite
 from tito_audit.formatters.site.conditions_list import conditions_list
@@ -372,6 +373,11 @@ def _footer(report: AuditReport) -> str:
     )
 
 
+def _listed(value: object) -> list[object]:
+    """A list field of an explanation (a document of the report's JSON), or nothing when it is not a list."""
+    return value if isinstance(value, list) else []
+
+
 def model_page(
     report: AuditReport, way_out: FixPage | None = None, links: PageLinks = PageLinks(), compact: bool = False
 ) -> str:
@@ -381,7 +387,7 @@ def model_page(
     causes += [
         str(c.get("cause"))
         for e in report.explanations
-        for c in e.get("confirmations", [])  # type: ignore[union-attr]
+        for c in _listed(e.get("confirmations", []))
         if isinstance(c, dict)
     ]
     verdicts = [v for v in VERDICTS if v in {report.verdict, *(x.verdict for x in report.variants)}]
@@ -398,3 +404,11 @@ def model_page(
         + _footer(report)
     )
     return document(f"{report.model.model_id}: {report.verdict} — tito-audit", body)
+
+
+class HtmlFormat(ReportFormat):
+    name = "html"
+    help = "Write the model's page here (self-contained HTML: verdict, token diffs)."
+
+    def render(self, report: AuditReport, context: FormatContext) -> str:
+        return model_page(report)

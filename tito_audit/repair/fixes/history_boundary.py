@@ -75,8 +75,9 @@ def _backwards(iterable: nodes.Node) -> bool:
         return isinstance(step, nodes.Neg) or (isinstance(step, nodes.Const) and step.value == -1)
     if isinstance(iterable, nodes.Filter):
         return iterable.name == "reverse"
-    is_call = isinstance(iterable, nodes.Call) and isinstance(iterable.node, nodes.Name)
-    if is_call and iterable.node.name == "range" and len(iterable.args) == 3:
+    if not isinstance(iterable, nodes.Call) or not isinstance(iterable.node, nodes.Name):
+        return False
+    if iterable.node.name == "range" and len(iterable.args) == 3:
         step = iterable.args[2]
         return isinstance(step, nodes.Neg) or (isinstance(step, nodes.Const) and step.value == -1)
     return False

@@ -203,10 +203,9 @@ def _is_role(node: nodes.Node) -> bool:
 def _constants(node: nodes.Node) -> frozenset[str] | None:
     if isinstance(node, nodes.Const) and isinstance(node.value, str):
         return frozenset({node.value})
-    if isinstance(node, nodes.List | nodes.Tuple) and all(
-        isinstance(i, nodes.Const) and isinstance(i.value, str) for i in node.items
-    ):
-        return frozenset(i.value for i in node.items)
+    if isinstance(node, nodes.List | nodes.Tuple):
+        texts = [i.value for i in node.items if isinstance(i, nodes.Const) and isinstance(i.value, str)]
+        return frozenset(texts) if len(texts) == len(node.items) else None
     return None
 
 
@@ -227,9 +226,9 @@ def _roles(node: nodes.Node) -> frozenset[str] | None:
         inner = _roles(node.node)
         return ROLES - inner if inner is not None else None
     if isinstance(node, nodes.Or | nodes.And):
-        left, right = _roles(node.left), _roles(node.right)
-        if left is None or right is None:
-            known = left if left is not None else right
+        left_roles, right_roles = _roles(node.left), _roles(node.right)
+        if left_roles is None or right_roles is None:
+            known = left_roles if left_roles is not None else right_roles
             return known if isinstance(node, nodes.And) else None
-        return left | right if isinstance(node, nodes.Or) else left & right
+        return left_roles | right_roles if isinstance(node, nodes.Or) else left_roles & right_roles
     return None
