@@ -74,23 +74,23 @@ class VariantTotals:
             for cause in failure.causes:
                 counts[cause] = counts.get(cause, 0) + 1
         self.failures.extend(failures)
-        tally, drift = outcome.drift, self.drift
-        drift.steps += tally.steps
-        drift.canonical_drift_steps += tally.canonical
-        drift.noncanonical_drift_steps += tally.noncanonical
+        walked, drift = outcome.drift, self.drift
+        drift.steps += walked.steps
+        drift.canonical_drift_steps += walked.canonical
+        drift.noncanonical_drift_steps += walked.noncanonical
         drift.rollouts += 1
-        drift.rollouts_with_mismatch += tally.mismatched_tokens > 0
-        drift.mismatched_tokens += tally.mismatched_tokens
-        drift.mismatched_tokens_noncanonical += tally.mismatched_tokens_noncanonical
-        drift.total_tokens += tally.total_tokens
-        for cause, count in tally.causes.items():
+        drift.rollouts_with_mismatch += walked.mismatched_tokens > 0
+        drift.mismatched_tokens += walked.mismatched_tokens
+        drift.mismatched_tokens_noncanonical += walked.mismatched_tokens_noncanonical
+        drift.total_tokens += walked.total_tokens
+        for cause, count in walked.causes.items():
             drift.causes[cause] = drift.causes.get(cause, 0) + count
         self.gen_prompt_mismatches += outcome.gen_prompt_mismatches
         self.final_steps += outcome.final_steps
         for key, (steps, failed) in outcome.forms.items():
-            tally = self.forms.setdefault(key, [0, 0])
-            tally[0] += steps
-            tally[1] += failed
+            form = self.forms.setdefault(key, [0, 0])
+            form[0] += steps
+            form[1] += failed
         add_tallies(self.conditions, outcome.conditions)
         self.completions += outcome.completions
         self.completions_without_stop += outcome.completions_without_stop

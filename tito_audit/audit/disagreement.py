@@ -14,6 +14,7 @@ answer its calls, and the next prompt is joined with the buffer as the rollout d
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -221,7 +222,7 @@ def _call_turn(context: RolloutContext, variant_audit: VariantAudit) -> tuple[Ro
             completion.text,
             stop,
             message,
-            lambda other, j=j: _rerender(context, j, other),
+            functools.partial(_rerender, context, j),
             context.setup.codec.written_added_pattern,
         )
         return context, turn, j

@@ -119,7 +119,7 @@ def _decode(kind: Any, value: Any, where: str) -> Any:
         key_kind, item = typing.get_args(kind)
         _expect(value, dict, where)
         return {_decode(key_kind, k, where): _decode(item, v, f"{where}.{k}") for k, v in value.items()}
-    if dataclasses.is_dataclass(kind):
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         _expect(value, dict, where)
         hints = _field_types(kind)
         names = {f.name for f in dataclasses.fields(kind) if f.init}

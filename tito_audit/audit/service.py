@@ -23,6 +23,7 @@ from tito_audit.audit.conditions.verdict_conditions import report_conditions
 from tito_audit.audit.parse_step.engine_verdicts import engine_verdicts
 from tito_audit.audit.pending_plan import ParseSteps, PendingPlan
 from tito_audit.audit.recommend import recommend
+from tito_audit.audit.result_conditions import RefusedSetting
 from tito_audit.audit.results import SCHEMA_VERSION, AuditReport, ModelInfo, Settings, worst_verdict
 from tito_audit.audit.settings_together import refused_settings, settings_read_together, without_refused
 from tito_audit.audit.variant import VariantAudit
@@ -123,7 +124,8 @@ def audit(
     # the parsers are chosen while the template's own rollout is walked (see tito_audit.audit.pending_plan)
     pending = PendingPlan.start(options.parser, loaded.resolved.model_id, codec.tokenizer, loaded.resolved.path)
     plan_notes_at = len(notes)
-    variants, refused = variants_for(inputs, options.pinned_kwargs), []
+    variants = variants_for(inputs, options.pinned_kwargs)
+    refused: list[RefusedSetting] = []
     if loaded.template_source is not None:
         with frozen_clock(loaded.template_source, options.clock):
             variants, refused = refused_settings(loaded, codec, variants, options.limits)

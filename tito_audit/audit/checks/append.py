@@ -13,6 +13,8 @@ anything follows fails ``tool after tool``::
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tito_audit.audit.checks.interface import Check
 from tito_audit.audit.checks.outcome import FAILED, PASSED, REFUSED, Outcome
 from tito_audit.audit.checks.records import text_failure
@@ -22,6 +24,11 @@ from tito_audit.audit.core.diff import common_prefix_length, first_difference
 from tito_audit.audit.realization.realize import owner_of
 
 NAME = "append"
+
+
+def _is(index: int) -> Callable[[int], bool]:
+    """Whether a message index is ``index``."""
+    return lambda other: other == index
 
 
 def check(context: RolloutContext, outcome: Outcome) -> None:
@@ -42,9 +49,7 @@ def check(context: RolloutContext, outcome: Outcome) -> None:
         outcome.count(NAME, category, FAILED)
         owner = None
         if char_diff is not None:
-            owner = owner_of(
-                before.text, char_diff, context.history_text, k, lambda m, last=k - 1: m == last, messages, after.text
-            )
+            owner = owner_of(before.text, char_diff, context.history_text, k, _is(k - 1), messages, after.text)
             causes = classify_text_divergence(before.text, after.text, char_diff, context.text, owner=owner)
             aspect = "text"
         else:

@@ -269,12 +269,12 @@ def _step(
     try:
         prompt = _next_prompt(context, walk, k) if changed else context.renders[(k, True)]
     except RenderError as exc:
-        fields = {f for j in changed for f in walk.fields_by_turn[j]}
-        field_name = next((f for f in (CALL_LOST, CALL_ADDED) if f in fields), None) or (
+        refused_fields = {f for j in changed for f in walk.fields_by_turn[j]}
+        field_name = next((f for f in (CALL_LOST, CALL_ADDED) if f in refused_fields), None) or (
             ID_REFUSED
-            if fields == {ID_CHANGED}
+            if refused_fields == {ID_CHANGED}
             else OBJECT_REFUSED
-            if ARGUMENTS_AS_OBJECT in fields
+            if ARGUMENTS_AS_OBJECT in refused_fields
             else "template refused the parsed message"
         )
         failure = Failure(NAME, "refused", step.kind, context.conversation.id, k, step.roles, [LOSSY])

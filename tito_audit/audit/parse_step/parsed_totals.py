@@ -53,9 +53,13 @@ class ParsedTotals:
         self.turns_parsed += outcome.turns_parsed
         self.turns_changed += outcome.turns_changed
         for layout, (steps, differing) in outcome.written.items():
-            tally = self.written.setdefault(layout, [0, 0])
-            tally[0] += steps
-            tally[1] += differing
+            counts = self.written.setdefault(layout, [0, 0])
+            counts[0] += steps
+            counts[1] += differing
+
+    def _calls(self, rare_form: str | None) -> CallTurns:
+        turns, lost, rare_turns, rare_lost = self.call_turns
+        return CallTurns(turns, lost, rare_form or "", rare_turns, rare_lost)
 
     def result(
         self,
@@ -86,7 +90,7 @@ class ParsedTotals:
             turns_in_model_layout=self.turns_in_model_layout,
             calls_in_reasoning=self.calls_in_reasoning[0],
             calls_in_reasoning_lost=self.calls_in_reasoning[1],
-            calls=CallTurns(*self.call_turns[:2], rare_form or "", *self.call_turns[2:]),
+            calls=self._calls(rare_form),
             conditions=conditions_of(tallies, verdict),
             rewritten_values=self.rewritten.result(),
             rewrite_failures=self.rewritten.failures,

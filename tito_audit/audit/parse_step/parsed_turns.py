@@ -144,7 +144,9 @@ def quoted_arguments(message: Message, written: str) -> bool:
     behind one has only ever seen, and writes, the object; such a turn is not one it writes."""
     for call in message.get("tool_calls") or []:
         arguments = (call.get("function") or {}).get("arguments")
-        quoted = isinstance(arguments, str) and json.dumps(arguments, ensure_ascii=False)[1:-1] in written
+        if not isinstance(arguments, str):
+            continue
+        quoted = json.dumps(arguments, ensure_ascii=False)[1:-1] in written
         if quoted and arguments not in written:
             return True
     return False

@@ -114,11 +114,13 @@ def with_value(message: Message, call_index: int, name: str, value: Any) -> Mess
     return {**message, "tool_calls": calls}
 
 
-RenderText = Callable[[Sequence[Message]], "str | None"]
+RenderText = Callable[[list[Message]], "str | None"]
 """``render(messages, gp=False)`` as text (None when the template refuses)."""
 
 
-def locate_literal(full: str, messages: Sequence[Message], j: int, where: tuple[int, str], render: RenderText):
+def locate_literal(
+    full: str, messages: Sequence[Message], j: int, where: tuple[int, str], render: RenderText
+) -> tuple[int, int] | None:
     """Where turn ``j``'s argument ``where`` (call index, name) is written in ``full`` (``render(M[:j+1])``), as
     ``(start, end)``; None when the template does not write it on its own (the marker render refused, or not parting
     around the marker)."""
