@@ -16,11 +16,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tito_audit.audit.audit_options import AuditOptions, conversation_source
+from tito_audit.audit.audit_options import AuditOptions, ConversationSource, conversation_source
 from tito_audit.audit.checks.rollout_context import RolloutContext
 from tito_audit.audit.checks.trace import trace_of
 from tito_audit.audit.core.join import Join, join, join_text_only
@@ -134,7 +134,7 @@ def compare_engines(loaded: LoadedModel, choices: Sequence[ParserChoice], option
     return comparison
 
 
-def _contexts(variant_audit: VariantAudit, conversations_for: Any) -> Iterator[RolloutContext]:
+def _contexts(variant_audit: VariantAudit, conversations_for: ConversationSource) -> Iterator[RolloutContext]:
     _, setup = variant_audit.check_setup()
     for conversation in conversations_for(variant_audit.profile):
         if not conversation.tools and any(m.get("tool_calls") for m in conversation.messages):
@@ -293,6 +293,10 @@ def _difference(parsed: list[Message | str]) -> str | None:
     return "+".join(name for i, name in enumerate(names) if any(view[i] != views[0][i] for view in views))
 
 
+AppendedTurns = Callable[[Message], list[Message]]
+"""What a loop appends after a parsed turn (see :func:`_answers`)."""
+
+
 def _answers(parsed: Message) -> list[Message]:
     """What a loop appends after a parsed turn: a result for each call it got, else the user's next message."""
     calls = parsed.get("tool_calls") or []
@@ -317,7 +321,7 @@ def _case(
     parsed: list[Message | str],
     variant: str,
     ids: list[int],
-    appended: Any,
+    appended: AppendedTurns | None,
 ) -> EngineCase:
     case = EngineCase(
         written.layout, variant, context.conversation.id, j, written.text, written.stop is not None, False
@@ -341,7 +345,7 @@ def _next_prompt(
     written: WrittenTurn,
     parsed: Message,
     ids: list[int],
-    appended: Any,
+    appended: AppendedTurns | None,
     side: ParsedSide,
 ) -> None:
     """Join the buffer (the prompt and what the model wrote) with the next prompt rendered from ``parsed``."""

@@ -42,6 +42,7 @@ from tito_audit.model.load_by_id import load_by_id
 from tito_audit.model.load_folder import LoadedModel, codec_for
 from tito_audit.model.registry import registry_parsers
 from tito_audit.model.render import Renderer, RenderError
+from tito_audit.model.tokens import TokenCodec
 from tito_audit.parse import vllm
 from tito_audit.parse.handover import Sampled
 from tito_audit.parse.parser import ParseInput
@@ -268,7 +269,7 @@ def _compare_renders(server: RenderServer, loaded: LoadedModel, count: int, seed
                 result.differences.append(_token_difference(where, codec, ours, theirs, answer))
 
 
-def _token_difference(where: str, codec: Any, ours: list[int], theirs: Any, answer: dict) -> Difference:
+def _token_difference(where: str, codec: TokenCodec, ours: list[int], theirs: Any, answer: dict) -> Difference:
     if not isinstance(theirs, list):
         return Difference(where, "", f"no ids: {str(answer.get('error', answer))[:300]}")
     at = next((i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b), min(len(ours), len(theirs)))
