@@ -18,12 +18,9 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from tito_audit.errors import ModelLoadError
-
-if TYPE_CHECKING:
-    from tito_audit.model.load_folder import LoadedModel
 
 ENGINE_ENCODER = "vllm-encoder"
 """The backend of an engine-rendered model (beside ``jinja`` and ``mistral-common``)."""
@@ -154,8 +151,18 @@ class RenderRefusal:
     reason: str
 
 
+class EngineRenderedModel(Protocol):
+    """What :func:`encoder_texts` reads of a loaded model (a :class:`~tito_audit.model.load_folder.LoadedModel`)."""
+
+    @property
+    def encoder(self) -> EngineEncoder | None: ...
+
+    @property
+    def engine_renderer(self) -> EncoderRenderer | None: ...
+
+
 def encoder_texts(
-    model: LoadedModel,
+    model: EngineRenderedModel,
     kwargs: Mapping[str, Any],
     messages: Sequence[Mapping[str, Any]],
     tools: list[dict] | None,
@@ -165,7 +172,7 @@ def encoder_texts(
     """The text of each ``(k, add_generation_prompt)`` prefix of ``messages`` as the engine-rendered ``model`` (a
     loaded model) renders it through the encoder connected to it, a render longer than ``max_chars`` refused; raises
     when no encoder runner is connected, or when it fails."""
-    engine: EncoderRenderer | None = model.engine_renderer
+    engine = model.engine_renderer
     if engine is None:
         encoder = model.encoder
         name = encoder.label if encoder is not None else "the engine's encoder"
