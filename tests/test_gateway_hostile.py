@@ -659,6 +659,49 @@ def small_context(tiny_model_dir, template_path, tmp_path_factory):
     return machinery_for(str(folder), source, None, ()), folder
 
 
+def test_in_front_of_vllm_max_tokens_past_the_context_is_lowered_not_refused(small_context):
+    """vLLM 0.33 serves a request whose prompt fits the context however many tokens it asks for, sampling at most what
+    the context leaves; only a prompt that fills the context alone is refused. The SGLang-shaped gateway refuses the
+    same request (the test above); on main the vLLM-shaped one did too."""
+    from tito_audit.gateway.server import running
+
+    loaded, folder = small_context
+    served = gateway(loaded, folder, max_tokens=256, engine_api="vllm")
+    with running(served) as url:
+        answer = chat(url, "long", [{"role": "user", "content": "ab c " * 1000}], max_tokens=4000)
+        assert answer.status_code == 200, answer.text
+        usage = answer.json()["usage"]
+        assert usage["prompt_tokens"] + 4000 > 4096 and usage["prompt_tokens"] + usage["completion_tokens"] <= 4096
+        for content in ("ab c " * 1500, "x" * 1_000_000):  # its prompt alone past the context, counted or bounded
+            refused = chat(url, "past", [{"role": "user", "content": content}], max_tokens=1)
+            assert refused.status_code == 400 and refused.json()["error"]["code"] == "context_length_exceeded"
+            assert "fills the model's context of 4,096 tokens" in refused.json()["error"]["message"]
+
+
+def test_the_sampled_max_tokens_is_what_the_engine_leaves():
+    """``check_prompt`` as each engine counts: as asked when it fits; past the context, lowered to what is left in
+    front of vLLM (refused when nothing is left) and refused in front of SGLang."""
+    from tito_audit.gateway.errors import RequestError
+    from tito_audit.gateway.prompt_bounds import PromptBounds
+    from tito_audit.model.context_window import Context
+
+    class Trial:
+        forgotten = False
+
+        def forget(self):
+            self.forgotten = True
+
+    context = Context(100, "config.json max_position_embeddings")
+    vllm, sglang = PromptBounds(context, None, "vllm"), PromptBounds(context, None, "sglang")
+    assert vllm.check_prompt(Trial(), 60, 40) == 40 == sglang.check_prompt(Trial(), 60, 40)
+    assert vllm.check_prompt(Trial(), 60, 500) == 40
+    for bounds, prompt, max_tokens in ((sglang, 60, 41), (vllm, 100, 1), (vllm, 130, 1)):
+        trial = Trial()
+        with pytest.raises(RequestError, match="context of 100 tokens"):
+            bounds.check_prompt(trial, prompt, max_tokens)
+        assert trial.forgotten
+
+
 def test_a_prompt_past_the_context_is_refused_before_the_session_holds_it(small_context):
     """A prompt that with ``max_tokens`` passes the model's context is 400 ``context_length_exceeded`` naming the
     context, and no session holds it; one whose text alone passes it is refused without being rendered (on main both
@@ -666,7 +709,7 @@ def test_a_prompt_past_the_context_is_refused_before_the_session_holds_it(small_
     from tito_audit.gateway.server import running
 
     loaded, folder = small_context
-    served = gateway(loaded, folder, max_tokens=256)
+    served = gateway(loaded, folder, max_tokens=256, engine_api="sglang")  # SGLang refuses; vLLM lowers (below)
     prepared: list[int] = []  # the renders of the template
     render = loaded.renderer.prefixes
 

@@ -96,7 +96,7 @@ class Gateway:
             raise BadInputError(f"--max-tokens {config.max_tokens} is past {self._context_said()}")
         if config.engine_deadline <= 0:
             raise BadInputError("--engine-deadline must be a positive number of seconds")
-        self.bounds = PromptBounds(self.context, machinery)
+        self.bounds = PromptBounds(self.context, machinery, config.engine_api)
         self.resends = Resends()
         """Who watches for a refused request sent again unchanged (the harness matrix's runner)."""
         self._trim_lock = threading.Lock()
@@ -167,7 +167,8 @@ class Gateway:
         """What the engine is asked for (``max_tokens`` checked against the model's context)."""
         sampling = {"max_tokens": self.config.max_tokens, **request.sampling}
         max_tokens = sampling["max_tokens"]
-        if max_tokens > self.context.tokens and request.dialect != "messages":  # Messages: said with the prompt's size
+        # Messages: said with the prompt's size; an engine that lowers max_tokens lowers this one too
+        if max_tokens > self.context.tokens and request.dialect != "messages" and not self.bounds.lowers:
             raise RequestError(400, "invalid_request", f"max_tokens {max_tokens} is past {self._context_said()}")
         return sampling
 
@@ -177,13 +178,15 @@ class Gateway:
         if self.rewrites.match == "strict":
             check_tool_results(request)
 
-    def prepare(self, entry: GatewaySession, request: ChatRequest, max_tokens: int) -> Step:
+    def prepare(self, entry: GatewaySession, request: ChatRequest, sampling: dict[str, Any]) -> Step:
         """The step ``request`` asks of ``entry`` (:func:`~tito_audit.gateway.turn_steps.prepare`), refused when its
-        prompt and ``max_tokens`` pass the model's context: first from the request's text alone (nothing rendered), then
-        from the prepared prompt; in a worker thread."""
+        prompt and ``max_tokens`` pass the model's context as the engine counts it: first from the request's text
+        alone (nothing rendered), then from the prepared prompt; in a worker thread. ``sampling``'s ``max_tokens`` is
+        lowered where the engine lowers it (:mod:`~tito_audit.gateway.prompt_bounds`)."""
+        max_tokens = sampling["max_tokens"]
         self.bounds.check_text(request, max_tokens)
         step = prepare(entry, request, self.make_session, self.rewrites)
-        self.bounds.check_prompt(step.trial, len(step.prompt), max_tokens, request.dialect)
+        sampling["max_tokens"] = self.bounds.check_prompt(step.trial, len(step.prompt), max_tokens, request.dialect)
         return step
 
     async def generate(self, engine_request: EngineRequest) -> Any:
@@ -228,13 +231,12 @@ class Gateway:
     async def _turn(self, request: ChatRequest, found: Found, want: Wanted, cpu: CpuTime, started: float) -> Answer:
         session_id = found.session_id
         sampling = self.sampling(request)
-        max_tokens = sampling["max_tokens"]
         self.check_request(request)
         async with self.store.turn(session_id) as turn:  # one transaction: on any exit without a commit, as it was
-            step = await asyncio.to_thread(cpu.timed, self.prepare, turn.entry, request, max_tokens)
+            step = await asyncio.to_thread(cpu.timed, self.prepare, turn.entry, request, sampling)
             step.found = found
             step.ignored = request.ignored
-            turn.reserve(step, max_tokens)
+            turn.reserve(step, sampling["max_tokens"])
             engine_request = self.engine_request(request, step, session_id, sampling, want.top)
             asked = time.perf_counter()
             output = await self.generate(engine_request)

@@ -1,6 +1,11 @@
-"""A prompt the model can serve: the prompt and the ``max_tokens`` asked together within the model's context
-(:func:`~tito_audit.model.context_window.context_of`), as vLLM's server checks, or the request is refused (400
-``context_length_exceeded``) before the session holds anything of it.
+"""A prompt the model can serve, by the rule of the engine the gateway stands for (``--engine-api``), or the request
+is refused (400 ``context_length_exceeded``) before the session holds anything of it:
+
+- ``sglang``: the prompt and the ``max_tokens`` asked together within the model's context
+  (:func:`~tito_audit.model.context_window.context_of`); past it, refused;
+- ``vllm``: the prompt alone within the context, and the ``max_tokens`` sampled lowered to what the context leaves
+  (vLLM 0.33: ``entrypoints/serve/utils/api_utils.py`` ``get_max_tokens``; ``renderers/params.py`` no longer takes
+  ``max_tokens`` from the prompt's room). A prompt that fills the context leaves nothing to sample: refused.
 
 Two checks, the cheap one first:
 
@@ -32,11 +37,17 @@ TOKEN_BYTES_MARGIN = 4
 alone, or writes one replacement character (3 bytes) for a byte, still gives a bound."""
 
 
+LOWERS_MAX_TOKENS = frozenset({"vllm"})
+"""The engine APIs whose server lowers ``max_tokens`` to what the context leaves instead of refusing the request."""
+
+
 class PromptBounds:
     """The context checks of one gateway (see the module docstring); thread-safe."""
 
-    def __init__(self, context: Context, machinery: Machinery) -> None:
+    def __init__(self, context: Context, machinery: Machinery, engine_api: str = "sglang") -> None:
         self.context = context
+        self.lowers = engine_api in LOWERS_MAX_TOKENS
+        """Whether ``max_tokens`` is lowered to what the context leaves (vLLM) rather than refused (SGLang)."""
         self._machinery = machinery
         self._lock = threading.Lock()
         self._token_bytes: int | None = None
@@ -57,7 +68,7 @@ class PromptBounds:
         """Refuse ``request`` when its rendered text alone passes the context (see the module docstring). A Messages
         request is refused here only when its text alone passes the whole context: its clients read the refusal's
         numbers to ask again for fewer tokens, so the prompt's exact size is said, after the render."""
-        room = self.context.tokens - (max_tokens if request.dialect != "messages" else 0)
+        room = self.context.tokens - (max_tokens if request.dialect != "messages" and not self.lowers else 0)
         texts = [m["content"].strip() for m in request.messages if m["role"] != "assistant" and m.get("content")]
         characters = sum(map(len, texts))
         if characters <= room or characters * 4 <= room * self.token_bytes():  # 4 bytes a character at most
@@ -69,11 +80,15 @@ class PromptBounds:
             said = f"the messages' text alone is {size:,} bytes, at least {least:,} tokens"
             raise self._refusal(said, least, max_tokens, request.dialect)
 
-    def check_prompt(self, trial: TitoSession, prompt_tokens: int, max_tokens: int, dialect: str = "chat") -> None:
-        """Refuse a prepared step whose prompt of ``prompt_tokens`` and ``max_tokens`` pass the context; its session
-        copy ``trial`` forgets what the model's caches keep of it."""
-        if prompt_tokens + max_tokens <= self.context.tokens:
-            return
+    def check_prompt(self, trial: TitoSession, prompt_tokens: int, max_tokens: int, dialect: str = "chat") -> int:
+        """The ``max_tokens`` the engine samples for a prepared step whose prompt is ``prompt_tokens`` long: as asked,
+        or lowered to what the context leaves where the engine lowers it; a step the engine refuses is refused here,
+        and its session copy ``trial`` forgets what the model's caches keep of it."""
+        left = self.context.tokens - prompt_tokens
+        if max_tokens <= left:
+            return max_tokens
+        if self.lowers and left > 0:
+            return left
         trial.forget()
         raise self._refusal(f"the prompt is {prompt_tokens:,} tokens", prompt_tokens, max_tokens, dialect)
 
@@ -86,6 +101,13 @@ class PromptBounds:
                 f"input length and `max_tokens` exceed context limit: {tokens} + {max_tokens} > {context.tokens}, "
                 f"decrease input length or `max_tokens` and try again ({prompt}; the model's context: "
                 f"{context.source})",
+            )
+        if self.lowers:  # the engine samples what the context leaves: only a prompt that fills it is refused
+            return RequestError(
+                400,
+                "context_length_exceeded",
+                f"{prompt}: that fills the model's context of {context.tokens:,} tokens ({context.source}), leaving "
+                "nothing to sample; shorten the conversation",
             )
         return RequestError(
             400,
