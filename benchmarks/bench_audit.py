@@ -129,7 +129,8 @@ def bench_model(model_id: str, args: argparse.Namespace, work: Path) -> dict:
     python = sys.executable
     row: dict = {"model": model_id, "load_before": load()}
     report_path = work / "report.json"
-    audit = timed([args.tito_audit, "audit", model_id, *mirrors, "--json", str(report_path)])
+    parser = ["--parser", args.parser] if args.parser else []
+    audit = timed([args.tito_audit, "audit", model_id, *mirrors, *parser, "--json", str(report_path)])
     if audit.returncode not in (0, 1):
         row["error"] = f"tito-audit audit exited {audit.returncode}"
         return row
@@ -208,6 +209,11 @@ def main() -> None:
     parser.add_argument("--matrix", action="store_true", help="then time make matrix's command cold")
     parser.add_argument("--tito-audit", default=str(Path(sys.executable).with_name("tito-audit")))
     parser.add_argument("--json", type=Path, help="write the figures here too")
+    parser.add_argument(
+        "--parser",
+        default=None,
+        help="the audit's --parser (default: its own default, auto); template, sglang or vllm time one engine's share",
+    )
     args = parser.parse_args()
     models = args.models or DEFAULT_MODELS
     if args.all:
