@@ -680,7 +680,8 @@ def test_in_front_of_vllm_max_tokens_past_the_context_is_lowered_not_refused(sma
 
 def test_the_sampled_max_tokens_is_what_the_engine_leaves():
     """``check_prompt`` as each engine counts: as asked when it fits; past the context, lowered to what is left in
-    front of vLLM (refused when nothing is left) and refused in front of SGLang."""
+    front of vLLM (refused when nothing is left, or when max_tokens alone passes the context, as vLLM's request
+    validation refuses it) and refused in front of SGLang."""
     from tito_audit.gateway.errors import RequestError
     from tito_audit.gateway.prompt_bounds import PromptBounds
     from tito_audit.model.context_window import Context
@@ -694,8 +695,8 @@ def test_the_sampled_max_tokens_is_what_the_engine_leaves():
     context = Context(100, "config.json max_position_embeddings")
     vllm, sglang = PromptBounds(context, None, "vllm"), PromptBounds(context, None, "sglang")
     assert vllm.check_prompt(Trial(), 60, 40) == 40 == sglang.check_prompt(Trial(), 60, 40)
-    assert vllm.check_prompt(Trial(), 60, 500) == 40
-    for bounds, prompt, max_tokens in ((sglang, 60, 41), (vllm, 100, 1), (vllm, 130, 1)):
+    assert vllm.check_prompt(Trial(), 60, 90) == 40
+    for bounds, prompt, max_tokens in ((sglang, 60, 41), (vllm, 100, 1), (vllm, 130, 1), (vllm, 10, 101)):
         trial = Trial()
         with pytest.raises(RequestError, match="context of 100 tokens"):
             bounds.check_prompt(trial, prompt, max_tokens)

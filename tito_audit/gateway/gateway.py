@@ -167,8 +167,7 @@ class Gateway:
         """What the engine is asked for (``max_tokens`` checked against the model's context)."""
         sampling = {"max_tokens": self.config.max_tokens, **request.sampling}
         max_tokens = sampling["max_tokens"]
-        # Messages: said with the prompt's size; an engine that lowers max_tokens lowers this one too
-        if max_tokens > self.context.tokens and request.dialect != "messages" and not self.bounds.lowers:
+        if max_tokens > self.context.tokens and request.dialect != "messages":  # Messages: said with the prompt's size
             raise RequestError(400, "invalid_request", f"max_tokens {max_tokens} is past {self._context_said()}")
         return sampling
 

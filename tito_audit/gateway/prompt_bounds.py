@@ -3,9 +3,10 @@ is refused (400 ``context_length_exceeded``) before the session holds anything o
 
 - ``sglang``: the prompt and the ``max_tokens`` asked together within the model's context
   (:func:`~tito_audit.model.context_window.context_of`); past it, refused;
-- ``vllm``: the prompt alone within the context, and the ``max_tokens`` sampled lowered to what the context leaves
-  (vLLM 0.33: ``entrypoints/serve/utils/api_utils.py`` ``get_max_tokens``; ``renderers/params.py`` no longer takes
-  ``max_tokens`` from the prompt's room). A prompt that fills the context leaves nothing to sample: refused.
+- ``vllm``: ``max_tokens`` itself within the context (``renderers/params.py`` refuses more), the prompt alone
+  within the context, and the ``max_tokens`` sampled lowered to what the context leaves (vLLM 0.33:
+  ``entrypoints/serve/utils/api_utils.py`` ``get_max_tokens``; ``renderers/params.py`` no longer takes ``max_tokens``
+  from the prompt's room). A prompt that fills the context leaves nothing to sample: refused.
 
 Two checks, the cheap one first:
 
@@ -87,7 +88,7 @@ class PromptBounds:
         left = self.context.tokens - prompt_tokens
         if max_tokens <= left:
             return max_tokens
-        if self.lowers and left > 0:
+        if self.lowers and left > 0 and max_tokens <= self.context.tokens:
             return left
         trial.forget()
         raise self._refusal(f"the prompt is {prompt_tokens:,} tokens", prompt_tokens, max_tokens, dialect)
@@ -102,7 +103,7 @@ class PromptBounds:
                 f"decrease input length or `max_tokens` and try again ({prompt}; the model's context: "
                 f"{context.source})",
             )
-        if self.lowers:  # the engine samples what the context leaves: only a prompt that fills it is refused
+        if self.lowers and max_tokens <= context.tokens:  # the engine samples what the context leaves
             return RequestError(
                 400,
                 "context_length_exceeded",
