@@ -241,14 +241,13 @@ def test_the_results_key_names_the_engines_and_their_versions(two_engines, good,
     """A stored matrix result made with other engines' parsers, or another version of them, is not reused."""
     from tito_audit.matrix.matrix_options import MatrixOptions
     from tito_audit.matrix.tasks import identify
-    from tito_audit.parse import choice
 
     folder = str(good[0].resolved.path)
     options = MatrixOptions(out_dir=tmp_path, allow_hub=False, count=4)
 
     def key(installed: set[str], version: str | None = "1.0"):
-        monkeypatch.setattr(choice, "installed", lambda engine: engine.name in installed)
-        monkeypatch.setattr(engines, "engine_version", lambda engine: version)
+        monkeypatch.setattr(ToyEngine, "installed", lambda engine: engine.name in installed)
+        monkeypatch.setattr(ToyEngine, "version", lambda engine: version)
         return identify(folder, options).key
 
     alpha = key({"alpha"})

@@ -1,6 +1,6 @@
 """What a loop at run time reads of the audit: the names :class:`~tito_audit.TitoSession` decides and labels a buffer
-with, so that it decides exactly as the audit does (``session/audit_entry.py`` imports the audit through this module
-only; ``tests/test_layout.py`` checks it). The audit's other modules may move; these names stay.
+with, so that it decides exactly as the audit does (``session/`` imports the audit through this module only;
+``tests/test_layout.py`` checks it). The audit's other modules may move; these names stay.
 
 - **the join and its diagnosis** (``core/``): :func:`join` decides a buffer against the next prompt (:class:`Join`);
   the diff helpers locate where two sequences part and cut the window a report shows (:class:`TokenWindow`);

@@ -233,7 +233,7 @@ def write_disagreements(identities: list[Identity], outcomes: dict[str, Outcome]
         entries.append(
             ModelComparison(identity.resolved_id or identity.model_id, f"models/{stem}.html", outcome.engines)
         )
-    installed_here = [engine.name for engine in engines.ENGINES if engines.installed(engine)]
+    installed_here = [engine.name for engine in engines.ENGINES if engine.installed()]
     write_if_changed(out_dir / PARSERS_PAGE, disagreement_page(entries, installed_here))
 
 

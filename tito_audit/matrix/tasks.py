@@ -133,7 +133,7 @@ def engines_used(parser: str, model_id: str) -> dict[str, list[str | None]]:
     each with its tool-call and reasoning parsers as recorded and its parsers' version: a result made with other
     engines, other parsers or another version of them is another result."""
     from tito_audit.parse.choice import engines_planned
-    from tito_audit.parse.engines import engine_named, engine_version
+    from tito_audit.parse.engines import engine_named
 
     used: dict[str, list[str | None]] = {}
     for name in engines_planned(parser, model_id):
@@ -142,7 +142,7 @@ def engines_used(parser: str, model_id: str) -> dict[str, list[str | None]]:
         used[name] = [
             pair.tool if pair is not None else None,
             pair.reasoning if pair is not None else None,
-            engine_version(engine) if engine is not None else None,
+            engine.version() if engine is not None else None,
         ]
     return used
 

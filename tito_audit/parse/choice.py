@@ -24,7 +24,7 @@ from typing import Any
 
 from tito_audit.errors import BadInputError
 from tito_audit.parse import engines
-from tito_audit.parse.engines import engine_named, engine_names, installed
+from tito_audit.parse.engines import engine_named, engine_names
 from tito_audit.parse.interface import Engine
 from tito_audit.parse.parser import (
     TEMPLATE,
@@ -213,12 +213,12 @@ def check_parser_value(value: str) -> None:
 
 def engines_planned(value: Any, model_id: str) -> list[str]:
     """The engines a ``--parser`` value audits ``model_id`` with, decided without loading or importing anything
-    (:func:`~tito_audit.parse.engines.installed`): what the matrix's results key records."""
+    (:meth:`~tito_audit.parse.interface.Engine.installed`): what the matrix's results key records."""
     if not isinstance(value, str):
         return []
     value = value.strip()
     if value == AUTO:
-        return [e.name for e in engines.ENGINES if e.recorded(model_id) is not None and installed(e)]
+        return [e.name for e in engines.ENGINES if e.recorded(model_id) is not None and e.installed()]
     if value in (TEMPLATE, HF):
         return []
     engine = engine_named(value)

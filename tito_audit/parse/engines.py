@@ -42,15 +42,6 @@ def engine_words(engine: str, parser: str) -> str:
     return f"{known.label}'s parser {parser.removeprefix(engine + ' ')}" if known is not None else parser
 
 
-def installed(engine: Engine) -> bool:
-    """Whether the engine's parsers are installed (nothing imported)."""
-    return engine.installed()
-
-
-def engine_version(engine: Engine) -> str | None:
-    return engine.version()
-
-
 def recorded_engines(model_id: str) -> list[Engine]:
     """The engines whose parser pair the registry records for ``model_id``."""
     return [engine for engine in ENGINES if engine.recorded(model_id) is not None]

@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tito_audit.conversations.conversation import Conversation, Message, step_kind
-from tito_audit.model.render import RenderError, RenderTimeout, RenderTooLarge, RenderTooLong
-from tito_audit.session.audit_entry import (
+from tito_audit.audit.public import (
     CheckSetup,
     Failure,
     Join,
@@ -27,6 +25,8 @@ from tito_audit.session.audit_entry import (
     token_boundary,
     token_window,
 )
+from tito_audit.conversations.conversation import Conversation, Message, step_kind
+from tito_audit.model.render import RenderError, RenderTimeout, RenderTooLarge, RenderTooLong
 
 TEXT = "text"
 SEAM = "seam"

@@ -25,8 +25,8 @@ from __future__ import annotations
 import dataclasses
 import warnings
 
+from tito_audit.audit.public import join
 from tito_audit.conversations.conversation import TOOL, Message
-from tito_audit.session.audit_entry import join
 from tito_audit.session.breaks import SessionBreak, TitoBreak, TitoBreakWarning, diagnose, suffix_break
 from tito_audit.session.buffer_logprobs import Logprobs
 from tito_audit.session.local_bridge import local_bridge, stand_in_prompt

@@ -20,6 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from tito_audit.audit.public import CheckSetup, StopToken, collect_stop_tokens
 from tito_audit.conversations.validate import check_stop_tokens
 from tito_audit.errors import BadInputError
 from tito_audit.model.load_by_id import load_by_id
@@ -28,7 +29,6 @@ from tito_audit.model.render import DEFAULT_CLOCK, Renderer, RenderLimits, froze
 from tito_audit.model.tokens import TokenCodec
 from tito_audit.model.variants import template_inputs
 from tito_audit.parse.vllm_encoder import connect
-from tito_audit.session.audit_entry import CheckSetup, StopToken, collect_stop_tokens
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from tito_audit.audit.public import variant_reasoning
 from tito_audit.conversations.conversation import Message, clone_data
 from tito_audit.conversations.reasoning_forms import OPEN
 from tito_audit.model.render import DEFAULT_CLOCK
@@ -22,7 +23,6 @@ from tito_audit.model.threads import cached_property
 from tito_audit.parse.choice import choose_parser
 from tito_audit.parse.handover import Sampled, hand_over
 from tito_audit.parse.parser import TEMPLATE, CompletionParser
-from tito_audit.session.audit_entry import variant_reasoning
 from tito_audit.session.inputs import check_depth
 from tito_audit.session.machinery import Machinery
 from tito_audit.session.shared_list import INTS, AppendOnly

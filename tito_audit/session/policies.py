@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal, TypedDict
 
+from tito_audit.audit.public import common_prefix_length, stand_in_bridge
 from tito_audit.conversations.conversation import Message
 from tito_audit.model.render import RenderError
-from tito_audit.session.audit_entry import common_prefix_length, stand_in_bridge
 from tito_audit.session.breaks import SessionBreak, render_refused
 from tito_audit.session.buffer_logprobs import carried
 from tito_audit.session.machinery import Machinery

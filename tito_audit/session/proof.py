@@ -31,6 +31,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tito_audit.audit.public import (
+    AuditOptions,
+    CheckSetup,
+    RolloutContext,
+    VariantAudit,
+    conversation_source,
+    trace_of,
+)
 from tito_audit.conversations.conversation import TOOL, Conversation, Message
 from tito_audit.conversations.generate import generate_conversation
 from tito_audit.conversations.reasoning_forms import reasoning_form
@@ -39,14 +47,6 @@ from tito_audit.model.load_folder import codec_for
 from tito_audit.model.render import DEFAULT_CLOCK, Renderer, RenderError, frozen_clock
 from tito_audit.model.render_budget import deadline
 from tito_audit.model.variants import Variant
-from tito_audit.session.audit_entry import (
-    AuditOptions,
-    CheckSetup,
-    RolloutContext,
-    VariantAudit,
-    conversation_source,
-    trace_of,
-)
 from tito_audit.session.local_bridge import hard_stops, local_bridge
 from tito_audit.session.machinery import Machinery
 

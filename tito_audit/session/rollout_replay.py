@@ -26,6 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tito_audit.audit.public import (
+    TokenWindow,
+    common_prefix_length,
+    first_difference,
+    mismatched_positions,
+    token_window,
+)
 from tito_audit.conversations.conversation import ASSISTANT
 from tito_audit.conversations.datasources import SkipRecord, adapt_messages, parse_jsonl, read_text
 from tito_audit.conversations.validate import text_problem
@@ -33,13 +40,6 @@ from tito_audit.errors import BadInputError
 from tito_audit.model.token_ids import token_ids
 from tito_audit.model.tokens import TokenCodec
 from tito_audit.session import SessionBreak, TitoBreak, TitoSession
-from tito_audit.session.audit_entry import (
-    TokenWindow,
-    common_prefix_length,
-    first_difference,
-    mismatched_positions,
-    token_window,
-)
 
 TURN_KEYS = ("turns", "steps", "rollout")
 FOREIGN = "foreign-prompt"

@@ -15,7 +15,7 @@ from dataclasses import asdict, fields
 from datetime import datetime
 from typing import Any
 
-from tito_audit.session.audit_entry import TokenWindow, common_prefix_length
+from tito_audit.audit.public import TokenWindow, common_prefix_length
 from tito_audit.session.breaks import SessionBreak
 from tito_audit.session.session import TitoSession
 from tito_audit.session.state import NEW, PendingStep, SessionState

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tito_audit.audit.public import Join, join
 from tito_audit.conversations.conversation import Message
 from tito_audit.model.render import RenderedPrefix, RenderError
 from tito_audit.model.token_ids import token_ids
-from tito_audit.session.audit_entry import Join, join
 from tito_audit.session.breaks import SessionBreak, render_refused
 from tito_audit.session.buffer_logprobs import Logprobs, carried
 from tito_audit.session.policies import history_free_bridge, relocations, stand_in_suffix
