@@ -255,3 +255,33 @@ def test_the_results_key_names_the_engines_and_their_versions(two_engines, good,
     assert key({"alpha", "beta"}).digest != alpha.digest
     assert key({"alpha"}, "1.1").digest != alpha.digest
     assert key({"alpha"}).digest == alpha.digest
+
+
+class FormatOnlyEngine(ToyEngine):
+    """An engine whose documents name no parsers for the model: the registry records the pair whose call format the
+    template asks for (``"chosen_by": "format"``)."""
+
+    def recorded(self, model_id):
+        return RegistryParsers("toy", None, "by the call format its template asks for", self.name, by_format=True)
+
+
+def test_parsers_chosen_by_the_templates_call_format_say_so(monkeypatch, good):
+    """A pair no document names is never passed off as documented: the reason and the matrix's parser column say the
+    template's call format chose it; a documented pair's column names the parsers alone."""
+    use_engines(monkeypatch, (ToyEngine("alpha"), FormatOnlyEngine("beta")))
+    report = audit(good[0], AuditOptions(count=8, parser="auto"))
+    alpha, beta = report.parsers
+    assert alpha.why.startswith("default: the Alpha parsers documented for")
+    assert beta.why.startswith("default: no Beta document names parsers for") and "call format" in beta.why
+    row = row_from_report(report, "models/x.md", 1.0)
+    assert row["alpha_parser"] == "alpha toy"
+    assert row["beta_parser"] == "beta toy, by its template's call format"
+
+
+def test_the_registry_marks_the_pairs_chosen_by_format():
+    from tito_audit.model.registry import registry_parsers
+
+    smollm3 = registry_parsers("HuggingFaceTB/SmolLM3-3B", engine="vllm")
+    assert smollm3 is not None and smollm3.by_format and smollm3.tool == "hermes"
+    qwen = registry_parsers("Qwen/Qwen2.5-7B-Instruct", engine="vllm")
+    assert qwen is not None and not qwen.by_format

@@ -15,6 +15,21 @@ EXIT_INTERRUPTED = 130
 """Interrupted (Ctrl-C, SIGINT): what finished is kept (128 + SIGINT, as shells report it)."""
 
 
+def one_line(message: BaseException | str, limit: int = 200, mark: str = "") -> str:
+    r"""``message`` on one line: its whitespace runs made one space, cut to ``limit`` characters (the cut ending with
+    ``mark``); an exception without a message is named by its type.
+
+    >>> one_line("bad\n  value", limit=5)
+    'bad v'
+    >>> one_line(KeyError(), mark="...")
+    'KeyError'
+    """
+    text = " ".join(str(message).split())
+    if not text and isinstance(message, BaseException):
+        text = type(message).__name__
+    return text if len(text) <= limit else text[: limit - len(mark)] + mark
+
+
 class AuditError(Exception):
     """An expected failure: the message is shown to the user as one line, exit code 2."""
 

@@ -26,7 +26,8 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from tito_audit.gateway.errors import EngineError, one_line
+from tito_audit.errors import one_line
+from tito_audit.gateway.errors import EngineError
 from tito_audit.gateway.sampling_engines import (
     EngineOutput,
     EngineRequest,

@@ -48,10 +48,3 @@ class StandinRefused(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
-
-
-def one_line(exc: BaseException | str, limit: int = 200) -> str:
-    """``exc``'s message on one line (its whitespace runs made one space), cut at ``limit`` characters; an exception
-    without a message is named by its type."""
-    text = " ".join(str(exc).split())[:limit]
-    return text or (type(exc).__name__ if isinstance(exc, BaseException) else "")

@@ -26,8 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tito_audit.errors import one_line
 from tito_audit.gateway import engine_logprobs
-from tito_audit.gateway.errors import EngineError, one_line
+from tito_audit.gateway.errors import EngineError
 
 ENGINE_APIS = ("vllm", "sglang")
 

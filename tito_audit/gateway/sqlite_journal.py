@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tito_audit.errors import BadInputError
-from tito_audit.gateway.errors import RequestError, one_line
+from tito_audit.errors import BadInputError, one_line
+from tito_audit.gateway.errors import RequestError
 from tito_audit.gateway.session_entry import GatewaySession, Pending, SessionMaker, ended_error
 from tito_audit.gateway.sessions import SessionStore
 from tito_audit.gateway.turn_transaction import Kept

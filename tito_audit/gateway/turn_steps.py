@@ -24,8 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from tito_audit.errors import BadInputError
-from tito_audit.gateway.errors import EngineError, RequestError, one_line
+from tito_audit.errors import BadInputError, one_line
+from tito_audit.gateway.errors import EngineError, RequestError
 from tito_audit.gateway.matchers import Matcher
 from tito_audit.gateway.protocol import ChatRequest, comparable, finish_reason, take_message, wire_message
 from tito_audit.gateway.sampling_engines import EngineOutput

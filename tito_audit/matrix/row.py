@@ -16,7 +16,7 @@ from tito_audit.formatters.results_table import AUDITED
 from tito_audit.formatters.site.glossary import NOT_AUDITED
 from tito_audit.model.registry import family_of
 from tito_audit.parse import engines
-from tito_audit.parse.choice import needs_tokenizer_prefix, not_installed_prefix, refused_prefix
+from tito_audit.parse.choice import by_format_prefix, needs_tokenizer_prefix, not_installed_prefix, refused_prefix
 from tito_audit.parse.interface import Engine
 
 NOT_REACHABLE = "not audited: not reachable"
@@ -200,6 +200,10 @@ def level_cell(report: AuditReport) -> str:
 
 UNKNOWN_STOPS = "unknown"
 
+BY_FORMAT = ", by its template's call format"
+"""What the parser column adds when no document of the engine names parsers for the model and the registry records
+the pair whose call format the template asks for (``vllm hermes, by its template's call format``)."""
+
 
 def stop_tokens_cell(report: AuditReport) -> str:
     """The stop tokens of every variant (their texts), or ``unknown`` when some variant has none."""
@@ -214,7 +218,7 @@ def engine_cells(report: AuditReport, engine: Engine) -> dict[str, str]:
     ``none recorded``) and its way out when its parser makes things worse."""
     audited = next((verdict for verdict in report.parsers if verdict.engine == engine.name), None)
     if audited is not None:
-        parser = audited.parser
+        parser = audited.parser + (BY_FORMAT if audited.why.startswith(by_format_prefix(engine)) else "")
     elif any(note.startswith(not_installed_prefix(engine)) for note in report.notes):
         parser = "not installed"
     elif any(note.startswith(needs_tokenizer_prefix(engine)) for note in report.notes):

@@ -23,7 +23,7 @@ from typing import Any
 from tito_audit.errors import TemplateTimeoutError
 from tito_audit.model.load_folder import JINJA
 from tito_audit.model.render import Renderer, RenderError, RenderTimeout, RenderTooLong, deadline, guarded_template
-from tito_audit.model.template_errors import one_line
+from tito_audit.model.template_errors import error_line
 
 GENERATION_TAG = re.compile(r"\{\%-?\s*generation\s*-?\%\}")
 """transformers' own test for a template with generation blocks (it warns and marks nothing without one)."""
@@ -121,12 +121,12 @@ def assistant_mask(renderer: Renderer, messages: Sequence[dict], tools: list[dic
             )
     except (RenderTimeout, RenderTooLong) as exc:
         if limits.refuse_after_timeout:
-            raise TemplateTimeoutError(f"{one_line(exc)}: the template is refused for the rest of the audit") from exc
-        raise RenderError(one_line(exc)) from exc
+            raise TemplateTimeoutError(f"{error_line(exc)}: the template is refused for the rest of the audit") from exc
+        raise RenderError(error_line(exc)) from exc
     except RecursionError as exc:
         raise RenderError("RecursionError: template recursion too deep") from exc
     except Exception as exc:
-        raise RenderError(one_line(exc)) from exc
+        raise RenderError(error_line(exc)) from exc
     encodings = getattr(out, "encodings", None)
     if not encodings:
         raise RenderError("the tokenizer gives no character offsets (not a fast tokenizer): no assistant mask")

@@ -85,6 +85,9 @@ class RegistryParsers:
     reasoning: str | None
     source: str
     engine: str = "sglang"
+    by_format: bool = False
+    """No document of the engine names a parser for the model; the pair is the one whose call format the model's
+    template asks for word for word (``"chosen_by": "format"`` in the registry), and reports say so."""
 
 
 def registry_parsers(model_id: str, engine: str = "sglang") -> RegistryParsers | None:
@@ -102,7 +105,8 @@ def registry_parsers(model_id: str, engine: str = "sglang") -> RegistryParsers |
     wanted = model_id.lower()
     for entry in recorded:
         if any(model.lower() == wanted for model in entry["models"]):
-            return RegistryParsers(entry.get("tool"), entry.get("reasoning"), entry["source"], engine)
+            by_format = entry.get("chosen_by") == "format"
+            return RegistryParsers(entry.get("tool"), entry.get("reasoning"), entry["source"], engine, by_format)
     return None
 
 

@@ -34,7 +34,7 @@ from tito_audit.model.render_guard import (  # noqa: F401  (the clocks and limit
     guard,
 )
 from tito_audit.model.render_memo import Refused
-from tito_audit.model.template_errors import one_line
+from tito_audit.model.template_errors import error_line
 from tito_audit.model.tokens import TokenCodec
 
 Message = dict[str, Any]
@@ -136,11 +136,11 @@ class Renderer:
                 return self._bounded(mistral_text(tokenizer, list(messages), tools, gp, self.kwargs))
         except (RenderTimeout, RenderTooLong) as exc:
             self._timeout(exc)
-            raise RenderError(one_line(exc)) from exc
+            raise RenderError(error_line(exc)) from exc
         except RecursionError as exc:
             raise RenderError("RecursionError: template recursion too deep") from exc
         except Exception as exc:
-            raise RenderError(one_line(exc)) from exc
+            raise RenderError(error_line(exc)) from exc
 
     def text_or_none(self, messages: Sequence[Message], tools: list[dict] | None, gp: bool) -> str | None:
         """render(M, gp), or None when the template refuses."""
@@ -274,14 +274,14 @@ class Renderer:
             except (RenderTimeout, RenderTooLong) as exc:
                 self._timeout(exc)
                 if not refused_as_none:
-                    raise PrefixRenderError(k, gp, one_line(exc)) from exc
+                    raise PrefixRenderError(k, gp, error_line(exc)) from exc
                 texts.append(None)
             except RecursionError as exc:
                 if not refused_as_none:
                     raise PrefixRenderError(k, gp, "RecursionError: template recursion too deep") from exc
                 texts.append(None)
             except Exception as exc:
-                reason = one_line(exc)
+                reason = error_line(exc)
                 fast.remember(prepared, k, gp, Refused(reason))
                 if not refused_as_none:
                     raise PrefixRenderError(k, gp, reason) from exc
@@ -313,7 +313,7 @@ class Renderer:
         except Exception as exc:
             if not strict:
                 return [None] * len(keys)
-            raise PrefixRenderError(*keys[0], one_line(exc)) from exc
+            raise PrefixRenderError(*keys[0], error_line(exc)) from exc
         for key, text in zip(keys, rendered, strict=True):
             if strict and isinstance(text, RenderRefusal):
                 raise PrefixRenderError(*key, text.reason)

@@ -13,6 +13,8 @@ import bisect
 import functools
 from typing import TYPE_CHECKING
 
+from tito_audit.errors import one_line
+
 if TYPE_CHECKING:
     from jinja2 import Template
 
@@ -54,8 +56,8 @@ def template_line(exc: BaseException) -> int | None:
     return line
 
 
-def one_line(exc: BaseException, limit: int = 200) -> str:
-    """``Type: message``, with ``(template line N)`` when the template itself raised it."""
-    text = " ".join(str(exc).split()) or "(no message)"
+def error_line(exc: BaseException, limit: int = 200) -> str:
+    """``Type: message`` on one line, with ``(template line N)`` when the template itself raised it."""
+    text = one_line(str(exc), limit) or "(no message)"
     line = template_line(exc)
-    return f"{type(exc).__name__}: {text[:limit]}" + (f" (template line {line})" if line is not None else "")
+    return f"{type(exc).__name__}: {text}" + (f" (template line {line})" if line is not None else "")

@@ -82,7 +82,11 @@ def engine_choices(model_id: str, tokenizer: Any, model_dir: Path | None = None)
         pair = engine.recorded(model_id)
         if pair is None:
             continue
-        why = f"default: the {engine.label} parsers documented for {model_id}"
+        why = (
+            by_format_why(engine, model_id)
+            if pair.by_format
+            else f"default: the {engine.label} parsers documented for {model_id}"
+        )
         try:
             choices.append(_engine_choice(engine, pair.tool, pair.reasoning, why, pair.source, (tokenizer, model_dir)))
         except ParserNeedsTokenizer as needs:
@@ -101,6 +105,17 @@ def engine_choices(model_id: str, tokenizer: Any, model_dir: Path | None = None)
                 f"there is no verdict with it; install it with: {engine.install}"
             )
     return ParserPlan(tuple(choices), tuple(notes))
+
+
+def by_format_prefix(engine: Engine) -> str:
+    """How the reason begins for an engine's parsers that no document of the engine names for the model, chosen
+    because the model's template asks for their call format word for word (the matrix's ``<engine>_parser`` column
+    says so beside the parsers)."""
+    return f"default: no {engine.label} document names parsers for "
+
+
+def by_format_why(engine: Engine, model_id: str) -> str:
+    return f"{by_format_prefix(engine)}{model_id}; these read the call format its template asks for"
 
 
 def needs_tokenizer_prefix(engine: Engine) -> str:
@@ -159,7 +174,11 @@ def choose_parser(
                 f"--parser {value}: no {engine.label} parser pair is recorded for {model_id}; "
                 f"name them: --parser {value}:TOOL[,REASONING]"
             )
-        why = f"the {engine.label} parsers documented for {model_id}"
+        why = (
+            by_format_why(engine, model_id)
+            if pair.by_format
+            else f"the {engine.label} parsers documented for {model_id}"
+        )
         return _engine_choice(engine, pair.tool, pair.reasoning, why, pair.source, (tokenizer, model_dir))
     engine, tool_name, reasoning_name = _named(value)
     return _engine_choice(engine, tool_name, reasoning_name, "asked for by name", "", (tokenizer, model_dir))

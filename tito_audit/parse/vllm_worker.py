@@ -51,6 +51,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
+from tito_audit.errors import one_line
 from tito_audit.parse.vllm_messages import (
     ErrorAnswer,
     ErrorKind,
@@ -151,7 +152,7 @@ class VLLMRuntime:
             try:
                 model = self._load(request.get("files") or {}, request.get("inline") or {})
             except Exception as exc:
-                return error(f"vLLM cannot load the model's tokenizer: {_one_line(exc)}", ErrorKind.TOKENIZER)
+                return error(f"vLLM cannot load the model's tokenizer: {_error_text(exc)}", ErrorKind.TOKENIZER)
             self.models[key] = model
             while len(self.models) > MODELS_KEPT:
                 self.models.popitem(last=False)
@@ -161,9 +162,9 @@ class VLLMRuntime:
                 try:
                     model.parsers[(tool, reasoning)] = self._parser_class(model, tool, reasoning)
                 except ImportError as exc:  # a package the pair needs beside vLLM (cohere_melody for Cohere's)
-                    return error(_one_line(exc), ErrorKind.IMPORT)
+                    return error(_error_text(exc), ErrorKind.IMPORT)
                 except Exception as exc:
-                    return error(_one_line(exc), ErrorKind.PARSER)
+                    return error(_error_text(exc), ErrorKind.PARSER)
             # whether the hand-over keeps special tokens for a request that declares tools (else what the parser is
             # handed depends on which tokens the vocabulary marks special)
             try:
@@ -304,7 +305,7 @@ class VLLMRuntime:
                 errors.append(None)
             except Exception as exc:  # vLLM's server answers such a request with an error
                 texts.append(None)
-                errors.append(_one_line(exc))
+                errors.append(_error_text(exc))
         return RenderAnswer(texts=texts, errors=errors)
 
     def _render_one(self, renderer: Any, request: RenderRequest, k: int, add_generation_prompt: bool) -> str:
@@ -335,12 +336,10 @@ def _model_type(config: Path) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _one_line(exc: BaseException) -> str:
+def _error_text(exc: BaseException) -> str:
     """``exc`` on one line, at most 400 characters; vLLM names a tokenizer by its folder, a temporary one here, which
     is named the same way in every run (reports are byte for byte the same)."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    text = TEMPORARY_FOLDER.sub("the model's tokenizer folder", text)
-    return text if len(text) <= 400 else text[:397] + "..."
+    return one_line(TEMPORARY_FOLDER.sub("the model's tokenizer folder", one_line(exc, limit=sys.maxsize)), 400, "...")
 
 
 def main() -> None:
@@ -351,14 +350,14 @@ def main() -> None:
     try:
         runtime = VLLMRuntime()
     except Exception as exc:  # reported to the parent as the first answer
-        write_message(replies, error(f"vLLM cannot be imported: {_one_line(exc)}", ErrorKind.IMPORT))
+        write_message(replies, error(f"vLLM cannot be imported: {_error_text(exc)}", ErrorKind.IMPORT))
         return
     while (request := read_message(requests)) is not None:
         try:
             is_request = isinstance(request, dict)
             answer = runtime.handle(request) if is_request else error("not a request", ErrorKind.INTERNAL)
         except Exception as exc:
-            answer = error(f"{type(exc).__name__}: {_one_line(exc)}", ErrorKind.INTERNAL)
+            answer = error(f"{type(exc).__name__}: {_error_text(exc)}", ErrorKind.INTERNAL)
         write_message(replies, answer)
 
 

@@ -41,7 +41,7 @@ from jinja2 import TemplateError
 from tito_audit.audit.audit_options import AuditOptions
 from tito_audit.audit.results import AuditReport
 from tito_audit.model.load_folder import LoadedModel
-from tito_audit.model.template_errors import one_line
+from tito_audit.model.template_errors import error_line
 from tito_audit.repair.fixes.source import Edit, TemplateSource
 from tito_audit.repair.training_points import GENERATION_WORDS, Point, points_of, writes
 from tito_audit.repair.training_renders import each_mask, each_render
@@ -236,7 +236,7 @@ def place(loaded: LoadedModel, serving: str, computed: str, report: AuditReport,
     try:
         difference = _same_masks(loaded, computed, placed, report, options)
     except TemplateError as exc:
-        return Placement(why_not=f"the placed form does not compile: {one_line(exc)}")
+        return Placement(why_not=f"the placed form does not compile: {error_line(exc)}")
     if difference:
         return Placement(why_not=f"the placed form's mask differs from the computed form's ({difference})")
     return Placement(source=placed)

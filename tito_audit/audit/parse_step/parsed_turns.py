@@ -19,7 +19,7 @@ from tito_audit.conversations.conversation import ASSISTANT, TOOL, Message
 from tito_audit.conversations.reasoning_forms import OPEN
 from tito_audit.errors import BadInputError
 from tito_audit.model.render import RenderedPrefix
-from tito_audit.model.template_errors import one_line
+from tito_audit.model.template_errors import error_line
 from tito_audit.parse.handover import Sampled, hand_over
 from tito_audit.parse.output_layouts import OutputLayout
 from tito_audit.parse.parser import CompletionParser, ParseInput
@@ -98,7 +98,7 @@ def parse_with(parser: CompletionParser, given: ParseInput) -> Message:
     except BadInputError:
         raise
     except Exception as exc:
-        raise BadInputError(f"--parser {parser.name}: the parser raised on a completion: {one_line(exc)}") from None
+        raise BadInputError(f"--parser {parser.name}: the parser raised on a completion: {error_line(exc)}") from None
 
 
 def answer_with_ids(history: list[Message], j: int, original: Message, parsed: Message) -> None:
