@@ -240,7 +240,7 @@ vllm-renderer: vllm
 
 # two test processes: the published-matrix test (about half the time) runs beside the rest
 test: install
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal
 
 # ruff over everything, then mypy over the packages pyproject.toml's [tool.mypy] lists (its `files`)
 lint: install

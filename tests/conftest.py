@@ -130,8 +130,9 @@ LONGEST_FIRST = (
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest test files first: under ``-n 2 --dist loadfile`` (make test) a file runs whole on one worker, and
-    a long file handed out last leaves the other worker idle until it ends (longest-first keeps both busy)."""
+    """The longest test files first: under ``-n 2 --dist worksteal`` (make test) each worker takes half the tests in
+    this order and an idle worker steals from the other's queue, so a long test started last would leave the other
+    worker idle until it ends (longest-first keeps both busy)."""
     rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 

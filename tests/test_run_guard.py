@@ -55,7 +55,7 @@ def test_a_dead_worker_is_one_failed_test_and_nothing_it_started_outlives_the_ru
     env = dict(os.environ, GUARD_OUT=str(tmp_path), TITO_AUDIT_TEST_STATUS=str(status), PYTHONPATH=str(REPO))
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.run_guard"]
     # no replacement worker: xdist would run the dead worker's file again on it, and die again
-    command += ["-n", "2", "--dist", "loadfile", "--max-worker-restart", "0"]
+    command += ["-n", "2", "--dist", "worksteal", "--max-worker-restart", "0"]
     command += ["--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path)]
     started = time.monotonic()
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
