@@ -62,7 +62,7 @@ def patch_command(
     docs/errors.md)."""
     from tito_audit.cli.wiring import audit_options, audit_with_progress, load, model_words
     from tito_audit.formatters.patch import render_fix, render_no_fix, render_setting, render_training
-    from tito_audit.repair.way_out import FIX, SETTING, find_way_out, way_out_in_loop
+    from tito_audit.repair.way_out import FIX, SETTING, find_way_out, remembering, way_out_in_loop
 
     loaded = load(model, source)
     if loaded.template_source is None:
@@ -74,8 +74,10 @@ def patch_command(
     console = Console()
     options = audit_options(sampling, settings)
 
-    def run_audit(model_to_audit, audit_settings):
+    def audit_shown(model_to_audit, audit_settings):
         return audit_with_progress(model_to_audit, audit_settings, console, True)
+
+    run_audit = remembering(audit_shown)
 
     before = run_audit(loaded, options)
     way = find_way_out(loaded, before, replace(options, parser="template"), run_audit)

@@ -207,7 +207,7 @@ def audit_pair(model_id: str, options: MatrixOptions, events: Any = None) -> Pai
     from tito_audit.model.load_by_id import load_resolved
     from tito_audit.model.resolve import resolve_model
     from tito_audit.parse.choice import start_ahead
-    from tito_audit.repair.way_out import find_way_out, needs_way_out
+    from tito_audit.repair.way_out import find_way_out, needs_way_out, remembering
 
     def emit(stage: str, done: int, total: int) -> None:
         if events is not None:
@@ -243,7 +243,9 @@ def audit_pair(model_id: str, options: MatrixOptions, events: Any = None) -> Pai
             emit("way out", 0, 1)
             try:
                 plain = replace(settings, parser="template")  # the way out is the template's; no parser needed
-                page = page_of(find_way_out(loaded, report, plain, budgeted(audit, report, options)), report)
+                # the budget counts every audit asked for, remembered or not: a result never changes with speed
+                search = budgeted(remembering(audit), report, options)
+                page = page_of(find_way_out(loaded, report, plain, search), report)
             except WayOutOverBudget as over:
                 way_out_note = str(over)
         real_data = None
