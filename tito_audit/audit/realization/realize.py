@@ -9,7 +9,9 @@ Which reasoning forms are realizable is decided from the generation prompt alone
 (:mod:`tito_audit.audit.realization.reasoning_block`): a prompt that closed the block admits no reasoning, one that ends
 inside an open block admits reasoning and empty reasoning, one without a block admits every form. A message whose form
 is not realizable is audited in the nearest realizable form instead and reported as *not realizable under this
-variant*; a realizable form is never swapped for another, whether or not the template renders it back.
+variant*; a realizable form is never swapped for another, whether or not the template renders it back. Turns are
+replaced in order, each tried in the conversation as realized so far
+(:mod:`tito_audit.audit.realization.turn_renders`: each prefix rendered once).
 
 Each turn then ends up in one of four states:
 
@@ -39,6 +41,7 @@ from dataclasses import dataclass, field, replace
 from tito_audit.audit.core.causes import MessageRef, gen_prompt_mismatch
 from tito_audit.audit.core.diff import common_prefix_length
 from tito_audit.audit.realization.reasoning_block import MARKER, ReasoningBlock, closed_at_once, prompt_state
+from tito_audit.audit.realization.turn_renders import LaterRefusal, TurnRenders
 from tito_audit.audit.results import Failure, Walked
 from tito_audit.conversations.conversation import ASSISTANT, Conversation, Message
 from tito_audit.conversations.reasoning_forms import (
@@ -269,11 +272,28 @@ def realize(
 ) -> RealizedConversation:
     """Align every assistant turn of ``conversation``, auditing a turn whose reasoning form its prompt does not
     admit in the nearest form it does (see the module docstring). ``renders`` holds :func:`turn_keys` for
-    ``conversation``; renders of prefixes from a replaced turn on are redone through ``render_prefixes``.
+    ``conversation``; renders of prefixes from a replaced turn on are redone through ``render_prefixes``, each once
+    (:mod:`tito_audit.audit.realization.turn_renders`).
     ``block`` is the template's reasoning block (None: unknown, every form is realizable).
     """
+    try:
+        return _walk(conversation, renders, render_prefixes, render_texts, block, thorough=False)
+    except LaterRefusal:
+        return _walk(conversation, renders, render_prefixes, render_texts, block, thorough=True)
+
+
+def _walk(
+    conversation: Conversation,
+    renders: dict,
+    render_prefixes: RenderPrefixes,
+    render_texts: RenderTexts | None,
+    block: ReasoningBlock | None,
+    thorough: bool,
+) -> RealizedConversation:
     result = RealizedConversation(conversation, dict(renders))
     original = conversation.messages  # forms change reasoning only, never roles or order
+    turns = conversation.assistant_indices()
+    current = TurnRenders(result.renders, render_prefixes, turns, thorough)
 
     def was_last(index: int) -> bool:
         return was_last_in_rollout(original, index)
@@ -282,16 +302,18 @@ def realize(
         rendered = result.renders.get((k, False))
         return rendered.text if rendered is not None else None
 
-    for j in conversation.assistant_indices():
+    for j in turns:
+        current.ensure([(j, True), (j, False)], result.conversation.messages, conversation.tools)
         prompt = result.renders[(j, True)].text
         prompt_start = common_prefix_length(result.renders[(j, False)].text, prompt)
         state = prompt_state(block, prompt[prompt_start:])
         sent_back_without = _sent_back_without(result.conversation, j, state)
         swapped = None
         if not sent_back_without:
-            swapped = _realizable_form(result, j, prompt[prompt_start:], state, render_prefixes)
+            swapped = _realizable_form(result, j, prompt[prompt_start:], state, current)
         message = result.conversation.messages[j]
         form = REASONING_SENT_BACK_WITHOUT if sent_back_without else reasoning_form(message)
+        current.ensure([(j + 1, False)], result.conversation.messages, conversation.tools)
         full = result.renders[(j + 1, False)].text
         start, divergence = locate_completion(prompt, full, prompt_start)
         written = None
@@ -313,6 +335,7 @@ def realize(
             status = GEN_PROMPT_MISMATCH if model_text is None else EMPTY_BLOCK_DROPPED
             found = TurnAlignment(j, status, divergence, prompt_start, divergence, model_text=model_text)
         result.alignments[j] = replace(found, form=swapped, audited_form=form, prompt_state=state)
+    current.finish(result.conversation.messages, conversation.tools)
     return result
 
 
@@ -328,7 +351,7 @@ def _realizable_form(
     j: int,
     generation_prompt: str,
     state: str,
-    render_prefixes: RenderPrefixes,
+    current: TurnRenders,
 ) -> str | None:
     """When message ``j``'s reasoning form is not realizable, replace it by the nearest realizable form the
     template renders and record the original as not realizable; the form audited instead (None: unchanged)."""
@@ -344,12 +367,8 @@ def _realizable_form(
             conversation,
             messages=[*conversation.messages[:j], with_reasoning_form(message, form), *conversation.messages[j + 1 :]],
         )
-        keys = [key for key in result.renders if key[0] > j]
-        try:
-            renders = render_prefixes(candidate.messages, candidate.tools, keys)
-        except Exception:  # the template refuses this form: try the next one
-            continue
-        result.renders.update(renders)
+        if not current.try_form(j, candidate.messages, candidate.tools):
+            continue  # the template refuses this form: try the next one
         result.conversation = candidate
         shape = ", ".join(f"{k}={v}" for k, v in sorted(conversation.shape.items())) or "unspecified"
         result.unrealized.append(
