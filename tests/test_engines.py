@@ -278,6 +278,16 @@ def test_parsers_chosen_by_the_templates_call_format_say_so(monkeypatch, good):
     assert row["beta_parser"] == "beta toy, by its template's call format"
 
 
+def test_a_named_engines_pair_chosen_by_format_is_not_said_to_be_a_default(monkeypatch, good):
+    """``--parser beta`` names the engine: the reason says why its pair was chosen, never "default"."""
+    from tito_audit.parse.choice import choose_parser
+
+    use_engines(monkeypatch, (ToyEngine("alpha"), FormatOnlyEngine("beta")))
+    named = choose_parser("beta", "org/model", good[0].tokenizer)
+    assert named.why == "no Beta document names parsers for org/model; these read the call format its template asks for"
+    assert choose_parser("alpha", "org/model", good[0].tokenizer).why == "the Alpha parsers documented for org/model"
+
+
 def test_the_registry_marks_the_pairs_chosen_by_format():
     from tito_audit.model.registry import registry_parsers
 

@@ -16,7 +16,7 @@ from tito_audit.formatters.results_table import AUDITED
 from tito_audit.formatters.site.glossary import NOT_AUDITED
 from tito_audit.model.registry import family_of
 from tito_audit.parse import engines
-from tito_audit.parse.choice import by_format_prefix, needs_tokenizer_prefix, not_installed_prefix, refused_prefix
+from tito_audit.parse.choice import by_format_marker, needs_tokenizer_prefix, not_installed_prefix, refused_prefix
 from tito_audit.parse.interface import Engine
 
 NOT_REACHABLE = "not audited: not reachable"
@@ -218,7 +218,7 @@ def engine_cells(report: AuditReport, engine: Engine) -> dict[str, str]:
     ``none recorded``) and its way out when its parser makes things worse."""
     audited = next((verdict for verdict in report.parsers if verdict.engine == engine.name), None)
     if audited is not None:
-        parser = audited.parser + (BY_FORMAT if audited.why.startswith(by_format_prefix(engine)) else "")
+        parser = audited.parser + (BY_FORMAT if by_format_marker(engine) in audited.why else "")
     elif any(note.startswith(not_installed_prefix(engine)) for note in report.notes):
         parser = "not installed"
     elif any(note.startswith(needs_tokenizer_prefix(engine)) for note in report.notes):

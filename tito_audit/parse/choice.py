@@ -82,11 +82,7 @@ def engine_choices(model_id: str, tokenizer: Any, model_dir: Path | None = None)
         pair = engine.recorded(model_id)
         if pair is None:
             continue
-        why = (
-            by_format_why(engine, model_id)
-            if pair.by_format
-            else f"default: the {engine.label} parsers documented for {model_id}"
-        )
+        why = recorded_why(engine, model_id, pair.by_format, by_default=True)
         try:
             choices.append(_engine_choice(engine, pair.tool, pair.reasoning, why, pair.source, (tokenizer, model_dir)))
         except ParserNeedsTokenizer as needs:
@@ -107,15 +103,24 @@ def engine_choices(model_id: str, tokenizer: Any, model_dir: Path | None = None)
     return ParserPlan(tuple(choices), tuple(notes))
 
 
-def by_format_prefix(engine: Engine) -> str:
-    """How the reason begins for an engine's parsers that no document of the engine names for the model, chosen
+def by_format_marker(engine: Engine) -> str:
+    """What the reason says for an engine's parsers that no document of the engine names for the model, chosen
     because the model's template asks for their call format word for word (the matrix's ``<engine>_parser`` column
     says so beside the parsers)."""
-    return f"default: no {engine.label} document names parsers for "
+    return f"no {engine.label} document names parsers for "
 
 
-def by_format_why(engine: Engine, model_id: str) -> str:
-    return f"{by_format_prefix(engine)}{model_id}; these read the call format its template asks for"
+def recorded_why(engine: Engine, model_id: str, by_format: bool, by_default: bool) -> str:
+    """Why ``engine``'s recorded pair is the one audited: documented for ``model_id``, or chosen by its template's call
+    format; ``by_default`` when ``--parser`` named no engine (``auto``).
+
+    >>> recorded_why(engines.ENGINES[0], "org/model", by_format=False, by_default=True)
+    'default: the SGLang parsers documented for org/model'
+    """
+    said = "default: " if by_default else ""
+    if by_format:
+        return f"{said}{by_format_marker(engine)}{model_id}; these read the call format its template asks for"
+    return f"{said}the {engine.label} parsers documented for {model_id}"
 
 
 def needs_tokenizer_prefix(engine: Engine) -> str:
@@ -174,11 +179,7 @@ def choose_parser(
                 f"--parser {value}: no {engine.label} parser pair is recorded for {model_id}; "
                 f"name them: --parser {value}:TOOL[,REASONING]"
             )
-        why = (
-            by_format_why(engine, model_id)
-            if pair.by_format
-            else f"the {engine.label} parsers documented for {model_id}"
-        )
+        why = recorded_why(engine, model_id, pair.by_format, by_default=False)
         return _engine_choice(engine, pair.tool, pair.reasoning, why, pair.source, (tokenizer, model_dir))
     engine, tool_name, reasoning_name = _named(value)
     return _engine_choice(engine, tool_name, reasoning_name, "asked for by name", "", (tokenizer, model_dir))

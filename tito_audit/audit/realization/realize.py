@@ -10,8 +10,7 @@ Which reasoning forms are realizable is decided from the generation prompt alone
 inside an open block admits reasoning and empty reasoning, one without a block admits every form. A message whose form
 is not realizable is audited in the nearest realizable form instead and reported as *not realizable under this
 variant*; a realizable form is never swapped for another, whether or not the template renders it back. Turns are
-replaced in order, each tried in the conversation as realized so far
-(:mod:`tito_audit.audit.realization.turn_renders`: each prefix rendered once).
+replaced in order, each tried in the conversation as realized so far (:mod:`.turn_renders`).
 
 Each turn then ends up in one of four states:
 
