@@ -8,9 +8,9 @@ trajectories' turns are all replaced, and their audit spent 49 of its 72 seconds
 
 :class:`TurnRenders` renders, when a form is tried, the prefixes up to the next assistant turn (where the next
 replacement may happen), and the later ones when the walk reads them. Whether the template renders the form is asked
-of those prefixes. A prefix the template refuses when the walk reads it raises :class:`LaterRefusal`: the walk is
-then made again the thorough way, every later prefix rendered while each form is tried, as it was before this
-module, so a refusal decides the forms as it always did.
+of those prefixes. A later prefix it refuses (one holding a turn after the next, in its form as generated) raises
+:class:`LaterRefusal`: the walk is then made again the thorough way, every later prefix rendered while each form is
+tried, as it was before this module.
 """
 
 from __future__ import annotations
