@@ -49,6 +49,20 @@ def test_the_same_text_and_settings_are_audited_once_and_answered_with_a_copy():
     assert search(model("A"), SETTINGS).variants == ["default", "thinking=true"]
 
 
+def test_the_memory_is_bounded_in_bytes_forgetting_the_oldest_first():
+    """Reports of about 10 kB each under a 25 kB limit: two are kept, the third forgets the first."""
+    calls: list[str] = []
+
+    def run(loaded, options):
+        calls.append(loaded.template_source)
+        return FakeReport(loaded.template_source * 10_000)
+
+    search = remembering(run, limit_bytes=25_000)
+    for source in ["A", "B", "C", "B", "C", "A"]:
+        search(model(source), SETTINGS)
+    assert calls == ["A", "B", "C", "A"], "B and C answered from memory; A forgotten when C was kept"
+
+
 @pytest.mark.parametrize(
     "other",
     [

@@ -177,16 +177,15 @@ class Gateway:
         if self.rewrites.match == "strict":
             check_tool_results(request)
 
-    def prepare(self, entry: GatewaySession, request: ChatRequest, sampling: dict[str, Any]) -> Step:
-        """The step ``request`` asks of ``entry`` (:func:`~tito_audit.gateway.turn_steps.prepare`), refused when its
-        prompt and ``max_tokens`` pass the model's context as the engine counts it: first from the request's text
-        alone (nothing rendered), then from the prepared prompt; in a worker thread. ``sampling``'s ``max_tokens`` is
-        lowered where the engine lowers it (:mod:`~tito_audit.gateway.prompt_bounds`)."""
-        max_tokens = sampling["max_tokens"]
+    def prepare(self, entry: GatewaySession, request: ChatRequest, max_tokens: int) -> tuple[Step, int]:
+        """The step ``request`` asks of ``entry`` (:func:`~tito_audit.gateway.turn_steps.prepare`) and the
+        ``max_tokens`` the engine is asked for: ``max_tokens``, lowered where the engine lowers it
+        (:mod:`~tito_audit.gateway.prompt_bounds`). Refused when the prompt and ``max_tokens`` pass the model's
+        context as the engine counts it: first from the request's text alone (nothing rendered), then from the
+        prepared prompt. Run in a worker thread."""
         self.bounds.check_text(request, max_tokens)
         step = prepare(entry, request, self.make_session, self.rewrites)
-        sampling["max_tokens"] = self.bounds.check_prompt(step.trial, len(step.prompt), max_tokens, request.dialect)
-        return step
+        return step, self.bounds.check_prompt(step.trial, len(step.prompt), max_tokens, request.dialect)
 
     async def generate(self, engine_request: EngineRequest) -> Any:
         """The engine's answer to ``engine_request``, cut at its ``max_tokens``, within ``--engine-deadline``."""
@@ -232,7 +231,10 @@ class Gateway:
         sampling = self.sampling(request)
         self.check_request(request)
         async with self.store.turn(session_id) as turn:  # one transaction: on any exit without a commit, as it was
-            step = await asyncio.to_thread(cpu.timed, self.prepare, turn.entry, request, sampling)
+            step, max_tokens = await asyncio.to_thread(
+                cpu.timed, self.prepare, turn.entry, request, sampling["max_tokens"]
+            )
+            sampling = {**sampling, "max_tokens": max_tokens}
             step.found = found
             step.ignored = request.ignored
             turn.reserve(step, sampling["max_tokens"])

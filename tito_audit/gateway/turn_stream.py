@@ -107,7 +107,10 @@ class TurnStream:
         try:
             transaction = await turn._exit.enter_async_context(gateway.store.turn(turn.session_id))
             turn.transaction, turn.entry = transaction, transaction.entry
-            step = await asyncio.to_thread(turn.cpu.timed, gateway.prepare, turn.entry, request, sampling)
+            step, max_tokens = await asyncio.to_thread(
+                turn.cpu.timed, gateway.prepare, turn.entry, request, sampling["max_tokens"]
+            )
+            sampling = {**sampling, "max_tokens": max_tokens}
             step.found, step.ignored = found, request.ignored
             turn.step = step
             transaction.reserve(step, sampling["max_tokens"])

@@ -9,7 +9,7 @@ otherwise none, with the reason.
 
 from __future__ import annotations
 
-import copy
+import pickle
 from dataclasses import dataclass, replace
 
 from tito_audit.audit.audit_options import AuditOptions
@@ -36,20 +36,30 @@ class WayOut:
     """The way out's template with generation blocks, for trainers (None for ``none``)."""
 
 
-def remembering(run_audit: AuditRunner) -> AuditRunner:
+REMEMBERED_BYTES = 64 * 1024 * 1024
+"""How many bytes of pickled reports :func:`remembering` keeps; the oldest are forgotten first (a report is
+typically 0.2–3 MB)."""
+
+
+def remembering(run_audit: AuditRunner, limit_bytes: int = REMEMBERED_BYTES) -> AuditRunner:
     """``run_audit``, answering the audit of a template text, origin and settings it has already audited with a copy
     of that report instead of auditing it again (an audit is deterministic). The way-out search meets the same text
     more than once: two fixes whose edits give the same template (Solar Open's search audits 3 of its 15 candidates
-    twice). Wrap the runner inside any budget that counts audits, so that the budget is charged as before."""
-    seen: list[tuple[tuple[str | None, str, str | None], AuditOptions, AuditReport]] = []
+    twice). Reports are kept pickled, at most ``limit_bytes`` of them, and each answer is a fresh copy. Wrap the
+    runner inside any budget that counts audits, so that the budget is charged as before."""
+    seen: list[tuple[tuple[str | None, str, str | None], AuditOptions, bytes]] = []  # oldest first
 
     def run(loaded: LoadedModel, options: AuditOptions) -> AuditReport:
         key = (loaded.template_source, loaded.template_origin, loaded.template_name)
-        for known, settings, report in seen:
+        for known, settings, kept in seen:
             if known == key and settings == options:
-                return copy.deepcopy(report)
+                report: AuditReport = pickle.loads(kept)
+                return report
         report = run_audit(loaded, options)
-        seen.append((key, options, copy.deepcopy(report)))
+        kept = pickle.dumps(report, protocol=pickle.HIGHEST_PROTOCOL)
+        seen.append((key, options, kept))
+        while sum(len(entry[2]) for entry in seen) > limit_bytes:
+            seen.pop(0)
         return report
 
     return run

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from tito_audit.audit.core.causes import MessageRef, gen_prompt_mismatch
 from tito_audit.audit.core.diff import common_prefix_length
 from tito_audit.audit.realization.reasoning_block import MARKER, ReasoningBlock, closed_at_once, prompt_state
-from tito_audit.audit.realization.turn_renders import LaterRefusal, TurnRenders
+from tito_audit.audit.realization.turn_renders import Key, LaterRefusal, RenderPrefixes, TurnRenders
 from tito_audit.audit.results import Failure, Walked
 from tito_audit.conversations.conversation import ASSISTANT, Conversation, Message
 from tito_audit.conversations.reasoning_forms import (
@@ -83,8 +83,6 @@ __all__ = [
     "was_last_in_rollout",
     "with_reasoning_form",
 ]
-
-Key = tuple[int, bool]
 
 
 @dataclass(frozen=True)
@@ -132,7 +130,6 @@ class RealizedConversation:
     unrealized: list[UnrealizedTurn] = field(default_factory=list)
 
 
-RenderPrefixes = Callable[[Sequence[Message], "list[dict] | None", Sequence[Key]], Mapping[Key, object]]
 RenderTexts = Callable[[Sequence[Message], "list[dict] | None", Sequence[Key]], Mapping[Key, "str | None"]]
 """Text-only renders (None where the template refuses)."""
 

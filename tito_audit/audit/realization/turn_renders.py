@@ -19,8 +19,11 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from tito_audit.conversations.conversation import Message
+
 Key = tuple[int, bool]
-RenderPrefixes = Callable[[Sequence[Any], Any, Sequence[Key]], Mapping[Key, object]]
+"""A prefix to render: ``(k, gp)`` is ``messages[:k]``, with the generation prompt when ``gp``."""
+RenderPrefixes = Callable[[Sequence[Message], "list[dict] | None", Sequence[Key]], Mapping[Key, object]]
 
 
 class LaterRefusal(Exception):
@@ -41,7 +44,7 @@ class TurnRenders:
         self._thorough = thorough
         self._stale: set[Key] = set()
 
-    def try_form(self, j: int, messages: Sequence[Any], tools: Any) -> bool:
+    def try_form(self, j: int, messages: Sequence[Message], tools: list[dict] | None) -> bool:
         """Whether the template renders ``messages`` (turn ``j`` replaced) up to the next assistant turn, or to the
         end when thorough; if so those renders are kept, and the later ones are rendered when read."""
         later = [key for key in self._keys if key[0] > j]
@@ -57,7 +60,7 @@ class TurnRenders:
         self._stale = {key for key in self._stale if key[0] <= j} | (set(later) - set(now))
         return True
 
-    def ensure(self, keys: Sequence[Key], messages: Sequence[Any], tools: Any) -> None:
+    def ensure(self, keys: Sequence[Key], messages: Sequence[Message], tools: list[dict] | None) -> None:
         """Render those of ``keys`` not rendered since the last replacement (:class:`LaterRefusal` when the template
         refuses one)."""
         missing = [key for key in keys if key in self._stale]
@@ -70,7 +73,7 @@ class TurnRenders:
         self.renders.update(rendered)
         self._stale.difference_update(missing)
 
-    def finish(self, messages: Sequence[Any], tools: Any) -> None:
+    def finish(self, messages: Sequence[Message], tools: list[dict] | None) -> None:
         """Every prefix the walk was given rendered for ``messages``, in the order it was given."""
         self.ensure(sorted(self._stale), messages, tools)
         ordered = {key: self.renders[key] for key in self._keys}
