@@ -37,8 +37,8 @@ class WayOut:
 
 
 REMEMBERED_BYTES = 64 * 1024 * 1024
-"""How many bytes of pickled reports :func:`remembering` keeps; the oldest are forgotten first (a report is
-typically 0.2–3 MB)."""
+"""How many bytes of pickled reports :func:`remembering` keeps, the oldest forgotten first: the matrix's broken rows'
+reports pickle to 1.9–2.8 MB, so a whole search (Solar Open's 15 candidates) fits."""
 
 
 def remembering(run_audit: AuditRunner, limit_bytes: int = REMEMBERED_BYTES) -> AuditRunner:
