@@ -177,15 +177,19 @@ class Gateway:
         if self.rewrites.match == "strict":
             check_tool_results(request)
 
-    def prepare(self, entry: GatewaySession, request: ChatRequest, max_tokens: int) -> tuple[Step, int]:
-        """The step ``request`` asks of ``entry`` (:func:`~tito_audit.gateway.turn_steps.prepare`) and the
-        ``max_tokens`` the engine is asked for: ``max_tokens``, lowered where the engine lowers it
-        (:mod:`~tito_audit.gateway.prompt_bounds`). Refused when the prompt and ``max_tokens`` pass the model's
-        context as the engine counts it: first from the request's text alone (nothing rendered), then from the
+    def prepare(
+        self, entry: GatewaySession, request: ChatRequest, sampling: dict[str, Any]
+    ) -> tuple[Step, dict[str, Any]]:
+        """The step ``request`` asks of ``entry`` (:func:`~tito_audit.gateway.turn_steps.prepare`) and what the engine
+        is asked for: ``sampling`` with its ``max_tokens`` lowered where the engine lowers it
+        (:mod:`~tito_audit.gateway.prompt_bounds`), a new dict. Refused when the prompt and ``max_tokens`` pass the
+        model's context as the engine counts it: first from the request's text alone (nothing rendered), then from the
         prepared prompt. Run in a worker thread."""
+        max_tokens = sampling["max_tokens"]
         self.bounds.check_text(request, max_tokens)
         step = prepare(entry, request, self.make_session, self.rewrites)
-        return step, self.bounds.check_prompt(step.trial, len(step.prompt), max_tokens, request.dialect)
+        lowered = self.bounds.check_prompt(step.trial, len(step.prompt), max_tokens, request.dialect)
+        return step, {**sampling, "max_tokens": lowered}
 
     async def generate(self, engine_request: EngineRequest) -> Any:
         """The engine's answer to ``engine_request``, cut at its ``max_tokens``, within ``--engine-deadline``."""
@@ -231,10 +235,7 @@ class Gateway:
         sampling = self.sampling(request)
         self.check_request(request)
         async with self.store.turn(session_id) as turn:  # one transaction: on any exit without a commit, as it was
-            step, max_tokens = await asyncio.to_thread(
-                cpu.timed, self.prepare, turn.entry, request, sampling["max_tokens"]
-            )
-            sampling = {**sampling, "max_tokens": max_tokens}
+            step, sampling = await asyncio.to_thread(cpu.timed, self.prepare, turn.entry, request, sampling)
             step.found = found
             step.ignored = request.ignored
             turn.reserve(step, sampling["max_tokens"])

@@ -107,10 +107,7 @@ class TurnStream:
         try:
             transaction = await turn._exit.enter_async_context(gateway.store.turn(turn.session_id))
             turn.transaction, turn.entry = transaction, transaction.entry
-            step, max_tokens = await asyncio.to_thread(
-                turn.cpu.timed, gateway.prepare, turn.entry, request, sampling["max_tokens"]
-            )
-            sampling = {**sampling, "max_tokens": max_tokens}
+            step, sampling = await asyncio.to_thread(turn.cpu.timed, gateway.prepare, turn.entry, request, sampling)
             step.found, step.ignored = found, request.ignored
             turn.step = step
             transaction.reserve(step, sampling["max_tokens"])
